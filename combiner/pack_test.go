@@ -1,0 +1,57 @@
+package combiner
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/kwal/kwal/combiner/objformat"
+)
+
+func TestPack(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	ov := int64(objformat.Overhead(0))
+	p := Policy{UploadBytes: ov + 100, MaxObjectBytes: ov + 150, Interval: 10 * time.Millisecond}
+	q := func(size int64, ageMs int) Queued {
+		return Queued{Size: size, AppendedAt: t0.Add(-time.Duration(ageMs) * time.Millisecond)}
+	}
+	cases := []struct {
+		name  string
+		queue []Queued
+		flush bool
+		want  Plan
+	}{
+		{"empty", nil, false, Plan{}},
+		{"empty flush", nil, true, Plan{}},
+		{"young and small waits", []Queued{q(10, 3), q(10, 1)}, false, Plan{Wait: 7 * time.Millisecond}},
+		{"oldest is not first", []Queued{q(10, 1), q(10, 6)}, false, Plan{Wait: 4 * time.Millisecond}},
+		{"interval reached", []Queued{q(10, 10), q(10, 0)}, false, Plan{Cuts: []int{2}}},
+		{"flush cuts young", []Queued{q(10, 0)}, true, Plan{Cuts: []int{1}}},
+		{"upload bytes reached exactly", []Queued{q(50, 0), q(50, 0)}, false, Plan{Cuts: []int{2}}},
+		{"upload bytes then remainder waits", []Queued{q(60, 2), q(60, 2), q(10, 1)}, false, Plan{Cuts: []int{2}, Wait: 9 * time.Millisecond}},
+		{"max size splits", []Queued{q(90, 0), q(70, 0), q(5, 0)}, false, Plan{Cuts: []int{1}, Wait: 10 * time.Millisecond}},
+		{"oversized slice alone", []Queued{q(10, 0), q(500, 0), q(10, 0)}, false, Plan{Cuts: []int{1, 1}, Wait: 10 * time.Millisecond}},
+		{"oversized first", []Queued{q(500, 0)}, false, Plan{Cuts: []int{1}}},
+		{"many objects", []Queued{q(100, 0), q(100, 0), q(100, 0), q(1, 0)}, false, Plan{Cuts: []int{1, 1, 1}, Wait: 10 * time.Millisecond}},
+		{"flush splits at max", []Queued{q(80, 0), q(80, 0)}, true, Plan{Cuts: []int{1, 1}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Pack(c.queue, t0, p, c.flush)
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("Pack = %+v, want %+v", got, c.want)
+			}
+			n := 0
+			for _, k := range got.Cuts {
+				var size int64 = ov
+				for _, s := range c.queue[n : n+k] {
+					size += s.Size
+				}
+				if k > 1 && size > p.MaxObjectBytes {
+					t.Errorf("object of %d slices is %d bytes > max %d", k, size, p.MaxObjectBytes)
+				}
+				n += k
+			}
+		})
+	}
+}

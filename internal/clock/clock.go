@@ -1,0 +1,180 @@
+// Package clock is the injectable time source every waiting component of
+// kwal takes. Production code uses Real; tests use Manual, whose time moves
+// only when the test calls Advance, so no test sleeps to wait for a timer.
+//
+// Concurrency: both implementations are safe for concurrent use.
+package clock
+
+import (
+	"sort"
+	"sync"
+	"time"
+)
+
+// Clock tells time and makes timers.
+type Clock interface {
+	Now() time.Time
+	// NewTimer returns a timer that sends the time on C once d has passed.
+	NewTimer(d time.Duration) Timer
+	// Since is Now().Sub(t).
+	Since(t time.Time) time.Duration
+}
+
+// Timer is the subset of *time.Timer kwal uses.
+type Timer interface {
+	C() <-chan time.Time
+	// Stop prevents the timer from firing; it reports whether it was pending.
+	Stop() bool
+	// Reset re-arms the timer to fire after d.
+	Reset(d time.Duration)
+}
+
+// Real is the wall clock.
+type Real struct{}
+
+var _ Clock = Real{}
+
+func (Real) Now() time.Time                  { return time.Now() }
+func (Real) Since(t time.Time) time.Duration { return time.Since(t) }
+func (Real) NewTimer(d time.Duration) Timer  { return realTimer{time.NewTimer(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time   { return r.t.C }
+func (r realTimer) Stop() bool            { return r.t.Stop() }
+func (r realTimer) Reset(d time.Duration) { r.t.Reset(d) }
+
+// Manual is a fake clock for tests. Its time starts where NewManual puts it
+// and moves only through Advance or Set.
+type Manual struct {
+	mu struct {
+		sync.Mutex
+		now    time.Time
+		timers []*manualTimer
+	}
+}
+
+var _ Clock = (*Manual)(nil)
+
+// NewManual returns a manual clock reading start.
+func NewManual(start time.Time) *Manual {
+	m := &Manual{}
+	m.mu.now = start
+	return m
+}
+
+func (m *Manual) Now() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.now
+}
+
+func (m *Manual) Since(t time.Time) time.Duration { return m.Now().Sub(t) }
+
+func (m *Manual) NewTimer(d time.Duration) Timer {
+	t := &manualTimer{m: m, c: make(chan time.Time, 1)}
+	m.mu.Lock()
+	t.deadline = m.mu.now.Add(d)
+	t.armed = true
+	m.mu.timers = append(m.mu.timers, t)
+	m.mu.Unlock()
+	m.fire()
+	return t
+}
+
+// Advance moves the clock forward by d and fires every timer now due, in
+// deadline order.
+func (m *Manual) Advance(d time.Duration) {
+	m.mu.Lock()
+	m.mu.now = m.mu.now.Add(d)
+	m.mu.Unlock()
+	m.fire()
+}
+
+// Set moves the clock to t (which must not be before Now) and fires due timers.
+func (m *Manual) Set(t time.Time) {
+	m.mu.Lock()
+	if t.After(m.mu.now) {
+		m.mu.now = t
+	}
+	m.mu.Unlock()
+	m.fire()
+}
+
+// Pending reports how many timers are armed; tests use it to wait until a
+// goroutine under test has started waiting before they advance the clock.
+func (m *Manual) Pending() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, t := range m.mu.timers {
+		if t.armed {
+			n++
+		}
+	}
+	return n
+}
+
+func (m *Manual) fire() {
+	m.mu.Lock()
+	now := m.mu.now
+	var due []*manualTimer
+	keep := m.mu.timers[:0]
+	for _, t := range m.mu.timers {
+		if !t.armed {
+			continue
+		}
+		if !t.deadline.After(now) {
+			t.armed = false
+			due = append(due, t)
+			continue
+		}
+		keep = append(keep, t)
+	}
+	for i := len(keep); i < len(m.mu.timers); i++ {
+		m.mu.timers[i] = nil
+	}
+	m.mu.timers = keep
+	m.mu.Unlock()
+	sort.SliceStable(due, func(i, j int) bool { return due[i].deadline.Before(due[j].deadline) })
+	for _, t := range due {
+		select {
+		case t.c <- now:
+		default:
+		}
+	}
+}
+
+type manualTimer struct {
+	m        *Manual
+	c        chan time.Time
+	deadline time.Time // guarded by m.mu
+	armed    bool      // guarded by m.mu
+}
+
+func (t *manualTimer) C() <-chan time.Time { return t.c }
+
+func (t *manualTimer) Stop() bool {
+	t.m.mu.Lock()
+	defer t.m.mu.Unlock()
+	was := t.armed
+	t.armed = false
+	for i, o := range t.m.mu.timers {
+		if o == t {
+			t.m.mu.timers = append(t.m.mu.timers[:i], t.m.mu.timers[i+1:]...)
+			break
+		}
+	}
+	return was
+}
+
+func (t *manualTimer) Reset(d time.Duration) {
+	t.m.mu.Lock()
+	t.deadline = t.m.mu.now.Add(d)
+	if !t.armed {
+		t.armed = true
+		t.m.mu.timers = append(t.m.mu.timers, t)
+	}
+	t.m.mu.Unlock()
+	t.m.fire()
+}

@@ -1,0 +1,327 @@
+package kafkalog
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+)
+
+// RecordBatch v2 layout constants (see doc.go for the drawing).
+const (
+	// BatchHeaderSize is the size of a v2 batch header, records excluded.
+	BatchHeaderSize = 61
+	// BatchLengthOverhead is the size of the baseOffset and batchLength
+	// fields, which batchLength does not count.
+	BatchLengthOverhead = 12
+	// DefaultMaxBatchBytes is Kafka's message.max.bytes default.
+	DefaultMaxBatchBytes = 1048588
+
+	offBaseOffset      = 0
+	offBatchLength     = 8
+	offLeaderEpoch     = 12
+	offMagic           = 16
+	offCRC             = 17
+	offAttributes      = 21
+	offLastOffsetDelta = 23
+	offBaseTimestamp   = 27
+	offMaxTimestamp    = 35
+	offProducerID      = 43
+	offProducerEpoch   = 51
+	offBaseSequence    = 53
+	offRecordCount     = 57
+
+	// scanHeaderSize is what a header walk needs: up to lastOffsetDelta.
+	scanHeaderSize = offBaseTimestamp
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// BatchHeader is the decoded header of a RecordBatch (magic 2).
+type BatchHeader struct {
+	BaseOffset           int64
+	BatchLength          int32 // bytes after the batchLength field
+	PartitionLeaderEpoch int32
+	Magic                int8
+	CRC                  uint32
+	Attributes           int16
+	LastOffsetDelta      int32
+	BaseTimestamp        int64
+	MaxTimestamp         int64
+	ProducerID           int64
+	ProducerEpoch        int16
+	BaseSequence         int32
+	RecordCount          int32
+}
+
+// Size is the whole batch's size in bytes.
+func (h BatchHeader) Size() int { return BatchLengthOverhead + int(h.BatchLength) }
+
+// LastOffset is the offset of the batch's last record.
+func (h BatchHeader) LastOffset() int64 { return h.BaseOffset + int64(h.LastOffsetDelta) }
+
+// NextOffset is the offset following the batch.
+func (h BatchHeader) NextOffset() int64 { return h.LastOffset() + 1 }
+
+// Compression is the codec id in attributes bits 0-2 (0 none, 1 gzip,
+// 2 snappy, 3 lz4, 4 zstd).
+func (h BatchHeader) Compression() int8 { return int8(h.Attributes & 7) }
+
+// LogAppendTime reports attributes bit 3 (timestamp type LogAppendTime).
+func (h BatchHeader) LogAppendTime() bool { return h.Attributes&8 != 0 }
+
+// Transactional reports attributes bit 4.
+func (h BatchHeader) Transactional() bool { return h.Attributes&16 != 0 }
+
+// Control reports attributes bit 5.
+func (h BatchHeader) Control() bool { return h.Attributes&32 != 0 }
+
+// ParseBatchHeader decodes the header at the start of b. It checks only
+// what it must to decode: at least BatchHeaderSize bytes, magic 2 and a
+// batchLength that covers the header. It does not check the CRC nor that
+// b holds the whole batch. Errors are *CorruptBatchError (ErrCorruptBatch).
+func ParseBatchHeader(b []byte) (BatchHeader, error) {
+	if len(b) < BatchHeaderSize {
+		return BatchHeader{}, corruptf(0, "%d bytes, shorter than a batch header (%d)", len(b), BatchHeaderSize)
+	}
+	h := BatchHeader{
+		BaseOffset:           int64(binary.BigEndian.Uint64(b[offBaseOffset:])),
+		BatchLength:          int32(binary.BigEndian.Uint32(b[offBatchLength:])),
+		PartitionLeaderEpoch: int32(binary.BigEndian.Uint32(b[offLeaderEpoch:])),
+		Magic:                int8(b[offMagic]),
+		CRC:                  binary.BigEndian.Uint32(b[offCRC:]),
+		Attributes:           int16(binary.BigEndian.Uint16(b[offAttributes:])),
+		LastOffsetDelta:      int32(binary.BigEndian.Uint32(b[offLastOffsetDelta:])),
+		BaseTimestamp:        int64(binary.BigEndian.Uint64(b[offBaseTimestamp:])),
+		MaxTimestamp:         int64(binary.BigEndian.Uint64(b[offMaxTimestamp:])),
+		ProducerID:           int64(binary.BigEndian.Uint64(b[offProducerID:])),
+		ProducerEpoch:        int16(binary.BigEndian.Uint16(b[offProducerEpoch:])),
+		BaseSequence:         int32(binary.BigEndian.Uint32(b[offBaseSequence:])),
+		RecordCount:          int32(binary.BigEndian.Uint32(b[offRecordCount:])),
+	}
+	if h.Magic != 2 {
+		return h, corruptf(0, "magic %d, want 2", h.Magic)
+	}
+	if h.BatchLength < BatchHeaderSize-BatchLengthOverhead {
+		return h, corruptf(0, "batchLength %d shorter than the header", h.BatchLength)
+	}
+	return h, nil
+}
+
+// BatchCRC computes the CRC32C a v2 batch stores: over the bytes from
+// attributes (byte 21) to the end of the batch. b must be a whole batch.
+func BatchCRC(b []byte) uint32 { return crc32.Checksum(b[offAttributes:], castagnoli) }
+
+// SetBaseOffset overwrites the batch's baseOffset. The CRC does not cover
+// it, so the batch stays valid.
+func SetBaseOffset(b []byte, offset int64) {
+	binary.BigEndian.PutUint64(b[offBaseOffset:], uint64(offset))
+}
+
+// SetPartitionLeaderEpoch overwrites the batch's partitionLeaderEpoch
+// (bytes 12..15). The CRC does not cover it, so the batch stays valid.
+func SetPartitionLeaderEpoch(b []byte, epoch int32) {
+	binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(epoch))
+}
+
+// ValidateBatch checks that b is exactly one valid v2 batch of at most
+// DefaultMaxBatchBytes bytes and returns its header. See ValidateBatchMax.
+func ValidateBatch(b []byte) (BatchHeader, error) {
+	return ValidateBatchMax(b, DefaultMaxBatchBytes)
+}
+
+// ValidateBatchMax checks that b is exactly one valid v2 batch:
+//   - magic 2, batchLength covering the header and equal to len(b)-12;
+//   - size at most maxBytes (else an error wrapping ErrBatchTooLarge);
+//   - CRC32C over attributes..end matches;
+//   - compression codec 0..4;
+//   - uncompressed: recordCount >= 1, the records' varint framing fills the
+//     batch exactly, record i has offsetDelta i, lastOffsetDelta equals
+//     recordCount-1 and no timestamp overflows;
+//   - compressed (records not decoded): recordCount >= 1,
+//     lastOffsetDelta >= recordCount-1.
+//
+// Other errors are *CorruptBatchError with Position 0.
+func ValidateBatchMax(b []byte, maxBytes int) (BatchHeader, error) {
+	h, err := ParseBatchHeader(b)
+	if err != nil {
+		return h, err
+	}
+	if h.Size() != len(b) {
+		return h, corruptf(0, "batch length says %d bytes, have %d", h.Size(), len(b))
+	}
+	if len(b) > maxBytes {
+		return h, fmt.Errorf("%w: %d bytes, max %d", ErrBatchTooLarge, len(b), maxBytes)
+	}
+	if got := BatchCRC(b); got != h.CRC {
+		return h, corruptf(0, "crc32c %#08x, header says %#08x", got, h.CRC)
+	}
+	if h.Attributes&^0x3f != 0 {
+		return h, corruptf(0, "unknown attribute bits %#04x", h.Attributes)
+	}
+	if h.RecordCount < 1 {
+		return h, corruptf(0, "record count %d", h.RecordCount)
+	}
+	if h.LastOffsetDelta < h.RecordCount-1 {
+		return h, corruptf(0, "lastOffsetDelta %d with %d records", h.LastOffsetDelta, h.RecordCount)
+	}
+	switch c := h.Compression(); {
+	case c > 4:
+		return h, corruptf(0, "unknown compression codec %d", c)
+	case c != 0:
+		return h, nil
+	}
+	if h.LastOffsetDelta != h.RecordCount-1 {
+		return h, corruptf(0, "lastOffsetDelta %d, want %d for %d uncompressed records", h.LastOffsetDelta, h.RecordCount-1, h.RecordCount)
+	}
+	if err := checkRecords(b[BatchHeaderSize:], h); err != nil {
+		return h, err
+	}
+	return h, nil
+}
+
+// checkRecords walks uncompressed records. Record layout (varints are
+// zigzag, as encoding/binary.Varint reads them):
+//
+//	length varint | attributes int8 | timestampDelta varlong |
+//	offsetDelta varint | keyLen varint | key | valueLen varint | value |
+//	headerCount varint | (hKeyLen varint | hKey | hValLen varint | hVal)*
+func checkRecords(recs []byte, h BatchHeader) error {
+	pos := int64(BatchHeaderSize)
+	for i := int32(0); i < h.RecordCount; i++ {
+		length, n := binary.Varint(recs)
+		if n <= 0 || length < 0 || length > int64(len(recs)-n) || length > math.MaxInt32 {
+			return corruptf(pos, "record %d: bad length", i)
+		}
+		r := recs[n : n+int(length)]
+		if err := checkRecord(r, i, h); err != "" {
+			return corruptf(pos, "record %d: %s", i, err)
+		}
+		recs = recs[n+int(length):]
+		pos += int64(n) + length
+	}
+	if len(recs) != 0 {
+		return corruptf(pos, "%d bytes after the last of %d records", len(recs), h.RecordCount)
+	}
+	return nil
+}
+
+type recReader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *recReader) varint(max int64) int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 || v > max || v < -max-1 {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// bytes skips a length-prefixed field; nullable allows length -1.
+func (r *recReader) bytes(nullable bool) {
+	l := r.varint(math.MaxInt32)
+	if r.bad {
+		return
+	}
+	if l == -1 && nullable {
+		return
+	}
+	if l < 0 || l > int64(len(r.b)) {
+		r.bad = true
+		return
+	}
+	r.b = r.b[l:]
+}
+
+func checkRecord(b []byte, i int32, h BatchHeader) string {
+	if len(b) < 1 {
+		return "empty"
+	}
+	r := recReader{b: b[1:]} // attributes byte is unused in v2
+	tsDelta := r.varint(math.MaxInt64)
+	offDelta := r.varint(math.MaxInt32)
+	if r.bad {
+		return "bad timestamp or offset delta"
+	}
+	if offDelta != int64(i) {
+		return fmt.Sprintf("offsetDelta %d, want %d", offDelta, i)
+	}
+	if (tsDelta > 0 && h.BaseTimestamp > math.MaxInt64-tsDelta) ||
+		(tsDelta < 0 && h.BaseTimestamp < math.MinInt64-tsDelta) {
+		return "timestamp overflows"
+	}
+	r.bytes(true) // key
+	r.bytes(true) // value
+	nh := r.varint(math.MaxInt32)
+	if r.bad || nh < 0 {
+		return "bad key, value or header count"
+	}
+	for j := int64(0); j < nh && !r.bad; j++ {
+		r.bytes(false)
+		r.bytes(true)
+	}
+	if r.bad {
+		return "bad header"
+	}
+	if len(r.b) != 0 {
+		return fmt.Sprintf("%d trailing bytes", len(r.b))
+	}
+	return ""
+}
+
+// SplitBatches walks b, a concatenation of whole batches, validating each
+// with ValidateBatch and calling fn with its header and bytes (a sub-slice
+// of b). A torn or corrupt batch stops the walk with a *CorruptBatchError
+// whose Position is the batch's offset within b; an error from fn is
+// returned as is.
+func SplitBatches(b []byte, fn func(h BatchHeader, batch []byte) error) error {
+	return splitBatches(b, DefaultMaxBatchBytes, fn)
+}
+
+func splitBatches(b []byte, maxBytes int, fn func(h BatchHeader, batch []byte) error) error {
+	pos := 0
+	for pos < len(b) {
+		size, err := frameSize(b[pos:], int64(pos))
+		if err != nil {
+			return err
+		}
+		batch := b[pos : pos+size]
+		h, err := ValidateBatchMax(batch, maxBytes)
+		if err != nil {
+			return atPosition(err, int64(pos))
+		}
+		if err := fn(h, batch); err != nil {
+			return err
+		}
+		pos += size
+	}
+	return nil
+}
+
+// frameSize reads the batch framing at the start of b and reports the
+// batch's size, or a torn-batch error if b does not hold all of it.
+func frameSize(b []byte, pos int64) (int, error) {
+	if len(b) < BatchLengthOverhead {
+		return 0, corruptf(pos, "torn: %d bytes left, shorter than the batch framing", len(b))
+	}
+	l := int32(binary.BigEndian.Uint32(b[offBatchLength:]))
+	if l < BatchHeaderSize-BatchLengthOverhead {
+		return 0, corruptf(pos, "batchLength %d shorter than the header", l)
+	}
+	size := int(l) + BatchLengthOverhead
+	if size > len(b) {
+		return 0, corruptf(pos, "torn: batch of %d bytes, %d left", size, len(b))
+	}
+	return size, nil
+}
+
+func atPosition(err error, pos int64) error {
+	if ce, ok := err.(*CorruptBatchError); ok {
+		return &CorruptBatchError{Position: ce.Position + pos, Reason: ce.Reason}
+	}
+	return fmt.Errorf("batch at position %d: %w", pos, err)
+}

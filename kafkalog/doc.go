@@ -1,0 +1,79 @@
+// Package kafkalog is one Kafka partition's log on disk: segments of
+// RecordBatch v2 bytes in Kafka's layout, the sparse offset index, the
+// leader-epoch cache, the high-watermark and recovery-point checkpoints,
+// recovery of a torn tail at open, truncation and retention. It also
+// exports the RecordBatch v2 codec (ParseBatchHeader, ValidateBatch,
+// SplitBatches) for the follower, combiner and broker.
+//
+// It does not own networking, replication policy (who is leader, when the
+// high watermark moves) or compression: compressed batches are stored and
+// checked by header and CRC only.
+//
+// # Directory
+//
+//	<dir>/00000000000000000000.log       batches, back to back, as appended
+//	<dir>/00000000000000000000.index     sparse offset index (see below)
+//	<dir>/00000000000000004711.log       next segment: base offset 4711
+//	<dir>/leader-epoch-checkpoint        "0\n<n>\n<epoch> <startOffset>\n"...
+//	<dir>/replication-offset-checkpoint  "0\n1\n<high watermark>\n"
+//	<dir>/recovery-point-offset-checkpoint "0\n1\n<offset>\n"
+//
+// Checkpoints are Kafka's text format, written atomically: temp file,
+// fsync, rename, directory fsync.
+//
+// # RecordBatch v2 (all integers big-endian)
+//
+//	 0      8      12         16    17    21    23          27       35       43      51    53      57      61
+//	+------+------+----------+-----+-----+-----+-----------+--------+--------+-------+-----+-------+-------+---------+
+//	|base  |batch |partition |magic|crc  |attrs|lastOffset |base    |max     |produ- |prod.|base   |record |records  |
+//	|Offset|Length|LeaderEp. |=2   |32c  |     |Delta      |Timest. |Timest. |cerId  |Epoch|Seq    |Count  |...      |
+//	|int64 |int32 |int32     |int8 |u32  |i16  |int32      |int64   |int64   |int64  |i16  |int32  |int32  |         |
+//	+------+------+----------+-----+-----+-----+-----------+--------+--------+-------+-----+-------+-------+---------+
+//	 \___ not covered by the CRC ___/          \_______ CRC32C (Castagnoli) covers byte 21 to the end ________________/
+//
+// batchLength counts the bytes after itself (size = 12 + batchLength).
+// Assigning the base offset and stamping the leader epoch touch bytes
+// 0..7 and 12..15 only, so the CRC stays valid. Uncompressed records are
+// varint-framed: length | attributes | timestampDelta | offsetDelta |
+// key | value | headers (see checkRecords).
+//
+// # Offset index (.index), Kafka's
+//
+//	+----------------------+----------------------+
+//	| relativeOffset int32 | position int32       |  x N, 8 bytes each
+//	+----------------------+----------------------+
+//
+// relativeOffset is the last offset of a batch minus the segment base;
+// position is where that batch starts. An entry is added before a batch
+// when more than IndexIntervalBytes were appended since the last entry.
+// A lookup takes the last entry at or below the target and walks batch
+// headers from there. The index is kept in memory and written at roll and
+// Close; at Open it is rebuilt from the segment (the recovery scan reads
+// every header anyway), so a stale or missing .index file is harmless.
+//
+// # Durability and recovery
+//
+// Appends are written with one WriteAt per segment touched. fsync follows
+// FlushMessages / FlushMs (checked at append), Flush, roll (the old
+// segment is fsynced and the recovery point moved to the new segment's
+// base) and Close. At Open, segments from the one holding the recovery
+// point to the end are validated batch by batch (CRC, record framing,
+// contiguous offsets starting at the segment base); the first bad or torn
+// batch and everything after it are cut, with a slog.Warn saying the
+// position and the bytes dropped. Earlier segments get a header walk. The
+// leader-epoch cache is then trimmed to the log end: it is persisted
+// before the data it describes, as Kafka does.
+//
+// # Concurrency
+//
+// One writer, many readers; all methods are safe for concurrent use.
+// writeMu serialises appends, truncation, retention, flush and close.
+// mu (an RWMutex) guards what readers see: the segment list, each
+// segment's published size and index, log end offset, high watermark and
+// epoch cache. An append writes the file without mu, then publishes the
+// new size and log end offset under mu's write lock, so a reader (which
+// holds the read lock while it reads the file) never sees part of a
+// batch. Truncation and segment deletion hold the write lock while they
+// change what readers could reach. AppendNotify hands out a channel closed
+// at the next publish, truncation or Close.
+package kafkalog

@@ -1,0 +1,411 @@
+package metadata
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+)
+
+// IndexedSlice is one slice as the follower sees it: where its bytes are and
+// the state of the object holding them.
+type IndexedSlice struct {
+	Ref       ObjectRef
+	Bucket    string
+	ObjectKey string
+	BrokerID  int32
+	State     SegmentState
+	SliceEntry
+}
+
+// ObjectSnapshot is every part of one object that State holds.
+type ObjectSnapshot struct {
+	ID       ObjectID
+	Bucket   string
+	Key      string
+	BrokerID int32
+	// Parts: the latest snapshot of each part, by metadata partition.
+	Parts []ObjectMetadata
+}
+
+// MinState is the least advanced state among the parts.
+func (o *ObjectSnapshot) MinState() SegmentState {
+	s := DeleteSegmentFinished
+	for i := range o.Parts {
+		s = min(s, o.Parts[i].State)
+	}
+	return s
+}
+
+// StateStats counts what State holds and what it did.
+type StateStats struct {
+	Parts      int   // object parts held
+	Slices     int   // slices in the per-partition index (STARTED or FINISHED)
+	Applied    int64 // events that changed something
+	Duplicates int64 // events that changed nothing
+	Refused    int64 // events refused with an error
+}
+
+// State is the metadata state machine: it applies events and answers the
+// follower's and the retention manager's questions. It does no I/O and reads
+// no clock; the Consumer feeds it. Safe for concurrent use.
+//
+// Rules, chosen so that the state rebuilt from a compacted topic equals the
+// state built from the full history:
+//   - An ObjectMetadata for an unknown part is accepted in any state (after
+//     compaction only its latest snapshot is left, and the first event of an
+//     object may be COPY_SEGMENT_FINISHED: the PUT plays COPY_SEGMENT_STARTED).
+//   - An event that repeats the current state is a duplicate: nothing changes.
+//   - A legal transition (CanTransition) is applied; any other is refused
+//     with *IllegalTransitionError and nothing changes.
+//   - A StateUpdate for an unknown part is ignored (ErrUnknownObject): it
+//     carries no entries, so there is nothing to index.
+//   - A Tombstone removes the part; one for an unknown part is a duplicate.
+//   - A PartitionDelete for a partition follows CanTransitionPartition the
+//     same way; at STARTED or FINISHED the partition's slices leave the
+//     index. Entries arriving for a partition whose deletion is MARKED or
+//     STARTED are not indexed; entries arriving after FINISHED re-create the
+//     partition (a topic re-created under the same name).
+type State struct {
+	mu struct {
+		sync.Mutex
+		parts   map[ObjectRef]*part
+		byKey   map[string]map[ObjectRef]struct{}
+		index   map[TopicPartition][]indexed
+		deletes map[TopicPartition]PartitionDelete
+		changed chan struct{}
+		stats   StateStats
+	}
+}
+
+type part struct {
+	meta ObjectMetadata
+}
+
+type indexed struct {
+	p *part
+	e *SliceEntry
+}
+
+// NewState returns an empty state.
+func NewState() *State {
+	s := &State{}
+	s.mu.parts = make(map[ObjectRef]*part)
+	s.mu.byKey = make(map[string]map[ObjectRef]struct{})
+	s.mu.index = make(map[TopicPartition][]indexed)
+	s.mu.deletes = make(map[TopicPartition]PartitionDelete)
+	s.mu.changed = make(chan struct{})
+	return s
+}
+
+// Apply applies one event. It returns nil when the event was applied or was
+// a duplicate, ErrUnknownObject (wrapped) for an ignored update, or
+// *IllegalTransitionError; on error nothing changed.
+func (s *State) Apply(ev Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed, err := s.applyLocked(ev)
+	switch {
+	case err != nil:
+		s.mu.stats.Refused++
+	case changed:
+		s.mu.stats.Applied++
+		close(s.mu.changed)
+		s.mu.changed = make(chan struct{})
+	default:
+		s.mu.stats.Duplicates++
+	}
+	return err
+}
+
+func (s *State) applyLocked(ev Event) (bool, error) {
+	switch e := ev.(type) {
+	case *ObjectMetadata:
+		return s.applyObject(e)
+	case *StateUpdate:
+		p, ok := s.mu.parts[e.Ref()]
+		if !ok {
+			return false, fmt.Errorf("%w: %s to %s", ErrUnknownObject, e.Ref(), e.State)
+		}
+		next := p.meta
+		next.State, next.EventTimestampMs, next.BrokerID = e.State, e.EventTimestampMs, e.BrokerID
+		return s.transition(p, &next)
+	case *Tombstone:
+		p, ok := s.mu.parts[e.ObjectRef]
+		if !ok {
+			return false, nil
+		}
+		s.unindex(p)
+		delete(s.mu.parts, e.ObjectRef)
+		if refs := s.mu.byKey[p.meta.Key]; refs != nil {
+			delete(refs, e.ObjectRef)
+			if len(refs) == 0 {
+				delete(s.mu.byKey, p.meta.Key)
+			}
+		}
+		return true, nil
+	case *PartitionDelete:
+		return s.applyPartitionDelete(e)
+	}
+	return false, malformed("unknown event %T", ev)
+}
+
+func (s *State) applyObject(m *ObjectMetadata) (bool, error) {
+	ref := m.Ref()
+	p, ok := s.mu.parts[ref]
+	if !ok {
+		p = &part{meta: cloneMeta(m)}
+		s.mu.parts[ref] = p
+		refs := s.mu.byKey[m.Key]
+		if refs == nil {
+			refs = make(map[ObjectRef]struct{})
+			s.mu.byKey[m.Key] = refs
+		}
+		refs[ref] = struct{}{}
+		if indexable(m.State) {
+			s.indexPart(p)
+		}
+		return true, nil
+	}
+	next := cloneMeta(m)
+	return s.transition(p, &next)
+}
+
+func (s *State) transition(p *part, next *ObjectMetadata) (bool, error) {
+	from := p.meta.State
+	if next.State == from {
+		return false, nil
+	}
+	if !CanTransition(from, next.State) {
+		return false, &IllegalTransitionError{Ref: p.meta.Ref(), From: from.String(), To: next.State.String()}
+	}
+	s.unindex(p)
+	if next.Key != p.meta.Key {
+		// A snapshot must not move an object; keep the key it was indexed by.
+		next.Key = p.meta.Key
+	}
+	p.meta = *next
+	if indexable(next.State) {
+		s.indexPart(p)
+	}
+	return true, nil
+}
+
+func indexable(st SegmentState) bool {
+	return st == CopySegmentStarted || st == CopySegmentFinished
+}
+
+func (s *State) applyPartitionDelete(d *PartitionDelete) (bool, error) {
+	cur, ok := s.mu.deletes[d.TopicPartition]
+	if ok && cur.State == d.State {
+		return false, nil
+	}
+	if ok && !CanTransitionPartition(cur.State, d.State) {
+		return false, &IllegalTransitionError{Partition: d.TopicPartition, From: cur.State.String(), To: d.State.String()}
+	}
+	s.mu.deletes[d.TopicPartition] = *d
+	if d.State != DeletePartitionMarked {
+		delete(s.mu.index, d.TopicPartition)
+	}
+	return true, nil
+}
+
+func cloneMeta(m *ObjectMetadata) ObjectMetadata {
+	c := *m
+	c.Entries = slices.Clone(m.Entries)
+	return c
+}
+
+// compareIndexed orders a partition's index by base offset, then leader
+// epoch, then object part, so equal inputs give equal indexes.
+func compareIndexed(a, b indexed) int {
+	if c := cmp.Compare(a.e.BaseOffset, b.e.BaseOffset); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.e.LeaderEpoch, b.e.LeaderEpoch); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(a.p.meta.ID[:], b.p.meta.ID[:]); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.p.meta.MetadataPartition, b.p.meta.MetadataPartition); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.e.LastOffset, b.e.LastOffset)
+}
+
+func (s *State) indexPart(p *part) {
+	for i := range p.meta.Entries {
+		e := &p.meta.Entries[i]
+		if d, ok := s.mu.deletes[e.TopicPartition]; ok {
+			if d.State != DeletePartitionFinished {
+				continue
+			}
+			delete(s.mu.deletes, e.TopicPartition) // re-created partition
+		}
+		x := indexed{p: p, e: e}
+		idx := s.mu.index[e.TopicPartition]
+		if n := len(idx); n == 0 || compareIndexed(idx[n-1], x) < 0 {
+			s.mu.index[e.TopicPartition] = append(idx, x)
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(idx, x, compareIndexed)
+		s.mu.index[e.TopicPartition] = slices.Insert(idx, i, x)
+	}
+}
+
+func (s *State) unindex(p *part) {
+	if !indexable(p.meta.State) {
+		return
+	}
+	for i := range p.meta.Entries {
+		e := &p.meta.Entries[i]
+		idx := s.mu.index[e.TopicPartition]
+		j, found := slices.BinarySearchFunc(idx, indexed{p: p, e: e}, compareIndexed)
+		if !found || idx[j].p != p {
+			continue
+		}
+		idx = slices.Delete(idx, j, j+1)
+		if len(idx) == 0 {
+			delete(s.mu.index, e.TopicPartition)
+		} else {
+			s.mu.index[e.TopicPartition] = idx
+		}
+	}
+}
+
+// Slices returns the slices of tp in objects in COPY_SEGMENT_FINISHED whose
+// LastOffset is at least fromOffset, in offset order (then leader epoch):
+// the slice holding fromOffset comes first. Slices of different leader
+// epochs may overlap; fencing them is the follower's job.
+func (s *State) Slices(tp TopicPartition, fromOffset int64) []IndexedSlice {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idx := s.mu.index[tp]
+	i := sort.Search(len(idx), func(i int) bool { return idx[i].e.BaseOffset >= fromOffset })
+	for i > 0 && idx[i-1].e.LastOffset >= fromOffset {
+		i--
+	}
+	var out []IndexedSlice
+	for _, x := range idx[i:] {
+		if x.p.meta.State != CopySegmentFinished || x.e.LastOffset < fromOffset {
+			continue
+		}
+		out = append(out, IndexedSlice{
+			Ref:        x.p.meta.Ref(),
+			Bucket:     x.p.meta.Bucket,
+			ObjectKey:  x.p.meta.Key,
+			BrokerID:   x.p.meta.BrokerID,
+			State:      x.p.meta.State,
+			SliceEntry: *x.e,
+		})
+	}
+	return out
+}
+
+// Changed returns a channel that is closed at the next change of the state
+// (a new slice, a state change, a removal). The pattern: take Changed,
+// query, then wait on the channel taken before the query.
+func (s *State) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.changed
+}
+
+// ObjectState returns the least advanced state among the live parts of the
+// object stored under key, and false when no live metadata refers to it.
+// The combiner's orphan collector uses it.
+func (s *State) ObjectState(key string) (SegmentState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	refs := s.mu.byKey[key]
+	if len(refs) == 0 {
+		return 0, false
+	}
+	st := DeleteSegmentFinished
+	for r := range refs {
+		st = min(st, s.mu.parts[r].meta.State)
+	}
+	return st, true
+}
+
+// PartitionDeleteState returns the deletion state of tp, if any.
+func (s *State) PartitionDeleteState(tp TopicPartition) (PartitionDeleteState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.mu.deletes[tp]
+	return d.State, ok
+}
+
+// Objects returns a copy of every object State holds, ordered by id, each
+// with its parts ordered by metadata partition.
+func (s *State) Objects() []ObjectSnapshot {
+	s.mu.Lock()
+	byID := make(map[ObjectID]*ObjectSnapshot)
+	for _, p := range s.mu.parts {
+		o := byID[p.meta.ID]
+		if o == nil {
+			o = &ObjectSnapshot{ID: p.meta.ID, Bucket: p.meta.Bucket, Key: p.meta.Key, BrokerID: p.meta.BrokerID}
+			byID[p.meta.ID] = o
+		}
+		o.Parts = append(o.Parts, cloneMeta(&p.meta))
+	}
+	s.mu.Unlock()
+	out := make([]ObjectSnapshot, 0, len(byID))
+	for _, o := range byID {
+		slices.SortFunc(o.Parts, func(a, b ObjectMetadata) int {
+			return cmp.Compare(a.MetadataPartition, b.MetadataPartition)
+		})
+		out = append(out, *o)
+	}
+	slices.SortFunc(out, func(a, b ObjectSnapshot) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+	return out
+}
+
+// PartitionDeletes returns every partition deletion, ordered by partition.
+func (s *State) PartitionDeletes() []PartitionDelete {
+	s.mu.Lock()
+	out := make([]PartitionDelete, 0, len(s.mu.deletes))
+	for _, d := range s.mu.deletes {
+		out = append(out, d)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b PartitionDelete) int {
+		if c := cmp.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Partition, b.Partition)
+	})
+	return out
+}
+
+// Partitions returns the user partitions that have indexed slices.
+func (s *State) Partitions() []TopicPartition {
+	s.mu.Lock()
+	out := make([]TopicPartition, 0, len(s.mu.index))
+	for tp := range s.mu.index {
+		out = append(out, tp)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b TopicPartition) int {
+		if c := cmp.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Partition, b.Partition)
+	})
+	return out
+}
+
+// Stats returns counts of what State holds and did.
+func (s *State) Stats() StateStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.mu.stats
+	st.Parts = len(s.mu.parts)
+	for _, idx := range s.mu.index {
+		st.Slices += len(idx)
+	}
+	return st
+}

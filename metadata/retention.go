@@ -1,0 +1,258 @@
+package metadata
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/objstore"
+)
+
+// RetentionPolicy decides when a combined object may be deleted.
+type RetentionPolicy struct {
+	// Retention (remote.wal.retention.ms): the least time between an
+	// object's COPY_SEGMENT_FINISHED and its deletion. Default 10 minutes:
+	// followers normally read an object within milliseconds; the margin
+	// covers a follower restarting and catching up from the store.
+	Retention time.Duration
+	// AbandonedCopy: an object stuck in COPY_SEGMENT_STARTED this long is
+	// deleted (STARTED -> DELETE_SEGMENT_STARTED). Default: Retention.
+	AbandonedCopy time.Duration
+	// BrokerID: only objects uploaded by this broker are considered; -1
+	// considers every object.
+	BrokerID int32
+}
+
+// Validate fills defaults and rejects nonsense.
+func (p *RetentionPolicy) Validate() error {
+	if p.Retention == 0 {
+		p.Retention = 10 * time.Minute
+	}
+	if p.AbandonedCopy == 0 {
+		p.AbandonedCopy = p.Retention
+	}
+	if p.Retention < 0 || p.AbandonedCopy < 0 {
+		return fmt.Errorf("metadata: invalid retention policy: retention %v, abandoned copy %v", p.Retention, p.AbandonedCopy)
+	}
+	return nil
+}
+
+// SafeOffsetFunc returns, for a user partition, the offset below which every
+// in-sync replica has the data: the minimum log end offset over the ISR. An
+// entry is past when LastOffset < safe. false means unknown, which keeps
+// the object. A partition that no longer needs its WAL data (deleted, or
+// already in tiered storage) may return math.MaxInt64.
+type SafeOffsetFunc func(TopicPartition) (int64, bool)
+
+// RetentionAction is one object to delete, with why.
+type RetentionAction struct {
+	Object ObjectSnapshot
+	// Resume: a deletion already started (a part is at DELETE_SEGMENT_STARTED
+	// or later) and is carried on without checking age or offsets again.
+	Resume bool
+}
+
+// DecideRetention is the pure retention decision: which objects to delete
+// now. An object is deleted when either
+//   - a part has reached DELETE_SEGMENT_STARTED or later (resume), or
+//   - every part is COPY_SEGMENT_FINISHED, Retention has passed since the
+//     latest of their event times, and every in-sync replica is past every
+//     entry; or
+//   - every part is still COPY_SEGMENT_STARTED (or FINISHED) and the newest
+//     part's event is older than AbandonedCopy, with the same offset rule
+//     for the finished parts' entries.
+func DecideRetention(now time.Time, pol RetentionPolicy, objects []ObjectSnapshot, safe SafeOffsetFunc) []RetentionAction {
+	var out []RetentionAction
+	nowMs := now.UnixMilli()
+	for _, o := range objects {
+		if pol.BrokerID >= 0 && o.BrokerID != pol.BrokerID {
+			continue
+		}
+		deleting, started := false, false
+		var newest int64
+		for i := range o.Parts {
+			p := &o.Parts[i]
+			switch p.State {
+			case DeleteSegmentStarted, DeleteSegmentFinished:
+				deleting = true
+			case CopySegmentStarted:
+				started = true
+			}
+			newest = max(newest, p.EventTimestampMs)
+		}
+		if deleting {
+			out = append(out, RetentionAction{Object: o, Resume: true})
+			continue
+		}
+		wait := pol.Retention
+		if started {
+			wait = pol.AbandonedCopy
+		}
+		if nowMs-newest < wait.Milliseconds() || !allPast(&o, safe) {
+			continue
+		}
+		out = append(out, RetentionAction{Object: o})
+	}
+	return out
+}
+
+func allPast(o *ObjectSnapshot, safe SafeOffsetFunc) bool {
+	for i := range o.Parts {
+		if o.Parts[i].State != CopySegmentFinished {
+			continue // an abandoned copy's entries were never readable
+		}
+		for _, e := range o.Parts[i].Entries {
+			s, ok := safe(e.TopicPartition)
+			if !ok || e.LastOffset >= s {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// EventPublisher is what the retention driver publishes through; *Publisher
+// is one.
+type EventPublisher interface {
+	Publish(ctx context.Context, evs ...Event) error
+}
+
+var _ EventPublisher = (*Publisher)(nil)
+
+// Retainer is the retention driver: it asks DecideRetention, then for each
+// object publishes DELETE_SEGMENT_STARTED, deletes the object from the
+// store, publishes DELETE_SEGMENT_FINISHED and finally tombstones. Every
+// step is idempotent, so a crash at any point is resumed by the next run
+// (from the state the topic holds). Safe for concurrent use, though one
+// RunOnce at a time is the intent.
+type Retainer struct {
+	pol    RetentionPolicy
+	state  *State
+	pub    EventPublisher
+	store  objstore.Store
+	safe   SafeOffsetFunc
+	clk    clock.Clock
+	logger *slog.Logger
+
+	mu struct {
+		sync.Mutex
+		// done: objects fully deleted and tombstoned by this process that
+		// the (lagging) State may still show; skipped until State drops them.
+		done map[ObjectID]bool
+	}
+}
+
+// NewRetainer returns a retention driver.
+func NewRetainer(pol RetentionPolicy, state *State, pub EventPublisher, store objstore.Store, safe SafeOffsetFunc, clk clock.Clock, logger *slog.Logger) (*Retainer, error) {
+	if err := pol.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Retainer{pol: pol, state: state, pub: pub, store: store, safe: safe, clk: clk, logger: logger}
+	r.mu.done = make(map[ObjectID]bool)
+	return r, nil
+}
+
+// RunOnce deletes every object due now and returns how many it deleted.
+// It stops at the first error (the rest wait for the next run).
+func (r *Retainer) RunOnce(ctx context.Context) (int, error) {
+	objects := r.state.Objects()
+	r.mu.Lock()
+	live := make(map[ObjectID]bool, len(objects))
+	for _, o := range objects {
+		live[o.ID] = true
+	}
+	for id := range r.mu.done {
+		if !live[id] {
+			delete(r.mu.done, id)
+		}
+	}
+	r.mu.Unlock()
+
+	n := 0
+	for _, a := range DecideRetention(r.clk.Now(), r.pol, objects, r.safe) {
+		r.mu.Lock()
+		skip := r.mu.done[a.Object.ID]
+		r.mu.Unlock()
+		if skip {
+			continue
+		}
+		if err := r.deleteObject(ctx, &a.Object); err != nil {
+			return n, err
+		}
+		r.mu.Lock()
+		r.mu.done[a.Object.ID] = true
+		r.mu.Unlock()
+		n++
+		r.logger.Info("remote WAL object deleted", "object", a.Object.ID, "key", a.Object.Key,
+			"parts", len(a.Object.Parts), "resumed", a.Resume)
+	}
+	return n, nil
+}
+
+func (r *Retainer) deleteObject(ctx context.Context, o *ObjectSnapshot) error {
+	nowMs := r.clk.Now().UnixMilli()
+	snapshots := func(to SegmentState) []Event {
+		var evs []Event
+		for i := range o.Parts {
+			p := o.Parts[i] // copy
+			if p.State == to || !CanTransition(p.State, to) {
+				continue
+			}
+			p.State, p.EventTimestampMs = to, nowMs
+			evs = append(evs, &p)
+		}
+		return evs
+	}
+	if evs := snapshots(DeleteSegmentStarted); len(evs) > 0 {
+		if err := r.pub.Publish(ctx, evs...); err != nil {
+			return fmt.Errorf("metadata: retention of %s: %w", o.ID, err)
+		}
+		// Parts now all at DELETE_SEGMENT_STARTED (or later) for the next step.
+		for i := range o.Parts {
+			if CanTransition(o.Parts[i].State, DeleteSegmentStarted) {
+				o.Parts[i].State = DeleteSegmentStarted
+			}
+		}
+	}
+	tctx := objstore.WithTags(ctx, objstore.Tags{Component: "retention", Partition: -1})
+	if err := r.store.Delete(tctx, o.Key); err != nil {
+		return fmt.Errorf("metadata: retention of %s: delete %s: %w", o.ID, o.Key, err)
+	}
+	if evs := snapshots(DeleteSegmentFinished); len(evs) > 0 {
+		if err := r.pub.Publish(ctx, evs...); err != nil {
+			return fmt.Errorf("metadata: retention of %s: %w", o.ID, err)
+		}
+	}
+	tombs := make([]Event, len(o.Parts))
+	for i := range o.Parts {
+		tombs[i] = &Tombstone{o.Parts[i].Ref()}
+	}
+	if err := r.pub.Publish(ctx, tombs...); err != nil {
+		return fmt.Errorf("metadata: retention of %s: tombstones: %w", o.ID, err)
+	}
+	return nil
+}
+
+// Run calls RunOnce every interval until ctx ends, logging errors.
+func (r *Retainer) Run(ctx context.Context, interval time.Duration) error {
+	if interval <= 0 {
+		return errors.New("metadata: retention interval must be positive")
+	}
+	t := r.clk.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C():
+		}
+		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			r.logger.Warn("retention run failed", "err", err)
+		}
+		t.Reset(interval)
+	}
+}

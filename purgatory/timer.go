@@ -1,0 +1,383 @@
+package purgatory
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// Errors returned by Timer.Schedule.
+var (
+	// ErrClosed: the Timer was closed; the entry was not scheduled.
+	ErrClosed = errors.New("purgatory: timer closed")
+	// ErrBusy: the entry is scheduled or waiting to run; cancel it first.
+	ErrBusy = errors.New("purgatory: timer entry already scheduled")
+)
+
+// TimerConfig configures a Timer. The zero value, after Validate, is a
+// 1 ms × 20 wheel on the real clock with 2 executor workers.
+type TimerConfig struct {
+	// Tick is the resolution of the lowest level. Default 1ms.
+	Tick time.Duration
+	// WheelSize is the number of buckets per level. Default 20.
+	WheelSize int
+	// Workers is the number of executor goroutines that run expired
+	// entries. Default 2. Ignored when Manual.
+	Workers int
+	// Clock reads the time. Default NewRealClock().
+	Clock Clock
+	// Manual starts no goroutine: the caller moves the clock and calls
+	// Poll, which runs expired entries itself. Required with a ManualClock.
+	Manual bool
+}
+
+// Validate fills defaults and rejects nonsense.
+func (c *TimerConfig) Validate() error {
+	if c.Tick == 0 {
+		c.Tick = time.Millisecond
+	}
+	if c.WheelSize == 0 {
+		c.WheelSize = 20
+	}
+	if c.Workers == 0 {
+		c.Workers = 2
+	}
+	if c.Clock == nil {
+		c.Clock = NewRealClock()
+	}
+	switch {
+	case c.Tick < 0:
+		return fmt.Errorf("purgatory: tick %v must be positive", c.Tick)
+	case c.WheelSize < 2:
+		return fmt.Errorf("purgatory: wheel size %d must be at least 2", c.WheelSize)
+	case c.Workers < 0:
+		return fmt.Errorf("purgatory: workers %d must be positive", c.Workers)
+	}
+	if _, ok := c.Clock.(*ManualClock); ok && !c.Manual {
+		return errors.New("purgatory: a ManualClock needs Manual: nothing else would poll the wheel")
+	}
+	return nil
+}
+
+// Timer is a hierarchical timing wheel with its driver and executor.
+type Timer struct {
+	clock  Clock
+	manual bool
+	mu     struct {
+		sync.Mutex
+		w      wheel
+		armed  int64 // expiry the driver sleeps until; MaxInt64 when none
+		closed bool
+		// due entries waiting for Poll (Manual only).
+		dueHead, dueTail *TimerEntry
+	}
+	wake chan struct{}
+	stop chan struct{}
+	done chan struct{}
+	exec *executor
+}
+
+// NewTimer validates cfg and starts the driver and executor (none when
+// Manual).
+func NewTimer(cfg TimerConfig) (*Timer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	t := &Timer{clock: cfg.Clock, manual: cfg.Manual}
+	t.mu.w = newWheel(int64(cfg.Tick), int64(cfg.WheelSize), cfg.Clock.Now())
+	t.mu.armed = math.MaxInt64
+	if !cfg.Manual {
+		t.wake = make(chan struct{}, 1)
+		t.stop = make(chan struct{})
+		t.done = make(chan struct{})
+		t.exec = newExecutor(cfg.Workers)
+		go t.drive()
+	}
+	return t, nil
+}
+
+// Now reads the Timer's clock.
+func (t *Timer) Now() int64 { return t.clock.Now() }
+
+// After schedules e to run task d from now. See Schedule.
+func (t *Timer) After(e *TimerEntry, d time.Duration, task Expirer) error {
+	return t.Schedule(e, t.clock.Now()+int64(d), task)
+}
+
+// Schedule arms e to run task.Expire at or after deadline (clock
+// nanoseconds), at most about one tick later. A deadline already passed runs
+// the task soon, on the executor (or in the next Poll when Manual), never
+// inline. It returns ErrBusy if e is scheduled or due, ErrClosed after Close.
+func (t *Timer) Schedule(e *TimerEntry, deadline int64, task Expirer) error {
+	t.mu.Lock()
+	if t.mu.closed {
+		t.mu.Unlock()
+		return ErrClosed
+	}
+	if !e.state.CompareAndSwap(entryIdle, entryScheduled) {
+		t.mu.Unlock()
+		return ErrBusy
+	}
+	e.deadline, e.task = deadline, task
+	ok, armed := t.mu.w.add(e)
+	wake := false
+	if ok {
+		if armed != 0 && armed < t.mu.armed {
+			t.mu.armed = armed
+			wake = true
+		}
+		t.mu.Unlock()
+		if wake && !t.manual {
+			select {
+			case t.wake <- struct{}{}:
+			default:
+			}
+		}
+		return nil
+	}
+	e.state.Store(entryDue)
+	if t.manual {
+		t.appendDueLocked(e, e, 1)
+		t.mu.Unlock()
+		return nil
+	}
+	// Pushed under the lock so Close cannot stop the executor in between.
+	t.exec.push(e, e, 1)
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *Timer) appendDueLocked(head, tail *TimerEntry, n int) {
+	if n == 0 {
+		return
+	}
+	if t.mu.dueTail == nil {
+		t.mu.dueHead = head
+	} else {
+		t.mu.dueTail.next = head
+	}
+	t.mu.dueTail = tail
+}
+
+// Cancel removes e from the wheel. It returns false if e was not scheduled
+// (never, already cancelled, or already due: then its task runs or ran).
+func (t *Timer) Cancel(e *TimerEntry) bool {
+	t.mu.Lock()
+	ok := t.mu.w.remove(e)
+	if ok {
+		e.task = nil
+		e.state.Store(entryIdle)
+	}
+	t.mu.Unlock()
+	return ok
+}
+
+// Len returns the number of scheduled entries.
+func (t *Timer) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.w.count
+}
+
+// Levels returns how many wheel levels exist (overflow levels are created
+// on demand).
+func (t *Timer) Levels() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.mu.w.levels)
+}
+
+// Poll advances the wheel to the clock's time and returns how many entries
+// became due. When Manual it also runs them, and any due from Schedule, on
+// the caller's goroutine before returning; otherwise the executor runs them
+// (the driver calls Poll by itself).
+func (t *Timer) Poll() int {
+	head, tail, n, _ := t.poll()
+	if n == 0 {
+		return 0
+	}
+	if t.manual {
+		runList(head)
+	} else {
+		t.exec.push(head, tail, n)
+	}
+	return n
+}
+
+func (t *Timer) poll() (head, tail *TimerEntry, n int, next int64) {
+	now := t.clock.Now()
+	t.mu.Lock()
+	if t.manual {
+		head, tail = t.mu.dueHead, t.mu.dueTail
+		for e := head; e != nil; e = e.next {
+			n++
+		}
+		t.mu.dueHead, t.mu.dueTail = nil, nil
+	}
+	var m int
+	head, tail, m = t.mu.w.poll(now, head, tail)
+	n += m
+	next, ok := t.mu.w.next()
+	if !ok {
+		next = math.MaxInt64
+	}
+	t.mu.armed = next
+	t.mu.Unlock()
+	return head, tail, n, next
+}
+
+// drive is the one goroutine that moves the wheel: it sleeps until the
+// earliest bucket is due, or until Schedule files an earlier one.
+func (t *Timer) drive() {
+	defer close(t.done)
+	sleep := time.NewTimer(time.Hour)
+	sleep.Stop()
+	for {
+		head, tail, n, next := t.poll()
+		if n > 0 {
+			t.exec.push(head, tail, n)
+		}
+		if next != math.MaxInt64 {
+			d := next - t.clock.Now()
+			if d <= 0 {
+				continue
+			}
+			sleep.Reset(time.Duration(d))
+		}
+		select {
+		case <-sleep.C:
+		case <-t.wake:
+			sleep.Stop()
+		case <-t.stop:
+			sleep.Stop()
+			return
+		}
+	}
+}
+
+// Close stops the driver, lets the executor finish the entries already due
+// (when Manual, runs them here), and returns the tasks of the entries still
+// scheduled, which will never run. Later Schedules fail with ErrClosed.
+// Close is idempotent; later calls return nil.
+func (t *Timer) Close() []Expirer {
+	t.mu.Lock()
+	if t.mu.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.mu.closed = true
+	t.mu.Unlock()
+	if !t.manual {
+		close(t.stop)
+		<-t.done
+		t.exec.close()
+	}
+	t.mu.Lock()
+	entries := t.mu.w.drain()
+	dueHead := t.mu.dueHead
+	t.mu.dueHead, t.mu.dueTail = nil, nil
+	t.mu.Unlock()
+	runList(dueHead)
+	tasks := make([]Expirer, 0, len(entries))
+	for _, e := range entries {
+		tasks = append(tasks, e.task)
+		e.task = nil
+		e.state.Store(entryIdle)
+	}
+	return tasks
+}
+
+// runList runs a due list. Each entry is made idle before its task runs, so
+// the task may schedule it again.
+func runList(e *TimerEntry) {
+	for e != nil {
+		nx, task := e.next, e.task
+		e.next, e.task = nil, nil
+		e.state.Store(entryIdle)
+		task.Expire()
+		e = nx
+	}
+}
+
+// executor runs due entries on a fixed set of goroutines sharing one
+// intrusive queue, so a burst of expiries starts no goroutine.
+type executor struct {
+	mu struct {
+		sync.Mutex
+		head, tail *TimerEntry
+		closed     bool
+	}
+	cond *sync.Cond
+	wg   sync.WaitGroup
+}
+
+// batch bounds how many entries a worker takes at once, so a burst spreads
+// over the workers.
+const batch = 128
+
+func newExecutor(workers int) *executor {
+	x := &executor{}
+	x.cond = sync.NewCond(&x.mu.Mutex)
+	x.wg.Add(workers)
+	for range workers {
+		go x.work()
+	}
+	return x
+}
+
+func (x *executor) push(head, tail *TimerEntry, n int) {
+	x.mu.Lock()
+	if x.mu.tail == nil {
+		x.mu.head = head
+	} else {
+		x.mu.tail.next = head
+	}
+	x.mu.tail = tail
+	x.mu.Unlock()
+	if n > batch {
+		x.cond.Broadcast()
+	} else {
+		x.cond.Signal()
+	}
+}
+
+func (x *executor) work() {
+	defer x.wg.Done()
+	for {
+		x.mu.Lock()
+		for x.mu.head == nil && !x.mu.closed {
+			x.cond.Wait()
+		}
+		if x.mu.head == nil {
+			x.mu.Unlock()
+			return
+		}
+		head := x.mu.head
+		last := head
+		for i := 1; i < batch && last.next != nil; i++ {
+			last = last.next
+		}
+		x.mu.head = last.next
+		if x.mu.head == nil {
+			x.mu.tail = nil
+		}
+		last.next = nil
+		more := x.mu.head != nil
+		x.mu.Unlock()
+		if more {
+			x.cond.Signal()
+		}
+		runList(head)
+	}
+}
+
+// close waits for the queue to empty and the workers to stop.
+func (x *executor) close() {
+	x.mu.Lock()
+	x.mu.closed = true
+	x.mu.Unlock()
+	x.cond.Broadcast()
+	x.wg.Wait()
+}

@@ -1,0 +1,33 @@
+// Package remotewal is the leader side of KIP-1176's remote write-ahead log:
+// one task per leader partition watches the partition's log end and cuts
+// slices of the active segment, which it hands to the combiner.
+//
+// A slice is the exact bytes of whole RecordBatch v2 batches of one
+// partition and one leader epoch, [BasePosition, EndPosition) of one
+// segment, with its first and last offsets. A slice never crosses a segment
+// roll or a leader-epoch change, so a follower can append it as it is.
+//
+//	leader log  ┌──────── segment 0 ────────┐┌──── segment 1 (active) ───┐
+//	            │ b0 b1 b2 │ b3 b4 │ b5 (e=7)││ b6 b7 b8 ...              │
+//	            └──────────┴───────┴─────────┘└───────────────────────────┘
+//	slices         [b0..b2]  [b3,b4]  [b5]      [b6..b8]
+//	               size cut  time cut epoch     segment roll
+//
+// A task cuts when the bytes pending past its last cut reach UploadBytes, or
+// when the oldest pending byte has waited Interval. Tasks run on a pool of
+// ThreadPoolSize workers (remote.wal.log.manager.thread.pool.size): a task
+// waits on its log's append notification or its interval timer, then takes a
+// worker slot to read and submit. Submit blocks when the combiner's queue is
+// full; that back-pressure holds the task, which is what bounds memory.
+//
+// The package also holds the storage manager that KIP-1176 names
+// RemoteWalStorageManager: copy, ranged fetch and delete of combined objects,
+// implemented over objstore so any backend URL works.
+//
+// What it does not own: packing slices into objects (combiner), metadata
+// (metadata), and reading slices back (follower).
+//
+// Concurrency: a Manager is safe for concurrent use. Each partition task is
+// one goroutine that owns its cut position; StopPartition and Close stop
+// tasks and wait for them.
+package remotewal

@@ -1,0 +1,374 @@
+package remotewal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kwal/kwal/combiner"
+	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/metadata"
+)
+
+// Log is what a task needs of a leader partition's log; *kafkalog.Log
+// implements it.
+type Log interface {
+	LogEndOffset() int64
+	Segments() []kafkalog.SegmentInfo
+	PositionOf(offset int64) (kafkalog.SegmentPosition, error)
+	Slice(fromOffset int64, maxBytes int) (kafkalog.SegmentSlice, error)
+	AppendNotify() <-chan struct{}
+}
+
+var _ Log = (*kafkalog.Log)(nil)
+
+// Sink receives cut slices; *combiner.Combiner implements it. Submit blocks
+// while the combiner's queue is full and returns ctx's error if ctx ends first.
+type Sink interface {
+	Submit(ctx context.Context, s combiner.Slice) error
+}
+
+// Config configures a Manager.
+type Config struct {
+	// ThreadPoolSize is remote.wal.log.manager.thread.pool.size: how many
+	// tasks may read and submit at once. Default 4.
+	ThreadPoolSize int
+	// UploadBytes cuts a slice once this many bytes are pending. Default 256 KiB.
+	UploadBytes int
+	// Interval cuts a slice once the oldest pending byte has waited this
+	// long. Default 5 ms.
+	Interval time.Duration
+	// MaxSliceBytes caps one slice. Default 1 MiB; must be ≥ UploadBytes.
+	MaxSliceBytes int
+
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// Validate fills defaults and rejects nonsense.
+func (c *Config) Validate() error {
+	if c.ThreadPoolSize == 0 {
+		c.ThreadPoolSize = 4
+	}
+	if c.UploadBytes == 0 {
+		c.UploadBytes = 256 << 10
+	}
+	if c.Interval == 0 {
+		c.Interval = 5 * time.Millisecond
+	}
+	if c.MaxSliceBytes == 0 {
+		c.MaxSliceBytes = 1 << 20
+		if c.MaxSliceBytes < c.UploadBytes {
+			c.MaxSliceBytes = c.UploadBytes
+		}
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	switch {
+	case c.ThreadPoolSize < 1:
+		return fmt.Errorf("remotewal: thread pool size %d: must be ≥ 1", c.ThreadPoolSize)
+	case c.UploadBytes < 1:
+		return fmt.Errorf("remotewal: upload bytes %d: must be ≥ 1", c.UploadBytes)
+	case c.Interval < 0:
+		return fmt.Errorf("remotewal: interval %v: must be ≥ 0", c.Interval)
+	case c.MaxSliceBytes < c.UploadBytes:
+		return fmt.Errorf("remotewal: max slice bytes %d below upload bytes %d", c.MaxSliceBytes, c.UploadBytes)
+	}
+	return nil
+}
+
+// CutReason says why a slice was cut.
+type CutReason int
+
+const (
+	CutSize     CutReason = iota // pending bytes reached UploadBytes
+	CutInterval                  // the oldest pending byte waited Interval
+	CutBoundary                  // a segment roll or an epoch change ends the slice
+)
+
+// Metrics are the Manager's counters.
+type Metrics struct {
+	Tasks          int
+	Slices         int64
+	Bytes          int64
+	CutsBySize     int64
+	CutsByInterval int64
+	CutsByBoundary int64
+	Errors         int64
+}
+
+// ErrStopped is returned for a partition the Manager is not running.
+var ErrStopped = errors.New("remotewal: partition task not running")
+
+// Manager runs one task per leader partition.
+type Manager struct {
+	cfg  Config
+	sink Sink
+	pool chan struct{}
+
+	mu struct {
+		sync.Mutex
+		tasks  map[metadata.TopicPartition]*task
+		closed bool
+	}
+
+	slices, bytes, bySize, byInterval, byBoundary, errs atomic.Int64
+}
+
+// NewManager returns a Manager that submits to sink.
+func NewManager(cfg Config, sink Sink) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Manager{cfg: cfg, sink: sink, pool: make(chan struct{}, cfg.ThreadPoolSize)}
+	m.mu.tasks = make(map[metadata.TopicPartition]*task)
+	return m, nil
+}
+
+// StartPartition starts the task of a partition this broker now leads at
+// leaderEpoch, cutting from fromOffset (normally the log end offset when
+// leadership began: what lies below was uploaded by the previous leader).
+func (m *Manager) StartPartition(tp metadata.TopicPartition, log Log, leaderEpoch int32, fromOffset int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		return fmt.Errorf("remotewal: start %s: manager closed", tp)
+	}
+	if _, ok := m.mu.tasks[tp]; ok {
+		return fmt.Errorf("remotewal: start %s: task already running", tp)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &task{m: m, tp: tp, log: log, epoch: leaderEpoch, cancel: cancel, done: make(chan struct{})}
+	t.next.Store(fromOffset)
+	m.mu.tasks[tp] = t
+	go t.run(ctx)
+	return nil
+}
+
+// StopPartition stops a partition's task (leadership lost or partition
+// deleted) and waits for it to exit. Slices already submitted stay submitted.
+func (m *Manager) StopPartition(tp metadata.TopicPartition) {
+	m.mu.Lock()
+	t := m.mu.tasks[tp]
+	delete(m.mu.tasks, tp)
+	m.mu.Unlock()
+	if t != nil {
+		t.cancel()
+		<-t.done
+	}
+}
+
+// SubmittedOffset returns the offset up to which (exclusive) the partition's
+// bytes have been handed to the combiner.
+func (m *Manager) SubmittedOffset(tp metadata.TopicPartition) (int64, error) {
+	m.mu.Lock()
+	t := m.mu.tasks[tp]
+	m.mu.Unlock()
+	if t == nil {
+		return 0, fmt.Errorf("%w: %s", ErrStopped, tp)
+	}
+	return t.next.Load(), nil
+}
+
+// Metrics returns a snapshot of the counters.
+func (m *Manager) Metrics() Metrics {
+	m.mu.Lock()
+	n := len(m.mu.tasks)
+	m.mu.Unlock()
+	return Metrics{
+		Tasks: n, Slices: m.slices.Load(), Bytes: m.bytes.Load(),
+		CutsBySize: m.bySize.Load(), CutsByInterval: m.byInterval.Load(),
+		CutsByBoundary: m.byBoundary.Load(), Errors: m.errs.Load(),
+	}
+}
+
+// Close stops every task and waits for them.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	m.mu.closed = true
+	tasks := m.mu.tasks
+	m.mu.tasks = map[metadata.TopicPartition]*task{}
+	m.mu.Unlock()
+	for _, t := range tasks {
+		t.cancel()
+	}
+	for _, t := range tasks {
+		<-t.done
+	}
+}
+
+type task struct {
+	m      *Manager
+	tp     metadata.TopicPartition
+	log    Log
+	epoch  int32
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	next atomic.Int64 // owned by the task goroutine; read by SubmittedOffset
+	// pendingSince is when the task first saw bytes past next; zero when
+	// nothing is pending.
+	pendingSince time.Time
+}
+
+func (t *task) run(ctx context.Context) {
+	defer close(t.done)
+	cfg := &t.m.cfg
+	timer := cfg.Clock.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		// Take the notification channel before reading the log end, so an
+		// append between the two cannot be missed.
+		notify := t.log.AppendNotify()
+		wait, err := t.step(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			t.m.errs.Add(1)
+			cfg.Logger.Error("remotewal: cutting slice failed; will retry", "partition", t.tp.String(), "offset", t.next.Load(), "err", err)
+			wait = cfg.Interval
+			if wait <= 0 {
+				wait = time.Millisecond
+			}
+		}
+		var timerC <-chan time.Time
+		if wait > 0 {
+			timer.Reset(wait)
+			timerC = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-notify:
+		case <-timerC:
+		}
+		timer.Stop()
+	}
+}
+
+// step cuts every slice that is due and returns how long to wait before the
+// oldest pending byte comes due (0: wait for the next append only).
+func (t *task) step(ctx context.Context) (time.Duration, error) {
+	cfg := &t.m.cfg
+	for {
+		next := t.next.Load()
+		leo := t.log.LogEndOffset()
+		if next >= leo {
+			t.pendingSince = time.Time{}
+			return 0, nil
+		}
+		now := cfg.Clock.Now()
+		if t.pendingSince.IsZero() {
+			t.pendingSince = now
+		}
+		pending, boundary, err := t.pendingBytes(next)
+		if err != nil {
+			return 0, err
+		}
+		age := now.Sub(t.pendingSince)
+		var reason CutReason
+		switch {
+		case pending >= int64(cfg.UploadBytes):
+			reason = CutSize
+		case boundary:
+			reason = CutBoundary
+		case age >= cfg.Interval:
+			reason = CutInterval
+		default:
+			return cfg.Interval - age, nil
+		}
+		if err := t.cut(ctx, next, reason); err != nil {
+			return 0, err
+		}
+		// Bytes still pending after this cut arrived after pendingSince, but
+		// we do not know when; treat them as pending from now, which can
+		// only delay their cut by less than one Interval.
+		t.pendingSince = time.Time{}
+	}
+}
+
+// pendingBytes returns the bytes appended at or after offset next and
+// whether they span a segment roll (so a cut is due regardless of size).
+func (t *task) pendingBytes(next int64) (int64, bool, error) {
+	pos, err := t.log.PositionOf(next)
+	if err != nil {
+		return 0, false, fmt.Errorf("position of offset %d: %w", next, err)
+	}
+	var pending int64
+	segs := 0
+	for _, s := range t.log.Segments() {
+		if s.BaseOffset < pos.SegmentBaseOffset {
+			continue
+		}
+		segs++
+		if s.BaseOffset == pos.SegmentBaseOffset {
+			pending += s.Size - pos.Position
+		} else {
+			pending += s.Size
+		}
+	}
+	return pending, segs > 1, nil
+}
+
+func (t *task) cut(ctx context.Context, next int64, reason CutReason) error {
+	cfg := &t.m.cfg
+	select {
+	case t.m.pool <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-t.m.pool }()
+
+	s, err := t.log.Slice(next, cfg.MaxSliceBytes)
+	if err != nil {
+		return fmt.Errorf("slice from offset %d: %w", next, err)
+	}
+	if s.FirstOffset != next || len(s.Data) == 0 {
+		return fmt.Errorf("slice from offset %d starts at %d with %d bytes", next, s.FirstOffset, len(s.Data))
+	}
+	if s.LeaderEpoch > t.epoch {
+		// Bytes of a later epoch than ours mean someone else leads now; the
+		// broker will stop this task. Never upload them as ours.
+		return fmt.Errorf("slice at offset %d has leader epoch %d above task epoch %d", next, s.LeaderEpoch, t.epoch)
+	}
+	if s.NextOffset < t.log.LogEndOffset() && len(s.Data) < cfg.UploadBytes && reason == CutInterval {
+		reason = CutBoundary
+	}
+	err = t.m.sink.Submit(ctx, combiner.Slice{
+		TopicPartition:    t.tp,
+		LeaderEpoch:       s.LeaderEpoch,
+		BaseOffset:        s.FirstOffset,
+		LastOffset:        s.LastOffset,
+		SegmentBaseOffset: s.SegmentBaseOffset,
+		BasePosition:      s.BasePosition,
+		EndPosition:       s.EndPosition,
+		Data:              s.Data,
+		AppendedAt:        t.pendingSince,
+	})
+	if err != nil {
+		return fmt.Errorf("submit slice [%d,%d]: %w", s.FirstOffset, s.LastOffset, err)
+	}
+	t.next.Store(s.NextOffset)
+	t.m.slices.Add(1)
+	t.m.bytes.Add(int64(len(s.Data)))
+	switch reason {
+	case CutSize:
+		t.m.bySize.Add(1)
+	case CutInterval:
+		t.m.byInterval.Add(1)
+	default:
+		t.m.byBoundary.Add(1)
+	}
+	return nil
+}
