@@ -145,7 +145,8 @@ type faultWriter struct {
 	fn func(n int) fault
 	mu struct {
 		sync.Mutex
-		n int
+		n      int
+		stored []string // keys in the order their PUTs stored them
 	}
 }
 
@@ -174,6 +175,9 @@ func (f *faultWriter) PutObject(ctx context.Context, key string, body []byte) er
 	if err := f.w.PutObject(ctx, key, body); err != nil {
 		return err
 	}
+	f.mu.Lock()
+	f.mu.stored = append(f.mu.stored, key)
+	f.mu.Unlock()
 	return ft.after
 }
 

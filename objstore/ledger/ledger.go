@@ -213,9 +213,9 @@ func (s *Snapshot) finish() {
 // between the two.
 func (s Snapshot) Sub(earlier Snapshot) Snapshot {
 	type rk struct {
-		kind                  Kind
-		component, topic, rk string
-		p                     int32
+		kind                   Kind
+		component, topic, rack string
+		p                      int32
 	}
 	old := map[rk]Totals{}
 	for _, r := range earlier.Requests {
