@@ -65,3 +65,17 @@ func (m *ObjectStorageManager) DeleteCombinedSegment(ctx context.Context, key st
 	}
 	return nil
 }
+
+// ReadObjectTail returns the last n bytes of key (the whole object when it is
+// shorter), so the combiner can recognise its own object after an ambiguous
+// PUT.
+func (m *ObjectStorageManager) ReadObjectTail(ctx context.Context, key string, n int64) ([]byte, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("remotewal: read tail of %q: length %d: %w", key, n, objstore.ErrInvalidRange)
+	}
+	b, err := m.Store.GetRange(ctx, key, -n, -1)
+	if err != nil {
+		return nil, fmt.Errorf("remotewal: read tail of %q: %w", key, err)
+	}
+	return b, nil
+}

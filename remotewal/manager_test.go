@@ -1,0 +1,294 @@
+package remotewal
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kwal/kwal/combiner"
+	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/kafkalog/kafkalogtest"
+	"github.com/kwal/kwal/metadata"
+)
+
+var tp0 = metadata.TopicPartition{Topic: "orders", Partition: 0}
+
+// captureSink records submitted slices; when block is non-nil Submit waits
+// on it, which models a full combiner queue.
+type captureSink struct {
+	mu     sync.Mutex
+	slices []combiner.Slice
+	got    chan struct{}
+	block  chan struct{}
+}
+
+func newCaptureSink() *captureSink { return &captureSink{got: make(chan struct{}, 1024)} }
+
+func (s *captureSink) Submit(ctx context.Context, sl combiner.Slice) error {
+	if s.block != nil {
+		select {
+		case <-s.block:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	s.slices = append(s.slices, sl)
+	s.mu.Unlock()
+	s.got <- struct{}{}
+	return nil
+}
+
+func (s *captureSink) snapshot() []combiner.Slice {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]combiner.Slice(nil), s.slices...)
+}
+
+func openLog(t *testing.T, clk clock.Clock, segBytes int64) *kafkalog.Log {
+	t.Helper()
+	l, err := kafkalog.Open(t.TempDir(), kafkalog.Config{SegmentBytes: segBytes, Clock: clk, FS: kafkalog.NewMemFS()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func appendN(t *testing.T, l *kafkalog.Log, epoch int32, batches, recs, size int) {
+	t.Helper()
+	for i := 0; i < batches; i++ {
+		if _, err := l.AppendAsLeader(kafkalogtest.MakeBatchN(0, 0, recs, size, 1_700_000_000_000), epoch); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitFor waits (on real time, bounded) until cond holds; the task runs in
+// its own goroutine, so the test must let it get there.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// checkCover asserts the slices are contiguous from `from` to the log end and
+// that each slice's bytes equal the leader segment's bytes at its position.
+func checkCover(t *testing.T, l *kafkalog.Log, slices []combiner.Slice, from int64) {
+	t.Helper()
+	next := from
+	for i, s := range slices {
+		if s.BaseOffset != next {
+			t.Fatalf("slice %d starts at %d, want %d", i, s.BaseOffset, next)
+		}
+		want, err := l.ReadSegmentRange(s.SegmentBaseOffset, s.BasePosition, s.EndPosition)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(want, s.Data) {
+			t.Fatalf("slice %d bytes differ from the segment", i)
+		}
+		var epochs = map[int32]bool{}
+		if err := kafkalog.SplitBatches(s.Data, func(h kafkalog.BatchHeader, _ []byte) error {
+			epochs[h.PartitionLeaderEpoch] = true
+			if h.LastOffset() > s.LastOffset {
+				t.Errorf("slice %d batch ends at %d past LastOffset %d", i, h.LastOffset(), s.LastOffset)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(epochs) != 1 || !epochs[s.LeaderEpoch] {
+			t.Fatalf("slice %d mixes epochs %v (says %d)", i, epochs, s.LeaderEpoch)
+		}
+		next = s.LastOffset + 1
+	}
+	if next != l.LogEndOffset() {
+		t.Fatalf("slices end at %d, log end %d", next, l.LogEndOffset())
+	}
+}
+
+func TestCutOnSize(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1000, 0))
+	l := openLog(t, clk, 1<<30)
+	sink := newCaptureSink()
+	m, err := NewManager(Config{UploadBytes: 8 << 10, Interval: time.Hour, Clock: clk}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.StartPartition(tp0, l, 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	// 10 batches of 4 × 1 KiB: every append puts the pending bytes past 8 KiB
+	// at least every second batch, so cuts happen without any time passing.
+	appendN(t, l, 3, 10, 4, 1024)
+	waitFor(t, "size cuts", func() bool {
+		ss := sink.snapshot()
+		return len(ss) > 0 && ss[len(ss)-1].LastOffset+1 >= 36
+	})
+	ss := sink.snapshot()
+	for _, s := range ss {
+		if len(s.Data) < 8<<10 {
+			t.Fatalf("size-cut slice of %d bytes is below the upload size", len(s.Data))
+		}
+	}
+	if m.Metrics().CutsByInterval != 0 {
+		t.Fatalf("interval cuts with a stopped clock: %+v", m.Metrics())
+	}
+	// The tail below the upload size waits for the interval.
+	waitFor(t, "interval cut", func() bool {
+		ss := sink.snapshot()
+		if len(ss) > 0 && ss[len(ss)-1].LastOffset+1 == l.LogEndOffset() {
+			return true
+		}
+		if clk.Pending() > 0 {
+			clk.Advance(time.Hour)
+		}
+		return false
+	})
+	checkCover(t, l, sink.snapshot(), 0)
+}
+
+func TestCutOnInterval(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1000, 0))
+	l := openLog(t, clk, 1<<30)
+	sink := newCaptureSink()
+	m, err := NewManager(Config{UploadBytes: 1 << 20, Interval: 10 * time.Millisecond, Clock: clk}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.StartPartition(tp0, l, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 1, 3, 2, 100)
+	waitFor(t, "task to arm its timer", func() bool { return clk.Pending() > 0 })
+	clk.Advance(9 * time.Millisecond)
+	if n := len(sink.snapshot()); n != 0 {
+		t.Fatalf("cut %d slices before the interval", n)
+	}
+	clk.Advance(time.Millisecond)
+	waitFor(t, "interval cut", func() bool { return len(sink.snapshot()) == 1 })
+	checkCover(t, l, sink.snapshot(), 0)
+	if got := m.Metrics().CutsByInterval; got != 1 {
+		t.Fatalf("interval cuts = %d", got)
+	}
+	off, err := m.SubmittedOffset(tp0)
+	if err != nil || off != l.LogEndOffset() {
+		t.Fatalf("submitted offset %d, %v; want %d", off, err, l.LogEndOffset())
+	}
+}
+
+func TestSliceNeverCrossesRollOrEpoch(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1000, 0))
+	// Small segments so batches roll often.
+	l := openLog(t, clk, 6<<10)
+	sink := newCaptureSink()
+	m, err := NewManager(Config{UploadBytes: 1 << 20, Interval: time.Millisecond, Clock: clk}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	appendN(t, l, 1, 5, 2, 1000)
+	appendN(t, l, 2, 5, 2, 1000)
+	if len(l.Segments()) < 2 {
+		t.Fatalf("want several segments, got %d", len(l.Segments()))
+	}
+	if err := m.StartPartition(tp0, l, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ss := sink.snapshot()
+		if len(ss) > 0 && ss[len(ss)-1].LastOffset+1 == l.LogEndOffset() {
+			break
+		}
+		clk.Advance(time.Millisecond)
+		time.Sleep(100 * time.Microsecond)
+	}
+	ss := sink.snapshot()
+	checkCover(t, l, ss, 0)
+	segOf := map[int64]bool{}
+	for _, s := range ss {
+		segOf[s.SegmentBaseOffset] = true
+		if s.EndPosition-s.BasePosition != int64(len(s.Data)) {
+			t.Fatalf("slice positions [%d,%d) but %d bytes", s.BasePosition, s.EndPosition, len(s.Data))
+		}
+	}
+	if len(segOf) != len(l.Segments()) {
+		t.Fatalf("slices cover %d segments, log has %d", len(segOf), len(l.Segments()))
+	}
+}
+
+func TestRefusesLaterEpoch(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1000, 0))
+	l := openLog(t, clk, 1<<30)
+	sink := newCaptureSink()
+	m, err := NewManager(Config{UploadBytes: 1, Interval: time.Millisecond, Clock: clk}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	appendN(t, l, 5, 1, 1, 10)
+	// This task believes it leads at epoch 4: the bytes of epoch 5 are not its own.
+	if err := m.StartPartition(tp0, l, 4, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "error", func() bool { return m.Metrics().Errors > 0 })
+	if n := len(sink.snapshot()); n != 0 {
+		t.Fatalf("uploaded %d slices of a later epoch", n)
+	}
+}
+
+func TestBackPressureHoldsTask(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1000, 0))
+	l := openLog(t, clk, 1<<30)
+	sink := newCaptureSink()
+	sink.block = make(chan struct{})
+	m, err := NewManager(Config{UploadBytes: 1, Interval: time.Millisecond, Clock: clk, ThreadPoolSize: 1}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 1, 4, 1, 10)
+	if err := m.StartPartition(tp0, l, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // give the task time to misbehave if it would
+	if off, _ := m.SubmittedOffset(tp0); off != 0 {
+		t.Fatalf("submitted offset moved to %d while the sink was full", off)
+	}
+	close(sink.block)
+	waitFor(t, "drain", func() bool { off, _ := m.SubmittedOffset(tp0); return off == l.LogEndOffset() })
+	m.StopPartition(tp0)
+	if _, err := m.SubmittedOffset(tp0); err == nil {
+		t.Fatal("stopped partition still reports")
+	}
+	checkCover(t, l, sink.snapshot(), 0)
+	m.Close()
+}
+
+func TestConfigValidate(t *testing.T) {
+	bad := []Config{
+		{ThreadPoolSize: -1},
+		{UploadBytes: -5},
+		{UploadBytes: 2 << 20, MaxSliceBytes: 1 << 20},
+		{Interval: -time.Second},
+	}
+	for i, c := range bad {
+		if err := c.Validate(); err == nil {
+			t.Errorf("config %d (%+v) accepted", i, c)
+		}
+	}
+	var c Config
+	if err := c.Validate(); err != nil || c.ThreadPoolSize == 0 || c.UploadBytes == 0 {
+		t.Fatalf("defaults: %+v, %v", c, err)
+	}
+}
