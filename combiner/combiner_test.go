@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
@@ -277,6 +276,9 @@ func TestKeyTakenByAnotherObject(t *testing.T) {
 	o := <-got
 	if o.Key == foreign {
 		t.Fatalf("claimed the foreign object %s", foreign)
+	}
+	if m := r.c.Metrics(); m.UploadRetries != 1 {
+		t.Fatalf("the first PUT did not hit the foreign key: %+v", m)
 	}
 	b, _ := r.store.GetRange(context.Background(), foreign, 0, -1)
 	if string(b) != "not ours, 16+ bytes long" {
@@ -568,5 +570,4 @@ func TestZstdObjects(t *testing.T) {
 			}
 		}
 	}
-	_ = fmt.Sprint()
 }

@@ -1,0 +1,60 @@
+// Package combiner is the leader side's RLMWalCombinerTask: it takes slices
+// of many partitions from the remote-WAL tasks, packs them into combined
+// objects, PUTs each object create-only, and publishes its metadata only
+// after the PUT succeeded, in the order objects were cut. It also finds and
+// deletes orphans: objects whose metadata never got published.
+//
+// It owns the queue, the packing policy (Pack, a pure function), the upload
+// with retries, the publish ordering, back-pressure, object keys and orphan
+// collection. The byte format lives in combiner/objformat. It does not own
+// how slices are cut (remotewal), the metadata encoding or topic
+// (metadata), or how followers read.
+//
+// # Pipeline
+//
+//	Submit ──► queue ──► cutter ──jobs(seq)──► workers ×ThreadPoolSize ──results──► publisher
+//	 blocks     │      (Pack over the queue)   encode, PUT If-None-Match,            in seq order:
+//	 when held  │                              retry with backoff+jitter             PublishObject (retry),
+//	 ≥ bound    └──────── budget: slices and bytes held from Submit until ◄──────── then Done, release
+//	                      published or given up
+//
+// The bound (QueueSlices, QueueBytes) covers every slice from Submit until
+// its object is published or given up, so memory stays bounded whether
+// storage or Kafka is slow: uploads go on while publishing is down until
+// the bound is reached, then Submit blocks (and an acks=all produce times
+// out rather than piling up).
+//
+// Ordering: objects are runs from the head of the FIFO queue, numbered as
+// they are cut; the publisher publishes object n only after n-1 is done, so
+// each partition's entries are published contiguous and in offset order
+// however uploads finish. A failed object's slices get Done(err) and are
+// not published; the caller re-submits from their base offset (a follower
+// never skips a gap, so later entries wait for the re-upload).
+//
+// # Keys
+//
+//	<prefix>wal/<broker-id>/<yyyymmddhh UTC>/<uuid>.kwal
+//
+// Fixed depth, leaf names only, so no key is a "/"-prefix of another. A
+// retry after an ambiguous PUT that finds the key taken reads the 16-byte
+// trailer back: equal to ours means our earlier attempt landed (success);
+// otherwise the object is someone else's and the upload moves to a new key.
+//
+// # Orphans
+//
+// An object is an orphan when no live metadata references it
+// (ReferenceChecker), this broker is not still uploading or publishing it
+// (Combiner.InFlight), and it is older than the grace period, which
+// Validate requires to exceed UploadTimeout. ChooseOrphans is the pure
+// decision; OrphanCollector.RunOnce lists and deletes.
+//
+// # Concurrency
+//
+// Submit, Metrics, InFlight and Close are safe for concurrent use. One
+// cutter goroutine owns cutting, ThreadPoolSize workers own uploads, one
+// publisher goroutine owns publishing and Done callbacks; shared state is
+// under Combiner.mu. Every goroutine stops on Close; Close with an ended
+// context aborts retries. Time comes from the injected clock (backoff,
+// interval, upload timeout); only per-attempt deadlines are real-time
+// contexts.
+package combiner
