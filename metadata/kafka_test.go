@@ -314,3 +314,37 @@ func TestKafkaPublisherClusterGoneAfterStart(t *testing.T) {
 		t.Fatal("returned before the deadline")
 	}
 }
+
+func TestKafkaReadTopic(t *testing.T) {
+	e := startCluster(t)
+	ctx := waitCtx(t)
+	cfg := testTopicConfig(e)
+	pub := newPublisher(t, cfg)
+	o := bigObject(1, 10)
+	if err := pub.PublishObject(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.PublishTombstones(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	var objects, tombs int
+	err := ReadTopic(ctx, cfg, quietLogger(), func(r TopicRecord) error {
+		if r.Err != nil {
+			return r.Err
+		}
+		switch r.Event.(type) {
+		case *ObjectMetadata:
+			objects++
+		case *Tombstone:
+			tombs++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := len(Split(o, 8))
+	if objects != parts || tombs != parts {
+		t.Fatalf("read %d objects and %d tombstones, want %d each", objects, tombs, parts)
+	}
+}

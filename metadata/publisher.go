@@ -111,8 +111,44 @@ func (p *Publisher) Publish(ctx context.Context, evs ...Event) error {
 		}
 		recs = append(recs, r)
 	}
-	if err := p.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return fmt.Errorf("metadata: publish %d events to %s: %w", len(evs), p.cfg.Topic, err)
+	return p.produce(ctx, recs)
+}
+
+// produce waits for every record's acknowledgement or for ctx. kgo cannot
+// fail a record an idempotent producer may already have sent (that would
+// break its sequence numbers), so a record in flight when ctx ends stays
+// buffered and may still land later; that is harmless because events are
+// idempotent snapshots under per-object keys, and order per metadata
+// partition is kept. The goroutine waiting for it ends when it lands or the
+// client closes.
+func (p *Publisher) produce(ctx context.Context, recs []*kgo.Record) error {
+	var (
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		first error
+	)
+	wg.Add(len(recs))
+	for _, r := range recs {
+		p.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				errMu.Lock()
+				if first == nil {
+					first = err
+				}
+				errMu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("metadata: publish %d events to %s: %w", len(recs), p.cfg.Topic, ctx.Err())
+	}
+	if first != nil {
+		return fmt.Errorf("metadata: publish %d events to %s: %w", len(recs), p.cfg.Topic, first)
 	}
 	return nil
 }

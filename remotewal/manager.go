@@ -104,6 +104,7 @@ type Metrics struct {
 	CutsByInterval int64
 	CutsByBoundary int64
 	Errors         int64
+	Resubmits      int64 // slices re-cut after the combiner gave them up
 }
 
 // ErrStopped is returned for a partition the Manager is not running.
@@ -121,7 +122,7 @@ type Manager struct {
 		closed bool
 	}
 
-	slices, bytes, bySize, byInterval, byBoundary, errs atomic.Int64
+	slices, bytes, bySize, byInterval, byBoundary, errs, resubmits atomic.Int64
 }
 
 // NewManager returns a Manager that submits to sink.
@@ -147,8 +148,9 @@ func (m *Manager) StartPartition(tp metadata.TopicPartition, log Log, leaderEpoc
 		return fmt.Errorf("remotewal: start %s: task already running", tp)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &task{m: m, tp: tp, log: log, epoch: leaderEpoch, cancel: cancel, done: make(chan struct{})}
+	t := &task{m: m, tp: tp, log: log, epoch: leaderEpoch, cancel: cancel, done: make(chan struct{}), failed: make(chan failedSlice, 1024)}
 	t.next.Store(fromOffset)
+	t.published.Store(fromOffset)
 	m.mu.tasks[tp] = t
 	go t.run(ctx)
 	return nil
@@ -179,6 +181,18 @@ func (m *Manager) SubmittedOffset(tp metadata.TopicPartition) (int64, error) {
 	return t.next.Load(), nil
 }
 
+// PublishedOffset returns the offset up to which (exclusive) the partition's
+// slices have their metadata published.
+func (m *Manager) PublishedOffset(tp metadata.TopicPartition) (int64, error) {
+	m.mu.Lock()
+	t := m.mu.tasks[tp]
+	m.mu.Unlock()
+	if t == nil {
+		return 0, fmt.Errorf("%w: %s", ErrStopped, tp)
+	}
+	return t.published.Load(), nil
+}
+
 // Metrics returns a snapshot of the counters.
 func (m *Manager) Metrics() Metrics {
 	m.mu.Lock()
@@ -187,7 +201,7 @@ func (m *Manager) Metrics() Metrics {
 	return Metrics{
 		Tasks: n, Slices: m.slices.Load(), Bytes: m.bytes.Load(),
 		CutsBySize: m.bySize.Load(), CutsByInterval: m.byInterval.Load(),
-		CutsByBoundary: m.byBoundary.Load(), Errors: m.errs.Load(),
+		CutsByBoundary: m.byBoundary.Load(), Errors: m.errs.Load(), Resubmits: m.resubmits.Load(),
 	}
 }
 
@@ -206,6 +220,12 @@ func (m *Manager) Close() {
 	}
 }
 
+type failedSlice struct {
+	base  int64
+	bytes int
+	err   error
+}
+
 type task struct {
 	m      *Manager
 	tp     metadata.TopicPartition
@@ -215,6 +235,13 @@ type task struct {
 	done   chan struct{}
 
 	next atomic.Int64 // owned by the task goroutine; read by SubmittedOffset
+	// published is one past the last offset whose metadata the combiner
+	// published.
+	published atomic.Int64
+	// failed receives slices the combiner gave up on; the task re-cuts and
+	// re-submits exactly their range, so followers never wait on a gap
+	// that only the leader could fill.
+	failed chan failedSlice
 	// pendingSince is when the task first saw bytes past next; zero when
 	// nothing is pending.
 	pendingSince time.Time
@@ -252,6 +279,8 @@ func (t *task) run(ctx context.Context) {
 			return
 		case <-notify:
 		case <-timerC:
+		case f := <-t.failed:
+			t.resubmit(ctx, f)
 		}
 		timer.Stop()
 	}
@@ -345,19 +374,9 @@ func (t *task) cut(ctx context.Context, next int64, reason CutReason) error {
 	if s.NextOffset < t.log.LogEndOffset() && len(s.Data) < cfg.UploadBytes && reason == CutInterval {
 		reason = CutBoundary
 	}
-	err = t.m.sink.Submit(ctx, combiner.Slice{
-		TopicPartition:    t.tp,
-		LeaderEpoch:       s.LeaderEpoch,
-		BaseOffset:        s.FirstOffset,
-		LastOffset:        s.LastOffset,
-		SegmentBaseOffset: s.SegmentBaseOffset,
-		BasePosition:      s.BasePosition,
-		EndPosition:       s.EndPosition,
-		Data:              s.Data,
-		AppendedAt:        t.pendingSince,
-	})
+	err = t.submit(ctx, s)
 	if err != nil {
-		return fmt.Errorf("submit slice [%d,%d]: %w", s.FirstOffset, s.LastOffset, err)
+		return err
 	}
 	t.next.Store(s.NextOffset)
 	t.m.slices.Add(1)
@@ -371,4 +390,63 @@ func (t *task) cut(ctx context.Context, next int64, reason CutReason) error {
 		t.m.byBoundary.Add(1)
 	}
 	return nil
+}
+
+func (t *task) submit(ctx context.Context, s kafkalog.SegmentSlice) error {
+	err := t.m.sink.Submit(ctx, combiner.Slice{
+		TopicPartition:    t.tp,
+		LeaderEpoch:       s.LeaderEpoch,
+		BaseOffset:        s.FirstOffset,
+		LastOffset:        s.LastOffset,
+		SegmentBaseOffset: s.SegmentBaseOffset,
+		BasePosition:      s.BasePosition,
+		EndPosition:       s.EndPosition,
+		Data:              s.Data,
+		AppendedAt:        t.pendingSince,
+		Done: func(_ combiner.UploadedObject, err error) {
+			if err == nil {
+				for {
+					p := t.published.Load()
+					if s.NextOffset <= p || t.published.CompareAndSwap(p, s.NextOffset) {
+						return
+					}
+				}
+			}
+			// Called from the combiner's goroutine: never block it.
+			select {
+			case t.failed <- failedSlice{base: s.FirstOffset, bytes: len(s.Data), err: err}:
+			default:
+				t.m.cfg.Logger.Error("remotewal: too many failed slices queued; followers will fall back to the leader",
+					"partition", t.tp.String(), "base_offset", s.FirstOffset, "err", err)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("submit slice [%d,%d]: %w", s.FirstOffset, s.LastOffset, err)
+	}
+	return nil
+}
+
+// resubmit re-cuts the exact range of a slice the combiner gave up on.
+func (t *task) resubmit(ctx context.Context, f failedSlice) {
+	log := t.m.cfg.Logger
+	if errors.Is(f.err, combiner.ErrClosed) || ctx.Err() != nil {
+		return
+	}
+	s, err := t.log.Slice(f.base, f.bytes)
+	if err != nil {
+		// Truncated or deleted by retention meanwhile: nothing left to upload.
+		log.Warn("remotewal: cannot re-cut failed slice", "partition", t.tp.String(), "base_offset", f.base, "err", err)
+		return
+	}
+	if s.LeaderEpoch > t.epoch {
+		return
+	}
+	t.m.resubmits.Add(1)
+	log.Warn("remotewal: re-submitting slice the combiner gave up on", "partition", t.tp.String(),
+		"base_offset", s.FirstOffset, "last_offset", s.LastOffset, "cause", f.err)
+	if err := t.submit(ctx, s); err != nil && ctx.Err() == nil {
+		t.m.errs.Add(1)
+		log.Error("remotewal: re-submit failed", "partition", t.tp.String(), "base_offset", f.base, "err", err)
+	}
 }

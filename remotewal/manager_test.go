@@ -3,6 +3,7 @@ package remotewal
 import (
 	"bytes"
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -290,5 +291,51 @@ func TestConfigValidate(t *testing.T) {
 	var c Config
 	if err := c.Validate(); err != nil || c.ThreadPoolSize == 0 || c.UploadBytes == 0 {
 		t.Fatalf("defaults: %+v, %v", c, err)
+	}
+}
+
+// failOnceSink gives up the first slice it gets (as the combiner does after
+// its upload timeout) and publishes the rest at once.
+type failOnceSink struct {
+	captureSink
+	failed bool
+}
+
+func (s *failOnceSink) Submit(ctx context.Context, sl combiner.Slice) error {
+	s.mu.Lock()
+	first := !s.failed
+	s.failed = true
+	s.mu.Unlock()
+	if first {
+		sl.Done(combiner.UploadedObject{}, errors.New("upload gave up"))
+		return nil
+	}
+	if err := s.captureSink.Submit(ctx, sl); err != nil {
+		return err
+	}
+	sl.Done(combiner.UploadedObject{}, nil)
+	return nil
+}
+
+func TestResubmitsGivenUpSlice(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1000, 0))
+	l := openLog(t, clk, 1<<30)
+	sink := &failOnceSink{captureSink: *newCaptureSink()}
+	m, err := NewManager(Config{UploadBytes: 1, Interval: time.Millisecond, Clock: clk}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.StartPartition(tp0, l, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 1, 1, 3, 10)
+	waitFor(t, "resubmit", func() bool { return m.Metrics().Resubmits == 1 && len(sink.snapshot()) == 1 })
+	appendN(t, l, 1, 1, 3, 10)
+	waitFor(t, "second slice", func() bool { return len(sink.snapshot()) == 2 })
+	// The re-submitted slice carries exactly the range that was given up.
+	checkCover(t, l, sink.snapshot(), 0)
+	if p, _ := m.PublishedOffset(tp0); p != l.LogEndOffset() {
+		t.Fatalf("published offset %d, want %d", p, l.LogEndOffset())
 	}
 }

@@ -208,6 +208,8 @@ func (s *Store) Stats() Stats {
 type Decision struct {
 	Delay time.Duration
 	Fault Kind // 0: none
+	// Rule is the index of the rule that chose Fault.
+	Rule int
 	// Rand is a further uniform value for the fault (where to cut or flip).
 	Rand uint64
 }
@@ -227,7 +229,7 @@ func Decide(seed, seq uint64, op Op, rules []Rule) Decision {
 			d.Delay += r.Delay
 			continue
 		}
-		d.Fault = r.Kind
+		d.Fault, d.Rule = r.Kind, i
 		d.Rand = mix(h, seq, math.MaxUint64)
 		return d
 	}
@@ -291,7 +293,7 @@ func (s *Store) before(ctx context.Context, op Op, key string) (Decision, error)
 		return d, &Error{Op: op, Key: key, Code: 503, S3Code: "SlowDown", Retriable: true}
 	case Timeout:
 		s.n[Timeout].Add(1)
-		return d, s.timeout(ctx, op, key)
+		return d, s.timeout(ctx, op, key, s.cfg.Rules[d.Rule].Delay)
 	}
 	return d, nil
 }
@@ -307,14 +309,7 @@ func (s *Store) wait(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (s *Store) timeout(ctx context.Context, op Op, key string) error {
-	var limit time.Duration
-	for _, r := range s.cfg.Rules {
-		if r.Kind == Timeout && applies(r, op) {
-			limit = r.Delay
-			break
-		}
-	}
+func (s *Store) timeout(ctx context.Context, op Op, key string, limit time.Duration) error {
 	var fired <-chan time.Time
 	if limit > 0 {
 		t := s.cfg.Clock.NewTimer(limit)

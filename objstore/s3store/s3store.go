@@ -17,9 +17,9 @@
 // exponential backoff with full jitter capped at Config.MaxBackoff. It
 // retries 500, 502, 503 and 504 and the throttling codes, SlowDown among
 // them. A create-only Put that is retried after an ambiguous failure may
-// answer ErrExists for its own first attempt; callers that need to know
-// compare the stored object (kwal's combiner names objects uniquely, so it
-// treats ErrExists after a retry as success only after a Head).
+// answer ErrExists for its own first attempt; a caller that must tell its
+// own write from another writer's compares the stored object (for example
+// by Head size or by reading it back).
 //
 // Checksums: request checksums are sent and response checksums validated
 // only when an operation requires them. The SDK's default since

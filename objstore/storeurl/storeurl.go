@@ -1,0 +1,185 @@
+// Package storeurl opens an objstore.Store from a URL, so that the broker
+// configuration and the command line name a store with one string:
+//
+//	mem://
+//	file:///var/lib/kwal/objects
+//	s3://bucket/prefix?endpoint=http://127.0.0.1:9000&region=us-east-1&path_style=true&access_key=K&secret_key=S
+//	minio://127.0.0.1:9000/bucket/prefix?secure=false&access_key=K&secret_key=S
+//
+// s3 parameters: endpoint, region, path_style, access_key, secret_key,
+// directory_bucket, max_attempts, create_bucket. minio parameters: secure,
+// region, access_key, secret_key, max_retries, create_bucket. Unknown
+// parameters are an error. Credentials come from the URL, else from
+// KWAL_S3_ACCESS_KEY and KWAL_S3_SECRET_KEY, else from the client's default
+// chain (AWS_* environment, shared config, instance role).
+//
+// It lives apart from package objstore because it imports every backend,
+// and the backends import objstore. It does not add decorators; wrap the
+// result (see the objstore package documentation).
+package storeurl
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/objstore"
+	"github.com/kwal/kwal/objstore/fsstore"
+	"github.com/kwal/kwal/objstore/mem"
+	"github.com/kwal/kwal/objstore/miniostore"
+	"github.com/kwal/kwal/objstore/s3store"
+)
+
+type options struct {
+	clock      clock.Clock
+	getenv     func(string) string
+	httpClient *http.Client
+}
+
+// Option configures Open.
+type Option func(*options)
+
+// WithClock sets the clock of stores that stamp times themselves (mem).
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithGetenv replaces os.Getenv for reading KWAL_S3_* credentials.
+func WithGetenv(f func(string) string) Option { return func(o *options) { o.getenv = f } }
+
+// WithHTTPClient sets the HTTP client of the s3 and minio backends.
+func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.httpClient = c } }
+
+// Open returns the store rawURL names.
+func Open(ctx context.Context, rawURL string, opts ...Option) (objstore.Store, error) {
+	o := options{clock: clock.Real{}, getenv: os.Getenv}
+	for _, f := range opts {
+		f(&o)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("storeurl: %w", err)
+	}
+	q := u.Query()
+	switch u.Scheme {
+	case "mem":
+		if err := known(q); err != nil {
+			return nil, err
+		}
+		return mem.New(mem.WithClock(o.clock)), nil
+	case "file":
+		if err := known(q); err != nil {
+			return nil, err
+		}
+		dir := u.Path
+		if u.Host != "" && u.Host != "localhost" {
+			dir = filepath.Join(u.Host, u.Path) // file://relative/dir
+		}
+		if dir == "" {
+			return nil, fmt.Errorf("storeurl: %q: no directory", rawURL)
+		}
+		return fsstore.New(dir)
+	case "s3":
+		return openS3(ctx, u, q, o)
+	case "minio":
+		return openMinio(ctx, u, q, o)
+	}
+	return nil, fmt.Errorf("storeurl: %q: unknown scheme %q (want mem, file, s3 or minio)", rawURL, u.Scheme)
+}
+
+func known(q url.Values, allowed ...string) error {
+	for k := range q {
+		if !slices.Contains(allowed, k) {
+			return fmt.Errorf("storeurl: unknown parameter %q (allowed: %s)", k, strings.Join(allowed, ", "))
+		}
+	}
+	return nil
+}
+
+func boolParam(q url.Values, name string) (bool, error) {
+	v := q.Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("storeurl: parameter %s=%q: %w", name, v, err)
+	}
+	return b, nil
+}
+
+func intParam(q url.Values, name string) (int, error) {
+	v := q.Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("storeurl: parameter %s=%q: %w", name, v, err)
+	}
+	return n, nil
+}
+
+func creds(q url.Values, o options) (string, string) {
+	ak, sk := q.Get("access_key"), q.Get("secret_key")
+	if ak == "" && sk == "" {
+		ak, sk = o.getenv("KWAL_S3_ACCESS_KEY"), o.getenv("KWAL_S3_SECRET_KEY")
+	}
+	return ak, sk
+}
+
+func openS3(ctx context.Context, u *url.URL, q url.Values, o options) (objstore.Store, error) {
+	if err := known(q, "endpoint", "region", "path_style", "access_key", "secret_key", "directory_bucket", "max_attempts", "create_bucket"); err != nil {
+		return nil, err
+	}
+	cfg := s3store.Config{
+		Bucket:     u.Host,
+		Prefix:     strings.TrimPrefix(u.Path, "/"),
+		Endpoint:   q.Get("endpoint"),
+		Region:     q.Get("region"),
+		HTTPClient: o.httpClient,
+	}
+	cfg.AccessKey, cfg.SecretKey = creds(q, o)
+	var err error
+	if cfg.PathStyle, err = boolParam(q, "path_style"); err != nil {
+		return nil, err
+	}
+	if cfg.DirectoryBucket, err = boolParam(q, "directory_bucket"); err != nil {
+		return nil, err
+	}
+	if cfg.CreateBucket, err = boolParam(q, "create_bucket"); err != nil {
+		return nil, err
+	}
+	if cfg.MaxAttempts, err = intParam(q, "max_attempts"); err != nil {
+		return nil, err
+	}
+	return s3store.New(ctx, cfg)
+}
+
+func openMinio(ctx context.Context, u *url.URL, q url.Values, o options) (objstore.Store, error) {
+	if err := known(q, "secure", "region", "access_key", "secret_key", "max_retries", "create_bucket"); err != nil {
+		return nil, err
+	}
+	bucket, prefix, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
+	cfg := miniostore.Config{Endpoint: u.Host, Bucket: bucket, Prefix: prefix, Region: q.Get("region")}
+	if o.httpClient != nil {
+		cfg.Transport = o.httpClient.Transport
+	}
+	cfg.AccessKey, cfg.SecretKey = creds(q, o)
+	var err error
+	if cfg.Secure, err = boolParam(q, "secure"); err != nil {
+		return nil, err
+	}
+	if cfg.CreateBucket, err = boolParam(q, "create_bucket"); err != nil {
+		return nil, err
+	}
+	if cfg.MaxRetries, err = intParam(q, "max_retries"); err != nil {
+		return nil, err
+	}
+	return miniostore.New(ctx, cfg)
+}

@@ -1,0 +1,96 @@
+package storeurl_test
+
+import (
+	"context"
+	"net/url"
+	"testing"
+
+	"github.com/kwal/kwal/objstore"
+	"github.com/kwal/kwal/objstore/fsstore"
+	"github.com/kwal/kwal/objstore/mem"
+	"github.com/kwal/kwal/objstore/miniostore"
+	"github.com/kwal/kwal/objstore/objstoretest"
+	"github.com/kwal/kwal/objstore/s3store"
+	"github.com/kwal/kwal/objstore/storeurl"
+)
+
+func noEnv(string) string { return "" }
+
+func TestOpenSchemes(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		url  string
+		want any
+	}{
+		{"mem://", (*mem.Store)(nil)},
+		{"file://" + dir, (*fsstore.Store)(nil)},
+		{"s3://bkt/some/prefix?endpoint=http://127.0.0.1:1&path_style=true&access_key=a&secret_key=b", (*s3store.Store)(nil)},
+		{"s3://kwal--use1-az4--x-s3/p?region=us-east-1&access_key=a&secret_key=b", (*s3store.Store)(nil)},
+		{"minio://127.0.0.1:1/bkt/prefix?secure=false&access_key=a&secret_key=b", (*miniostore.Store)(nil)},
+	} {
+		s, err := storeurl.Open(ctx, tc.url, storeurl.WithGetenv(noEnv))
+		if err != nil {
+			t.Errorf("Open(%q): %v", tc.url, err)
+			continue
+		}
+		switch tc.want.(type) {
+		case *mem.Store:
+			_, ok := s.(*mem.Store)
+			if !ok {
+				t.Errorf("Open(%q) = %T", tc.url, s)
+			}
+		case *fsstore.Store:
+			if fs, ok := s.(*fsstore.Store); !ok || fs.Root() != dir {
+				t.Errorf("Open(%q) = %T", tc.url, s)
+			}
+		case *s3store.Store:
+			if _, ok := s.(*s3store.Store); !ok {
+				t.Errorf("Open(%q) = %T", tc.url, s)
+			}
+		case *miniostore.Store:
+			if _, ok := s.(*miniostore.Store); !ok {
+				t.Errorf("Open(%q) = %T", tc.url, s)
+			}
+		}
+	}
+}
+
+func TestOpenRejects(t *testing.T) {
+	for _, u := range []string{
+		"gcs://bucket", "mem://?x=1", "s3://bkt?bogus=1", "s3://bkt?path_style=maybe",
+		"s3:///prefix?access_key=a&secret_key=b", "minio://host:1/?access_key=a&secret_key=b",
+		"s3://bkt?access_key=a", "file://",
+	} {
+		if _, err := storeurl.Open(context.Background(), u, storeurl.WithGetenv(noEnv)); err == nil {
+			t.Errorf("Open(%q) succeeded", u)
+		}
+	}
+}
+
+// The s3 and minio URLs reach the test server and behave as stores; the
+// credentials come from the KWAL_S3_* environment.
+func TestOpenAgainstServer(t *testing.T) {
+	e := objstoretest.S3Env(t)
+	ep, err := url.Parse(e.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, raw := range []string{
+		"s3://" + e.Bucket + "/" + objstoretest.RandomPrefix() + "?path_style=true&endpoint=" + url.QueryEscape(e.Endpoint),
+		"minio://" + ep.Host + "/" + e.Bucket + "/" + objstoretest.RandomPrefix() + "?secure=false",
+	} {
+		s, err := storeurl.Open(ctx, raw)
+		if err != nil {
+			t.Fatalf("Open(%q): %v", raw, err)
+		}
+		if err := s.Put(ctx, "k", []byte("v"), objstore.PutOptions{IfNoneMatch: true}); err != nil {
+			t.Fatalf("%s: Put: %v", raw, err)
+		}
+		p, err := s.List(ctx, objstore.ListOptions{})
+		if err != nil || len(p.Objects) != 1 || p.Objects[0].Key != "k" {
+			t.Fatalf("%s: List = %+v, %v (prefix must be stripped)", raw, p, err)
+		}
+	}
+}
