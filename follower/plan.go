@@ -46,13 +46,30 @@ type PlanConfig struct {
 // logEnd gives each partition's next needed offset; pending holds, per
 // partition, the FINISHED slices the metadata knows, in any order.
 func Plan(logEnd map[metadata.TopicPartition]int64, pending map[metadata.TopicPartition][]Located, cfg PlanConfig) []Read {
+	chains := make(map[metadata.TopicPartition][]Located, len(pending))
+	for tp, ls := range pending {
+		need, ok := logEnd[tp]
+		if !ok {
+			continue
+		}
+		chains[tp] = Chain(need, ls)
+	}
+	return PlanChains(chains, cfg)
+}
+
+// PlanChains groups slices that are already chosen (per partition, in the
+// order they are needed) into ranged GETs: slices of one object are sorted
+// by position and merged while the gap between them is at most
+// MergeGapBytes and the range stays within MaxRangeBytes. Objects are read
+// in the order their first slice is needed, partitions taken in name order.
+func PlanChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig) []Read {
 	byKey := make(map[string][]Located)
 	// firstNeed orders objects so the reads that unblock the lowest
 	// offsets of a partition come first.
 	firstNeed := make(map[string]int)
 	order := 0
-	tps := make([]metadata.TopicPartition, 0, len(pending))
-	for tp := range pending {
+	tps := make([]metadata.TopicPartition, 0, len(chains))
+	for tp := range chains {
 		tps = append(tps, tp)
 	}
 	sort.Slice(tps, func(i, j int) bool {
@@ -62,11 +79,7 @@ func Plan(logEnd map[metadata.TopicPartition]int64, pending map[metadata.TopicPa
 		return tps[i].Partition < tps[j].Partition
 	})
 	for _, tp := range tps {
-		need, ok := logEnd[tp]
-		if !ok {
-			continue
-		}
-		for _, l := range Chain(need, pending[tp]) {
+		for _, l := range chains[tp] {
 			if _, seen := firstNeed[l.Key]; !seen {
 				firstNeed[l.Key] = order
 				order++

@@ -3,9 +3,9 @@ package metadata
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"errors"
 	"flag"
+	"hash/crc32"
 	"math"
 	"os"
 	"path/filepath"
@@ -114,7 +114,7 @@ func TestDecodeRefuses(t *testing.T) {
 			1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
 			0, 0, 1, 0, 0, 1, 'k',
 			1, 1, 't', // one topic
-			1,                                  // one entry
+			1,                                     // one entry
 			5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // topic index 5
 		}), false},
 		{"mp_over_int32", withCRC([]byte{Version, byte(TypeStateUpdate),

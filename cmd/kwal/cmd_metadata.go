@@ -93,4 +93,3 @@ func jsonRecord(r metadata.TopicRecord) dumpLine {
 	l.Event = metadata.EventJSON(r.Event)
 	return l
 }
-

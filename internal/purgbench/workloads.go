@@ -264,7 +264,7 @@ func P(name string, rate float64, dur time.Duration, mix Mix, seed uint64) Figur
 	<-completerDone
 	// Wait for the timeouts of the last requests.
 	if l != nil {
-		deadline := time.Now().Add(mix.Timeout + 2*time.Second)
+		deadline := time.Now().Add(mix.Timeout + 500*time.Millisecond)
 		for l.completed.Load()+l.expired.Load() < int64(n) && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}

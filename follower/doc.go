@@ -1,0 +1,67 @@
+// Package follower is the follower side of KIP-1176's remote write-ahead
+// log: it rebuilds, for every replica a broker follows, a log that is
+// byte-identical to the leader's, from the slices the leader's combiner put
+// in object storage, and falls back to fetching from the leader when object
+// storage cannot serve a range.
+//
+// # What it owns
+//
+//   - reading the per-partition index of FINISHED slices (Index) and keeping
+//     the pending ones in offset order;
+//   - planning ranged GETs (Plan, PlanChains: pure);
+//   - hedged GETs (a second GET after Config.HedgeDelay, first good answer
+//     wins) and the catch-up rate limit (a token bucket of bytes per second
+//     on the injected clock);
+//   - checking every slice's CRC32C (and, through kafkalog.AppendAsFollower,
+//     every batch's CRC) before anything is appended, and appending each
+//     batch exactly once, in offset order;
+//   - leader-epoch fencing and KIP-101/KIP-279 truncation on a leader change;
+//   - the "recovery stream" fallback to the leader (LeaderClient), counted as
+//     cross-rack bytes (TransferRecorder);
+//   - reporting the log end (Reporter), status and metrics.
+//
+// It does not own leader election, the FollowerFetch protocol (LeaderState
+// and LeaderClient are what it needs from it), the metadata topic (Index),
+// nor the log format (kafkalog).
+//
+// # Exactly once, in order
+//
+// The local log is the only state that survives a restart. Every decision
+// starts from the log end offset (LEO): slices entirely below it are
+// skipped; a slice straddling it has its batches below the LEO dropped (the
+// LEO must fall on a batch boundary of the slice, else ErrMisaligned);
+// a slice above it waits until the gap below is filled. AppendAsFollower
+// refuses anything that does not start exactly at the LEO, so duplicated or
+// reordered index entries, hedged reads and fallback fetches racing each
+// other can never append a batch twice or skip one.
+//
+//	index:   [0..9]o1  [10..19]o1  [10..19]o2(dup)  [30..39]o3
+//	LEO=15:            └ trim 10..14, append 15..19
+//	                               └ skipped (below LEO by then)
+//	                                                 └ held: gap 20..29
+//	gap open for GapTimeout ──► LeaderClient.Fetch(20) ──► append ──► o3
+//
+// # Epoch fencing
+//
+// A slice of leader epoch E is appended only if E is the current leader
+// epoch, or the leader's history says epoch E ended after the slice's last
+// offset (LeaderState.EndOffsetForEpoch(E) returns E and an end offset >
+// LastOffset). A slice of an epoch newer than the known leader epoch waits.
+// When the leader epoch changes (and once at start, since the follower may
+// have appended from a deposed leader before it stopped) the follower walks
+// its own leader-epoch cache from the latest entry down, asks the leader
+// for the end of each epoch, and truncates its log to the first answer, as
+// Kafka's follower does; nothing is appended until that check is done.
+//
+// # Concurrency
+//
+// One driver goroutine per Follower owns all per-partition state. It is
+// woken by the Index's Changed channel, its clock timer, Notify, commands
+// (AddPartition, RemovePartition) and completions. GETs, leader fetches and
+// epoch queries run on goroutines the driver starts (at most
+// Config.MaxInFlight GET reads, one fallback and one epoch query per
+// partition) and send their results back on a channel; slice CRC checks and
+// decompression run there too, in parallel. Only the driver touches a
+// partition's Log. Close stops everything and waits. Status and Metrics are
+// safe to call from any goroutine.
+package follower
