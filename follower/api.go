@@ -1,0 +1,278 @@
+package follower
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/metadata"
+	"github.com/kwal/kwal/objstore"
+	"github.com/kwal/kwal/objstore/ledger"
+)
+
+// Index is the follower's view of the metadata: the FINISHED slices of a
+// partition. StateIndex adapts *metadata.State.
+type Index interface {
+	// Slices returns the slices of tp whose LastOffset is at least
+	// fromOffset, in any order; duplicates and overlapping slices of other
+	// leader epochs may be present. The caller owns the returned slice.
+	Slices(tp metadata.TopicPartition, fromOffset int64) []Located
+	// Changed returns a channel closed at the next change. Take it before
+	// calling Slices so no change is missed.
+	Changed() <-chan struct{}
+}
+
+// Log is what the follower needs of one partition's local log.
+// *kafkalog.Log implements it.
+type Log interface {
+	LogEndOffset() int64
+	// AppendAsFollower appends whole batches starting exactly at the log
+	// end, validating each batch (CRC included) first; nothing is appended
+	// on error.
+	AppendAsFollower(batches []byte) (kafkalog.AppendInfo, error)
+	// Truncate removes every batch at or after to (a batch boundary).
+	Truncate(to int64) error
+	LatestEpoch() (int32, bool)
+	EpochEntries() []kafkalog.EpochEntry
+}
+
+var _ Log = (*kafkalog.Log)(nil)
+
+// LeaderInfo is what the follower last learned about a partition's leader
+// from its FollowerFetch responses.
+type LeaderInfo struct {
+	// Epoch is the current leader epoch.
+	Epoch int32
+	// LogEnd is the leader's log end offset (or high watermark) as last
+	// reported; it drives the lag metric and gap detection.
+	LogEnd int64
+	// Rack is the leader's rack, for the ledger.
+	Rack string
+}
+
+// LeaderState answers the leader-epoch questions. The broker implements it
+// from FollowerFetch and OffsetsForLeaderEpoch.
+type LeaderState interface {
+	// Leader returns the known leader of tp; ok is false while there is
+	// none (the follower then holds the partition).
+	Leader(tp metadata.TopicPartition) (info LeaderInfo, ok bool)
+	// EndOffsetForEpoch asks the current leader for the end of epoch in its
+	// history (OffsetsForLeaderEpoch): the largest epoch <= epoch it has and
+	// the start offset of the next one (its log end for its latest epoch);
+	// (-1, -1) when epoch is above every epoch it has.
+	EndOffsetForEpoch(ctx context.Context, tp metadata.TopicPartition, epoch int32) (foundEpoch int32, endOffset int64, err error)
+}
+
+// LeaderClient fetches record batches straight from the leader: the
+// fallback ("recovery stream") when object storage cannot serve a range.
+type LeaderClient interface {
+	// Fetch returns whole batches of tp starting with the batch holding
+	// offset, up to about maxBytes (at least one batch). The leader must
+	// refuse (an error) when its leader epoch is not leaderEpoch, so that a
+	// deposed leader cannot feed the follower. A trailing partial batch is
+	// allowed and ignored.
+	Fetch(ctx context.Context, tp metadata.TopicPartition, leaderEpoch int32, offset int64, maxBytes int) ([]byte, error)
+}
+
+// Reporter receives the log end offset after every change, to report it to
+// the leader in the next FollowerFetch. Called from the driver goroutine:
+// it must not block nor call back into the Follower.
+type Reporter interface {
+	ReportLogEnd(tp metadata.TopicPartition, logEnd int64)
+}
+
+// TransferRecorder counts bytes that crossed the network between racks.
+// *ledger.Ledger implements it.
+type TransferRecorder interface {
+	RecordTransfer(component, fromRack, toRack string, tp ledger.TopicPartition, bytes int64)
+}
+
+var _ TransferRecorder = (*ledger.Ledger)(nil)
+
+// ObjectReader is the read the follower makes of object storage.
+// objstore.Store implements it.
+type ObjectReader interface {
+	GetRange(ctx context.Context, key string, off, length int64) ([]byte, error)
+}
+
+var _ ObjectReader = objstore.Store(nil)
+
+// Errors.
+var (
+	// ErrCorruptSlice: a slice's stored bytes failed their CRC32C or length
+	// check, or a batch inside failed its own; see *CorruptSliceError.
+	ErrCorruptSlice = errors.New("follower: corrupt slice")
+	// ErrMisaligned: a slice (or a leader fetch) straddles the log end but
+	// has no batch boundary at it.
+	ErrMisaligned = errors.New("follower: log end is not a batch boundary of the slice")
+	// ErrClosed: the Follower was closed.
+	ErrClosed = errors.New("follower: closed")
+	// ErrPartitionExists and ErrUnknownPartition: AddPartition of a
+	// followed partition, RemovePartition of one that is not.
+	ErrPartitionExists  = errors.New("follower: partition already followed")
+	ErrUnknownPartition = errors.New("follower: partition not followed")
+)
+
+// CorruptSliceError says which slice was refused and why. It matches
+// ErrCorruptSlice and unwraps to the cause (objformat.ErrCorruptObject or
+// kafkalog.ErrCorruptBatch).
+type CorruptSliceError struct {
+	Key   string
+	Entry metadata.SliceEntry
+	Err   error
+}
+
+func (e *CorruptSliceError) Error() string {
+	return fmt.Sprintf("follower: corrupt slice %v [%d, %d] epoch %d in %s@%d: %v",
+		e.Entry.TopicPartition, e.Entry.BaseOffset, e.Entry.LastOffset, e.Entry.LeaderEpoch, e.Key, e.Entry.Position, e.Err)
+}
+
+func (e *CorruptSliceError) Is(target error) bool { return target == ErrCorruptSlice }
+func (e *CorruptSliceError) Unwrap() error        { return e.Err }
+
+// Cause says why the follower fell back to the leader.
+type Cause string
+
+// Fallback causes.
+const (
+	CauseMetadataLag  Cause = "metadata-lag"  // the index has nothing at the log end yet
+	CauseMetadataGap  Cause = "metadata-gap"  // the index has slices above a hole (retention, lost events)
+	CauseFenced       Cause = "fenced"        // the only slices at the log end are from a cut-off epoch
+	CauseFutureEpoch  Cause = "future-epoch"  // the slices at the log end are from an epoch not yet known
+	CauseObjectMissing Cause = "object-missing" // GET answered not found
+	CauseCorrupt      Cause = "corrupt"       // CRC or length checks failed
+	CauseReadError    Cause = "read-error"    // GETs kept failing
+)
+
+// Defaults.
+const (
+	DefaultHedgeDelay       = 30 * time.Millisecond // the Fast ACS paper's hedge
+	DefaultMaxInFlight      = 8
+	DefaultMaxRangeBytes    = 8 << 20
+	DefaultMergeGapBytes    = 64 << 10
+	DefaultReadAheadBytes   = 32 << 20
+	DefaultGapTimeout       = 500 * time.Millisecond
+	DefaultMaxReadAttempts  = 3
+	DefaultRetryBackoff     = 20 * time.Millisecond
+	DefaultFallbackMaxBytes = 1 << 20
+	DefaultPollInterval     = 100 * time.Millisecond
+)
+
+// Config configures a Follower. Validate fills defaults.
+type Config struct {
+	Store        ObjectReader     // required
+	Index        Index            // required
+	Leader       LeaderState      // required
+	LeaderClient LeaderClient     // required
+	Reporter     Reporter         // optional
+	Transfers    TransferRecorder // optional
+	// Rack is this broker's rack (broker.rack), for the ledger and tags.
+	Rack string
+
+	// MaxRangeBytes and MergeGapBytes shape GETs (see PlanConfig).
+	MaxRangeBytes int64
+	MergeGapBytes int64
+	// MaxInFlight bounds the ranged reads in flight (each may have a hedge).
+	MaxInFlight int
+	// ReadAheadBytes bounds, per partition, the stored bytes read or being
+	// read past the log end.
+	ReadAheadBytes int64
+	// HedgeDelay: a second GET of the same range is sent when the first has
+	// not answered after this long; negative disables hedging.
+	HedgeDelay time.Duration
+	// CatchUpBytesPerSec caps the object-storage read rate (a token bucket
+	// on Clock); 0 means no cap. CatchUpBurstBytes is the bucket size,
+	// default one MaxRangeBytes or a tenth of a second, whichever is larger.
+	CatchUpBytesPerSec int64
+	CatchUpBurstBytes  int64
+	// GapTimeout: a partition behind its leader with nothing readable at its
+	// log end for this long fetches from the leader.
+	GapTimeout time.Duration
+	// MaxReadAttempts: after this many failed reads of the slice at the log
+	// end (errors, corrupt bodies; hedges included), fetch from the leader.
+	MaxReadAttempts int
+	// RetryBackoff is the wait after a failed read, times the failures.
+	RetryBackoff time.Duration
+	// FallbackMaxBytes bounds one leader fetch.
+	FallbackMaxBytes int
+	// PollInterval: the driver re-reads LeaderState this often (Notify
+	// wakes it at once).
+	PollInterval time.Duration
+
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// Validate fills defaults and rejects nonsense.
+func (c *Config) Validate() error {
+	if c.Store == nil || c.Index == nil || c.Leader == nil || c.LeaderClient == nil {
+		return errors.New("follower: config needs Store, Index, Leader and LeaderClient")
+	}
+	def64 := func(p *int64, d int64) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	defd := func(p *time.Duration, d time.Duration) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	def64(&c.MaxRangeBytes, DefaultMaxRangeBytes)
+	def64(&c.MergeGapBytes, DefaultMergeGapBytes)
+	def64(&c.ReadAheadBytes, DefaultReadAheadBytes)
+	defd(&c.HedgeDelay, DefaultHedgeDelay)
+	defd(&c.GapTimeout, DefaultGapTimeout)
+	defd(&c.RetryBackoff, DefaultRetryBackoff)
+	defd(&c.PollInterval, DefaultPollInterval)
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.MaxReadAttempts == 0 {
+		c.MaxReadAttempts = DefaultMaxReadAttempts
+	}
+	if c.FallbackMaxBytes == 0 {
+		c.FallbackMaxBytes = DefaultFallbackMaxBytes
+	}
+	if c.CatchUpBytesPerSec > 0 && c.CatchUpBurstBytes == 0 {
+		c.CatchUpBurstBytes = max(c.MaxRangeBytes, c.CatchUpBytesPerSec/10)
+	}
+	switch {
+	case c.MaxRangeBytes < 0 || c.MergeGapBytes < 0 || c.ReadAheadBytes < 0:
+		return fmt.Errorf("follower: max range %d, merge gap %d, read-ahead %d bytes", c.MaxRangeBytes, c.MergeGapBytes, c.ReadAheadBytes)
+	case c.MaxInFlight < 1 || c.MaxReadAttempts < 1 || c.FallbackMaxBytes < 1:
+		return fmt.Errorf("follower: max in flight %d, read attempts %d, fallback bytes %d", c.MaxInFlight, c.MaxReadAttempts, c.FallbackMaxBytes)
+	case c.CatchUpBytesPerSec < 0 || c.CatchUpBurstBytes < 0:
+		return fmt.Errorf("follower: catch-up rate %d B/s, burst %d", c.CatchUpBytesPerSec, c.CatchUpBurstBytes)
+	case c.GapTimeout < 0 || c.RetryBackoff < 0 || c.PollInterval <= 0:
+		return fmt.Errorf("follower: gap timeout %v, retry backoff %v, poll interval %v", c.GapTimeout, c.RetryBackoff, c.PollInterval)
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// StateIndex adapts *metadata.State (the index rebuilt from the metadata
+// topic) to Index.
+type StateIndex struct{ State *metadata.State }
+
+var _ Index = StateIndex{}
+
+func (s StateIndex) Slices(tp metadata.TopicPartition, fromOffset int64) []Located {
+	in := s.State.Slices(tp, fromOffset)
+	out := make([]Located, len(in))
+	for i, x := range in {
+		out[i] = Located{Key: x.ObjectKey, Entry: x.SliceEntry}
+	}
+	return out
+}
+
+func (s StateIndex) Changed() <-chan struct{} { return s.State.Changed() }
