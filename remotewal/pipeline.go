@@ -1,0 +1,128 @@
+package remotewal
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/kwal/kwal/combiner"
+	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/metadata"
+	"github.com/kwal/kwal/objstore"
+)
+
+// ObjectPublisher is what the write path needs of the metadata topic;
+// *metadata.Publisher implements it.
+type ObjectPublisher interface {
+	PublishObject(ctx context.Context, obj *metadata.ObjectMetadata) error
+}
+
+var _ ObjectPublisher = (*metadata.Publisher)(nil)
+
+// MetadataPublisher adapts the metadata publisher to the combiner: every
+// uploaded object becomes a COPY_SEGMENT_FINISHED event, split by metadata
+// partition. The combiner calls it only after the PUT succeeded (invariant 4).
+type MetadataPublisher struct {
+	P     ObjectPublisher
+	Clock clock.Clock
+}
+
+var _ combiner.Publisher = (*MetadataPublisher)(nil)
+
+// ObjectMetadataOf converts an uploaded object to its metadata event.
+func ObjectMetadataOf(obj combiner.UploadedObject, state metadata.SegmentState) (*metadata.ObjectMetadata, error) {
+	id, err := metadata.ParseObjectID(strings.ReplaceAll(obj.ID, "-", ""))
+	if err != nil {
+		return nil, fmt.Errorf("remotewal: object %q: %w", obj.Key, err)
+	}
+	return &metadata.ObjectMetadata{
+		ID:               id,
+		Bucket:           obj.Bucket,
+		Key:              obj.Key,
+		BrokerID:         obj.BrokerID,
+		State:            state,
+		EventTimestampMs: obj.UploadedAt.UnixMilli(),
+		Entries:          obj.Entries,
+	}, nil
+}
+
+func (p *MetadataPublisher) PublishObject(ctx context.Context, obj combiner.UploadedObject) error {
+	m, err := ObjectMetadataOf(obj, metadata.CopySegmentFinished)
+	if err != nil {
+		return err
+	}
+	if p.Clock != nil {
+		m.EventTimestampMs = p.Clock.Now().UnixMilli()
+	}
+	return p.P.PublishObject(ctx, m)
+}
+
+// StateReferences tells the orphan collector which objects live metadata
+// references: those that reached COPY_SEGMENT_FINISHED (or later; objects
+// being deleted are the retention manager's, not orphans).
+type StateReferences struct{ State *metadata.State }
+
+var _ combiner.ReferenceChecker = StateReferences{}
+
+func (r StateReferences) IsReferenced(key string) bool {
+	st, ok := r.State.ObjectState(key)
+	return ok && st != metadata.CopySegmentStarted
+}
+
+// WritePath is the leader's whole remote-WAL write path: partition tasks
+// cut slices, the combiner packs and uploads them through the storage
+// manager, and metadata is published after each upload.
+type WritePath struct {
+	Manager  *Manager
+	Combiner *combiner.Combiner
+	Storage  *ObjectStorageManager
+}
+
+// WritePathConfig configures NewWritePath. Combiner.Writer and
+// Combiner.Publisher are filled in from Store and Publisher.
+type WritePathConfig struct {
+	Store     objstore.Store
+	Publisher ObjectPublisher
+	Tasks     Config
+	Combiner  combiner.Config
+	Logger    *slog.Logger
+}
+
+// NewWritePath assembles and starts the write path.
+func NewWritePath(cfg WritePathConfig) (*WritePath, error) {
+	if cfg.Store == nil || cfg.Publisher == nil {
+		return nil, fmt.Errorf("remotewal: write path needs a store and a metadata publisher")
+	}
+	sm := NewObjectStorageManager(cfg.Store)
+	cc := cfg.Combiner
+	cc.Writer = sm
+	cc.Publisher = &MetadataPublisher{P: cfg.Publisher, Clock: cc.Clock}
+	if cc.Logger == nil {
+		cc.Logger = cfg.Logger
+	}
+	comb, err := combiner.New(cc)
+	if err != nil {
+		return nil, err
+	}
+	tc := cfg.Tasks
+	if tc.Logger == nil {
+		tc.Logger = cfg.Logger
+	}
+	if tc.Clock == nil {
+		tc.Clock = cc.Clock
+	}
+	m, err := NewManager(tc, comb)
+	if err != nil {
+		comb.Close(context.Background())
+		return nil, err
+	}
+	return &WritePath{Manager: m, Combiner: comb, Storage: sm}, nil
+}
+
+// Close stops the tasks, then lets the combiner upload and publish what it
+// holds until ctx ends.
+func (w *WritePath) Close(ctx context.Context) error {
+	w.Manager.Close()
+	return w.Combiner.Close(ctx)
+}
