@@ -2,9 +2,11 @@ package integration
 
 import (
 	"context"
+	"github.com/kwal/kwal/kafkalog/kafkalogtest"
 	"log/slog"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/mem"
@@ -47,4 +49,9 @@ func stores() []struct {
 			return s
 		}},
 	}
+}
+
+func mustBatch(t *testing.T) []byte {
+	t.Helper()
+	return kafkalogtest.MakeBatchN(0, 3, 1, 100, time.Now().UnixMilli())
 }

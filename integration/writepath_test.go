@@ -91,108 +91,115 @@ func leaderBytes(t *testing.T, l *kafkalog.Log) []byte {
 func TestWritePathNamesEveryByteOnce(t *testing.T) {
 	for _, st := range stores() {
 		t.Run("store="+st.name, func(t *testing.T) {
-			store := st.open(t)
-			logger := testLogger(t)
-			emb, err := metadata.StartEmbedded(t.TempDir(), logger)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer emb.Close()
-			topicCfg := metadata.TopicConfig{Bootstrap: emb.Bootstrap(), Partitions: 8}
-			pub, err := metadata.NewPublisher(topicCfg, clock.Real{}, logger)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pub.Close()
-
-			wp, err := remotewal.NewWritePath(remotewal.WritePathConfig{
-				Store:     store,
-				Publisher: pub,
-				Tasks:     remotewal.Config{UploadBytes: 32 << 10, Interval: 5 * time.Millisecond, ThreadPoolSize: 4},
-				Combiner: combiner.Config{BrokerID: 1, Interval: 10 * time.Millisecond, UploadBytes: 128 << 10,
-					ThreadPoolSize: 3, QueueSlices: 64, Codec: metadata.CodecNone},
-				Logger: logger,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			logs := leaderLogs(t, 12)
-			for tp, l := range logs {
-				if err := wp.Manager.StartPartition(tp, l, 2, 0); err != nil {
-					t.Fatal(err)
-				}
-			}
-			produce(t, logs, 120, 42)
-
-			// Wait until every partition's metadata is published up to its log end.
-			deadline := time.Now().Add(60 * time.Second)
-			for tp, l := range logs {
-				for {
-					p, err := wp.Manager.PublishedOffset(tp)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if p == l.LogEndOffset() {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("%s: published %d of %d; combiner %+v", tp, p, l.LogEndOffset(), wp.Combiner.Metrics())
-					}
-					time.Sleep(5 * time.Millisecond)
-				}
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := wp.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			cm := wp.Combiner.Metrics()
-			t.Logf("combiner: %d objects uploaded, %d published, %d bytes", cm.ObjectsUp, cm.ObjectsPub, cm.BytesUploaded)
-
-			// A fresh consumer rebuilds the index from the topic alone.
-			state := metadata.NewState()
-			cons, err := metadata.StartConsumer(ctx, metadata.ConsumerConfig{TopicConfig: topicCfg}, state, clock.Real{}, logger)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cons.Close()
-			select {
-			case <-cons.Ready():
-			case <-ctx.Done():
-				t.Fatal("metadata consumer never became ready")
-			}
-			if err := cons.CatchUp(ctx); err != nil {
-				t.Fatal(err)
-			}
-			checkMetadataCoversLogs(t, ctx, store, state, logs)
-
-			// The objects describe themselves: an auditor listing the store
-			// finds exactly the objects the metadata names, with the same entries.
-			byKey := map[string][]metadata.SliceEntry{}
-			for tp := range logs {
-				for _, s := range state.Slices(tp, 0) {
-					byKey[s.ObjectKey] = append(byKey[s.ObjectKey], s.SliceEntry)
-				}
-			}
-			listed := 0
-			if err := objstore.ListAll(ctx, store, "", func(o objstore.ObjectInfo) error {
-				listed++
-				entries, _, err := objformat.ReadFooter(ctx, store, o.Key)
-				if err != nil {
-					return fmt.Errorf("footer of %s: %w", o.Key, err)
-				}
-				if len(entries) != len(byKey[o.Key]) {
-					return fmt.Errorf("object %s: footer has %d entries, metadata %d", o.Key, len(entries), len(byKey[o.Key]))
-				}
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if listed != len(byKey) || int64(listed) != cm.ObjectsPub {
-				t.Fatalf("store lists %d objects, metadata names %d, combiner published %d", listed, len(byKey), cm.ObjectsPub)
-			}
+			writeAndVerify(t, st.open(t))
 		})
 	}
+}
+
+// writeAndVerify runs the write path into store and checks what the
+// metadata topic then says. It returns the rebuilt state.
+func writeAndVerify(t *testing.T, store objstore.Store) *metadata.State {
+	t.Helper()
+	logger := testLogger(t)
+	emb, err := metadata.StartEmbedded(t.TempDir(), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	topicCfg := metadata.TopicConfig{Bootstrap: emb.Bootstrap(), Partitions: 8}
+	pub, err := metadata.NewPublisher(topicCfg, clock.Real{}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+
+	wp, err := remotewal.NewWritePath(remotewal.WritePathConfig{
+		Store:     store,
+		Publisher: pub,
+		Tasks:     remotewal.Config{UploadBytes: 32 << 10, Interval: 5 * time.Millisecond, ThreadPoolSize: 4},
+		Combiner: combiner.Config{BrokerID: 1, Interval: 10 * time.Millisecond, UploadBytes: 128 << 10,
+			ThreadPoolSize: 3, QueueSlices: 64, Codec: metadata.CodecNone},
+		Logger: logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := leaderLogs(t, 12)
+	for tp, l := range logs {
+		if err := wp.Manager.StartPartition(tp, l, 2, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(t, logs, 120, 42)
+
+	// Wait until every partition's metadata is published up to its log end.
+	deadline := time.Now().Add(60 * time.Second)
+	for tp, l := range logs {
+		for {
+			p, err := wp.Manager.PublishedOffset(tp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p == l.LogEndOffset() {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: published %d of %d; combiner %+v", tp, p, l.LogEndOffset(), wp.Combiner.Metrics())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := wp.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cm := wp.Combiner.Metrics()
+	t.Logf("combiner: %d objects uploaded, %d published, %d bytes", cm.ObjectsUp, cm.ObjectsPub, cm.BytesUploaded)
+
+	// A fresh consumer rebuilds the index from the topic alone.
+	state := metadata.NewState()
+	cons, err := metadata.StartConsumer(ctx, metadata.ConsumerConfig{TopicConfig: topicCfg}, state, clock.Real{}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	select {
+	case <-cons.Ready():
+	case <-ctx.Done():
+		t.Fatal("metadata consumer never became ready")
+	}
+	if err := cons.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkMetadataCoversLogs(t, ctx, store, state, logs)
+
+	// The objects describe themselves: an auditor listing the store
+	// finds exactly the objects the metadata names, with the same entries.
+	byKey := map[string][]metadata.SliceEntry{}
+	for tp := range logs {
+		for _, s := range state.Slices(tp, 0) {
+			byKey[s.ObjectKey] = append(byKey[s.ObjectKey], s.SliceEntry)
+		}
+	}
+	listed := 0
+	if err := objstore.ListAll(ctx, store, "", func(o objstore.ObjectInfo) error {
+		listed++
+		entries, _, err := objformat.ReadFooter(ctx, store, o.Key)
+		if err != nil {
+			return fmt.Errorf("footer of %s: %w", o.Key, err)
+		}
+		if len(entries) != len(byKey[o.Key]) {
+			return fmt.Errorf("object %s: footer has %d entries, metadata %d", o.Key, len(entries), len(byKey[o.Key]))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if listed != len(byKey) || int64(listed) != cm.ObjectsPub {
+		t.Fatalf("store lists %d objects, metadata names %d, combiner published %d", listed, len(byKey), cm.ObjectsPub)
+	}
+	return state
 }
 
 // checkMetadataCoversLogs asserts that for every partition the FINISHED

@@ -1,0 +1,238 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/objstore/ledger"
+)
+
+// Defaults, Kafka's where Kafka has one.
+const (
+	DefaultNumPartitions            = 1
+	DefaultReplicationFactor        = 1
+	DefaultMinInsyncReplicas        = 1
+	DefaultReplicaLagTimeMax        = 30 * time.Second       // replica.lag.time.max.ms
+	DefaultReplicaFetchWaitMax      = 500 * time.Millisecond // replica.fetch.wait.max.ms
+	DefaultReplicaFetchMaxBytes     = 1 << 20                // replica.fetch.max.bytes
+	DefaultReplicaFetchResponseMax  = 10 << 20               // replica.fetch.response.max.bytes
+	DefaultSocketRequestMaxBytes    = 100 << 20              // socket.request.max.bytes
+	DefaultReplicaFetchBackoff      = time.Second            // replica.fetch.backoff.ms
+	DefaultClusterID                = "kwal-cluster"
+	DefaultListener                 = "127.0.0.1:9092"
+	DefaultCombinerThreadPoolSize   = 2
+	DefaultCombinerQueueSize        = 1024
+	DefaultCombinerTaskInterval     = 10 * time.Millisecond
+	DefaultCombinerTaskUploadBytes  = 4 << 20
+	DefaultRemoteWALThreadPoolSize  = 4
+	DefaultRemoteWALStorageURL      = "mem://"
+	maxTopicNameLength              = 249
+	replicaFetcherClientIDPrefix    = "kwal-replica-fetcher-"
+	unknownRack                     = ""
+	defaultProducerStateBatchWindow = 5 // Kafka keeps the last 5 batches per producer
+)
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("broker: invalid config")
+
+// BrokerInfo is one broker of the cluster as clients see it.
+type BrokerInfo struct {
+	ID   int32
+	Host string
+	Port int32
+	Rack string
+}
+
+// Addr is host:port.
+func (b BrokerInfo) Addr() string { return net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) }
+
+// RemoteWALConfig holds the KIP-1176 broker settings. The broker package
+// only carries them (and the per-topic replication mode); the remotewal,
+// combiner, metadata and follower packages act on them.
+type RemoteWALConfig struct {
+	// SystemEnable: remote.log.wal.storage.system.enable. Topics may ask
+	// for remote.wal.storage.enable=true only when this is set.
+	SystemEnable bool
+	// ThreadPoolSize: remote.wal.log.manager.thread.pool.size.
+	ThreadPoolSize int
+	// CombinerThreadPoolSize: remote.wal.log.manager.combiner.thread.pool.size.
+	CombinerThreadPoolSize int
+	// CombinerQueueSize: remote.wal.log.manager.combiner.queue.size.
+	CombinerQueueSize int
+	// CombinerTaskInterval: remote.wal.log.manager.combiner.task.interval.ms.
+	CombinerTaskInterval time.Duration
+	// CombinerTaskUploadBytes: remote.wal.log.manager.combiner.task.upload.bytes.
+	CombinerTaskUploadBytes int64
+	// StorageURL: remote.wal.storage.url (mem://, file:///dir, s3://…, minio://…).
+	StorageURL string
+	// MetadataBootstrapServers: remote.wal.metadata.bootstrap.servers;
+	// empty means an embedded kfake.
+	MetadataBootstrapServers string
+}
+
+// Config configures one Broker. Zero fields take defaults in Validate.
+type Config struct {
+	// BrokerID: broker.id. Must be >= 0.
+	BrokerID int32
+	// Rack: broker.rack (the availability zone).
+	Rack string
+	// Listener is the host:port to listen on ("127.0.0.1:0" picks a
+	// port). Default 127.0.0.1:9092.
+	Listener string
+	// AdvertisedHost overrides the host registered with the controller;
+	// default: the listener's host.
+	AdvertisedHost string
+	// LogDir: log.dirs (one directory). Required.
+	LogDir string
+	// SegmentBytes: log.segment.bytes. Default kafkalog's (1 GiB).
+	SegmentBytes int64
+	// FlushMessages: flush.messages. Default: the OS decides.
+	FlushMessages int64
+	// NumPartitions: num.partitions, for auto-created topics and
+	// CreateTopics with -1. Default 1.
+	NumPartitions int32
+	// DefaultReplicationFactor: default.replication.factor. Default 1.
+	DefaultReplicationFactor int16
+	// MinInsyncReplicas: min.insync.replicas. Default 1.
+	MinInsyncReplicas int
+	// ReplicaLagTimeMax: replica.lag.time.max.ms. Default 30 s.
+	ReplicaLagTimeMax time.Duration
+	// ReplicaFetchWaitMax: replica.fetch.wait.max.ms. Default 500 ms.
+	ReplicaFetchWaitMax time.Duration
+	// ReplicaFetchMaxBytes: replica.fetch.max.bytes per partition. Default 1 MiB.
+	ReplicaFetchMaxBytes int32
+	// ReplicaFetchBackoff: replica.fetch.backoff.ms. Default 1 s.
+	ReplicaFetchBackoff time.Duration
+	// SocketRequestMaxBytes: socket.request.max.bytes; larger frames close
+	// the connection. Default 100 MiB.
+	SocketRequestMaxBytes int32
+	// AutoCreateTopics: auto.create.topics.enable. Default true (set
+	// DisableAutoCreateTopics to turn it off).
+	DisableAutoCreateTopics bool
+	// ClusterID is reported in Metadata. Default "kwal-cluster".
+	ClusterID string
+	// RemoteWAL holds the KIP-1176 settings.
+	RemoteWAL RemoteWALConfig
+
+	// Controller assigns leaders and replicas. Required.
+	Controller Controller
+	// Replicator feeds follower logs of remotewal partitions. Nil: such
+	// partitions are refused at creation unless RemoteWAL.SystemEnable
+	// is false (then the topic config is rejected anyway).
+	Replicator Replicator
+	// Ledger records bytes crossing racks. Default: a fresh ledger.
+	Ledger *ledger.Ledger
+	Clock  clock.Clock  // default clock.Real{}
+	Logger *slog.Logger // default slog.Default()
+}
+
+// Validate fills defaults and rejects nonsense; errors wrap ErrConfig and
+// name the setting.
+func (c *Config) Validate() error {
+	if c.Listener == "" {
+		c.Listener = DefaultListener
+	}
+	if c.NumPartitions == 0 {
+		c.NumPartitions = DefaultNumPartitions
+	}
+	if c.DefaultReplicationFactor == 0 {
+		c.DefaultReplicationFactor = DefaultReplicationFactor
+	}
+	if c.MinInsyncReplicas == 0 {
+		c.MinInsyncReplicas = DefaultMinInsyncReplicas
+	}
+	if c.ReplicaLagTimeMax == 0 {
+		c.ReplicaLagTimeMax = DefaultReplicaLagTimeMax
+	}
+	if c.ReplicaFetchWaitMax == 0 {
+		c.ReplicaFetchWaitMax = DefaultReplicaFetchWaitMax
+	}
+	if c.ReplicaFetchMaxBytes == 0 {
+		c.ReplicaFetchMaxBytes = DefaultReplicaFetchMaxBytes
+	}
+	if c.ReplicaFetchBackoff == 0 {
+		c.ReplicaFetchBackoff = DefaultReplicaFetchBackoff
+	}
+	if c.SocketRequestMaxBytes == 0 {
+		c.SocketRequestMaxBytes = DefaultSocketRequestMaxBytes
+	}
+	if c.ClusterID == "" {
+		c.ClusterID = DefaultClusterID
+	}
+	r := &c.RemoteWAL
+	if r.ThreadPoolSize == 0 {
+		r.ThreadPoolSize = DefaultRemoteWALThreadPoolSize
+	}
+	if r.CombinerThreadPoolSize == 0 {
+		r.CombinerThreadPoolSize = DefaultCombinerThreadPoolSize
+	}
+	if r.CombinerQueueSize == 0 {
+		r.CombinerQueueSize = DefaultCombinerQueueSize
+	}
+	if r.CombinerTaskInterval == 0 {
+		r.CombinerTaskInterval = DefaultCombinerTaskInterval
+	}
+	if r.CombinerTaskUploadBytes == 0 {
+		r.CombinerTaskUploadBytes = DefaultCombinerTaskUploadBytes
+	}
+	if r.StorageURL == "" {
+		r.StorageURL = DefaultRemoteWALStorageURL
+	}
+	if c.Ledger == nil {
+		c.Ledger = ledger.New()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	bad := func(key string, v any) error { return fmt.Errorf("%w: %s=%v", ErrConfig, key, v) }
+	switch {
+	case c.BrokerID < 0:
+		return bad("broker.id", c.BrokerID)
+	case c.LogDir == "":
+		return fmt.Errorf("%w: log.dirs is required", ErrConfig)
+	case c.SegmentBytes < 0:
+		return bad("log.segment.bytes", c.SegmentBytes)
+	case c.FlushMessages < 0:
+		return bad("flush.messages", c.FlushMessages)
+	case c.NumPartitions < 1:
+		return bad("num.partitions", c.NumPartitions)
+	case c.DefaultReplicationFactor < 1:
+		return bad("default.replication.factor", c.DefaultReplicationFactor)
+	case c.MinInsyncReplicas < 1:
+		return bad("min.insync.replicas", c.MinInsyncReplicas)
+	case c.ReplicaLagTimeMax < 0:
+		return bad("replica.lag.time.max.ms", c.ReplicaLagTimeMax)
+	case c.ReplicaFetchWaitMax < 0:
+		return bad("replica.fetch.wait.max.ms", c.ReplicaFetchWaitMax)
+	case c.ReplicaFetchMaxBytes < 0:
+		return bad("replica.fetch.max.bytes", c.ReplicaFetchMaxBytes)
+	case c.ReplicaFetchBackoff < 0:
+		return bad("replica.fetch.backoff.ms", c.ReplicaFetchBackoff)
+	case c.SocketRequestMaxBytes < 64:
+		return bad("socket.request.max.bytes", c.SocketRequestMaxBytes)
+	case r.ThreadPoolSize < 1:
+		return bad("remote.wal.log.manager.thread.pool.size", r.ThreadPoolSize)
+	case r.CombinerThreadPoolSize < 1:
+		return bad("remote.wal.log.manager.combiner.thread.pool.size", r.CombinerThreadPoolSize)
+	case r.CombinerQueueSize < 1:
+		return bad("remote.wal.log.manager.combiner.queue.size", r.CombinerQueueSize)
+	case r.CombinerTaskInterval < 0:
+		return bad("remote.wal.log.manager.combiner.task.interval.ms", r.CombinerTaskInterval)
+	case r.CombinerTaskUploadBytes < 1:
+		return bad("remote.wal.log.manager.combiner.task.upload.bytes", r.CombinerTaskUploadBytes)
+	case c.Controller == nil:
+		return fmt.Errorf("%w: a Controller is required", ErrConfig)
+	}
+	if _, _, err := net.SplitHostPort(c.Listener); err != nil {
+		return fmt.Errorf("%w: listeners=%q: %v", ErrConfig, c.Listener, err)
+	}
+	return nil
+}

@@ -1,0 +1,685 @@
+package follower
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/metadata"
+	"github.com/kwal/kwal/objstore"
+	"github.com/kwal/kwal/objstore/ledger"
+)
+
+// sliceID names one stored slice: its object and position.
+type sliceID struct {
+	key string
+	pos int64
+}
+
+// PartitionStatus is one followed partition as last seen by the driver.
+type PartitionStatus struct {
+	LogEndOffset int64
+	LeaderEpoch  int32
+	// LagOffsets is the highest end offset known (the leader's, or the
+	// index's) minus the log end offset.
+	LagOffsets int64
+	// LagMs is how far behind the leader's appends the log is: 0 when
+	// caught up, else now minus the max timestamp of the last batch
+	// appended (an upper bound: the first missing record was appended after
+	// it), -1 when nothing was appended since the partition was added.
+	LagMs int64
+	// Fallback: fetching from the leader; Held: waiting for a leader or for
+	// the leader-epoch check.
+	Fallback bool
+	Held     bool
+}
+
+// Metrics are the follower's counters since New.
+type Metrics struct {
+	Reads         int64 // ranged reads issued (each may be two GETs)
+	GETs          int64 // GET requests sent
+	Hedges        int64 // second GETs sent because the first was slow
+	HedgeWins     int64 // reads answered by the hedge
+	ReadErrors    int64 // failed GETs
+	CorruptSlices int64 // slices refused by a CRC or length check
+	BytesRead     int64 // bytes received from object storage
+	SlicesApplied int64
+	BytesApplied  int64
+	Duplicates    int64 // slices read but already below the log end
+	Fenced        int64 // slices refused by leader-epoch fencing
+	Fallbacks     int64 // fallbacks to the leader started
+	LeaderFetches int64
+	LeaderBytes   int64 // bytes fetched from the leader (cross-rack)
+	LeaderErrors  int64
+	Truncations   int64
+	RateLimited   int64 // times a read waited for the catch-up rate limit
+}
+
+type counters struct {
+	reads, gets, hedges, hedgeWins, readErrors, corrupt, bytesRead     atomic.Int64
+	slicesApplied, bytesApplied, duplicates, fenced                     atomic.Int64
+	fallbacks, leaderFetches, leaderBytes, leaderErrors, truncations    atomic.Int64
+	rateLimited                                                         atomic.Int64
+}
+
+// Follower rebuilds the logs of the partitions it follows. See doc.go.
+type Follower struct {
+	cfg    Config
+	ctx    context.Context
+	cancel context.CancelFunc
+	cmds   chan func()
+	notify chan struct{}
+	res    chan func()
+	done   chan struct{}
+	wg     sync.WaitGroup
+	once   sync.Once
+	c      counters
+
+	mu struct {
+		sync.Mutex
+		status map[metadata.TopicPartition]PartitionStatus
+	}
+
+	// Owned by the driver goroutine.
+	parts         map[metadata.TopicPartition]*part
+	readsInFlight int
+	bucket        bucket
+}
+
+// part is the driver's state of one partition.
+type part struct {
+	tp         metadata.TopicPartition
+	log        Log
+	leo        int64
+	localEpoch int32
+	leader     LeaderInfo
+	hasLeader  bool
+
+	checked      bool  // the truncation check for checkedEpoch is done
+	checkedEpoch int32 //
+	epochBusy    bool
+	epochRetryAt time.Time
+	fenceEpoch   int32
+	fence        map[int32]epochEnd
+
+	inflight map[sliceID]int64
+	ready    map[sliceID]readySlice
+
+	failures   int
+	lastCause  Cause
+	retryAt    time.Time
+	stuckSince time.Time
+
+	fallbackUntil   int64
+	fallbackCause   Cause
+	fallbackBusy    bool
+	fallbackRetryAt time.Time
+
+	lastMaxTs int64
+	target    int64
+}
+
+type readySlice struct {
+	key   string
+	entry metadata.SliceEntry
+	raw   []byte
+}
+
+// New starts a follower with no partitions; add them with AddPartition.
+func New(cfg Config) (*Follower, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &Follower{
+		cfg: cfg, ctx: ctx, cancel: cancel,
+		cmds:   make(chan func()),
+		notify: make(chan struct{}, 1),
+		res:    make(chan func(), cfg.MaxInFlight),
+		done:   make(chan struct{}),
+		parts:  make(map[metadata.TopicPartition]*part),
+		bucket: newBucket(cfg.CatchUpBytesPerSec, cfg.CatchUpBurstBytes, cfg.Clock.Now()),
+	}
+	f.mu.status = make(map[metadata.TopicPartition]PartitionStatus)
+	go f.run()
+	return f, nil
+}
+
+// AddPartition starts following tp into log. The log's end offset is where
+// the follower resumes; before appending anything it checks the log
+// against the leader's epoch history (and truncates it if need be).
+// Errors: ErrPartitionExists, ErrClosed.
+func (f *Follower) AddPartition(tp metadata.TopicPartition, log Log) error {
+	return f.do(func() error {
+		if _, ok := f.parts[tp]; ok {
+			return fmt.Errorf("%w: %v", ErrPartitionExists, tp)
+		}
+		p := &part{
+			tp: tp, log: log, leo: log.LogEndOffset(), localEpoch: kafkalog.UndefinedEpoch,
+			inflight: make(map[sliceID]int64), ready: make(map[sliceID]readySlice),
+			fence: make(map[int32]epochEnd), lastMaxTs: -1,
+		}
+		if e, ok := log.LatestEpoch(); ok {
+			p.localEpoch = e
+		}
+		f.parts[tp] = p
+		f.publish(p, f.cfg.Clock.Now())
+		return nil
+	})
+}
+
+// RemovePartition stops following tp. When it returns the follower no
+// longer touches the partition's log. Errors: ErrUnknownPartition,
+// ErrClosed.
+func (f *Follower) RemovePartition(tp metadata.TopicPartition) error {
+	return f.do(func() error {
+		if _, ok := f.parts[tp]; !ok {
+			return fmt.Errorf("%w: %v", ErrUnknownPartition, tp)
+		}
+		delete(f.parts, tp)
+		f.mu.Lock()
+		delete(f.mu.status, tp)
+		f.mu.Unlock()
+		return nil
+	})
+}
+
+// do runs fn on the driver goroutine and returns its error.
+func (f *Follower) do(fn func() error) error {
+	reply := make(chan error, 1)
+	select {
+	case f.cmds <- func() { reply <- fn() }:
+		return <-reply
+	case <-f.done:
+		return ErrClosed
+	}
+}
+
+// Notify wakes the driver, e.g. after a FollowerFetch response changed the
+// leader epoch. It never blocks.
+func (f *Follower) Notify() {
+	select {
+	case f.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops the follower and waits for its goroutines. It does not close
+// the partitions' logs.
+func (f *Follower) Close() error {
+	f.once.Do(f.cancel)
+	<-f.done
+	f.wg.Wait()
+	return nil
+}
+
+// Status returns tp's status; ok is false if tp is not followed.
+func (f *Follower) Status(tp metadata.TopicPartition) (PartitionStatus, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.mu.status[tp]
+	return s, ok
+}
+
+// Metrics returns a snapshot of the counters.
+func (f *Follower) Metrics() Metrics {
+	c := &f.c
+	return Metrics{
+		Reads: c.reads.Load(), GETs: c.gets.Load(), Hedges: c.hedges.Load(), HedgeWins: c.hedgeWins.Load(),
+		ReadErrors: c.readErrors.Load(), CorruptSlices: c.corrupt.Load(), BytesRead: c.bytesRead.Load(),
+		SlicesApplied: c.slicesApplied.Load(), BytesApplied: c.bytesApplied.Load(), Duplicates: c.duplicates.Load(),
+		Fenced: c.fenced.Load(), Fallbacks: c.fallbacks.Load(), LeaderFetches: c.leaderFetches.Load(),
+		LeaderBytes: c.leaderBytes.Load(), LeaderErrors: c.leaderErrors.Load(), Truncations: c.truncations.Load(),
+		RateLimited: c.rateLimited.Load(),
+	}
+}
+
+// run is the driver.
+func (f *Follower) run() {
+	defer close(f.done)
+	timer := f.cfg.Clock.NewTimer(f.cfg.PollInterval)
+	defer timer.Stop()
+	for {
+		changed := f.cfg.Index.Changed()
+		now := f.cfg.Clock.Now()
+		wakeAt := f.step(now)
+		d := f.cfg.PollInterval
+		if !wakeAt.IsZero() {
+			d = max(0, min(d, wakeAt.Sub(now)))
+		}
+		timer.Stop()
+		timer.Reset(d)
+		select {
+		case <-f.ctx.Done():
+			return
+		case <-changed:
+		case <-timer.C():
+		case <-f.notify:
+		case fn := <-f.cmds:
+			fn()
+		case fn := <-f.res:
+			fn()
+		}
+	}
+}
+
+// spawn runs work on a new goroutine and hands its completion to the
+// driver.
+func (f *Follower) spawn(work func() func()) {
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		done := work()
+		select {
+		case f.res <- done:
+		case <-f.ctx.Done():
+		}
+	}()
+}
+
+// step decides and starts what each partition needs; it returns when the
+// driver must next wake on its own.
+func (f *Follower) step(now time.Time) time.Time {
+	var wakeAt time.Time
+	wake := func(t time.Time) {
+		if !t.IsZero() && (wakeAt.IsZero() || t.Before(wakeAt)) {
+			wakeAt = t
+		}
+	}
+	chains := make(map[metadata.TopicPartition][]Located)
+	for tp, p := range f.parts {
+		p.leader, p.hasLeader = f.cfg.Leader.Leader(tp)
+		if !p.hasLeader {
+			f.publish(p, now)
+			continue
+		}
+		if !p.checked || p.checkedEpoch != p.leader.Epoch {
+			p.checked = false
+			if !p.epochBusy {
+				if now.Before(p.epochRetryAt) {
+					wake(p.epochRetryAt)
+				} else {
+					f.startEpochCheck(p, true, nil)
+				}
+			}
+			f.publish(p, now)
+			continue
+		}
+		if p.fenceEpoch != p.leader.Epoch {
+			p.fence = make(map[int32]epochEnd)
+			p.fenceEpoch = p.leader.Epoch
+		}
+		f.applyReady(p, now)
+		busy := make(map[sliceID]int64, len(p.inflight)+len(p.ready))
+		for id, n := range p.inflight {
+			busy[id] = n
+		}
+		for id, r := range p.ready {
+			busy[id] = r.entry.Length
+		}
+		d := decide(now, partView{
+			LEO: p.leo, Leader: p.leader, LocalEpoch: p.localEpoch,
+			Slices: f.cfg.Index.Slices(tp, p.leo), Fence: p.fence, Busy: busy,
+			Failures: p.failures, RetryAt: p.retryAt, StuckSince: p.stuckSince, FallbackUntil: p.fallbackUntil,
+		}, &f.cfg)
+		p.stuckSince = d.StuckSince
+		p.target = d.Target
+		wake(d.WakeAt)
+		if len(d.Ask) > 0 && !p.epochBusy && !now.Before(p.epochRetryAt) {
+			f.startEpochCheck(p, false, d.Ask)
+		} else if len(d.Ask) > 0 {
+			wake(p.epochRetryAt)
+		}
+		if d.Fallback {
+			if p.fallbackUntil <= p.leo {
+				p.fallbackUntil = d.FallbackUntil
+				p.fallbackCause = d.GapCause
+				if p.fallbackCause == "" {
+					p.fallbackCause = p.lastCause
+				}
+				f.c.fallbacks.Add(1)
+				f.cfg.Logger.Warn("follower: falling back to the leader", "partition", tp, "from", p.leo,
+					"until", p.fallbackUntil, "cause", string(p.fallbackCause), "failures", p.failures)
+			}
+			if !p.fallbackBusy {
+				if now.Before(p.fallbackRetryAt) {
+					wake(p.fallbackRetryAt)
+				} else {
+					f.startFallback(p)
+				}
+			}
+		}
+		if len(d.Read) > 0 {
+			chains[tp] = d.Read
+		}
+		f.publish(p, now)
+	}
+	if len(chains) > 0 && f.readsInFlight < f.cfg.MaxInFlight {
+		reads := PlanChains(chains, PlanConfig{
+			MaxRangeBytes: f.cfg.MaxRangeBytes, MergeGapBytes: f.cfg.MergeGapBytes,
+			MaxReads: f.cfg.MaxInFlight - f.readsInFlight,
+		})
+		for _, r := range reads {
+			if ok, w := f.bucket.take(now, r.Len); !ok {
+				f.c.rateLimited.Add(1)
+				wake(now.Add(w))
+				break
+			}
+			f.startRead(r)
+		}
+	}
+	return wakeAt
+}
+
+func (f *Follower) publish(p *part, now time.Time) {
+	s := PartitionStatus{
+		LogEndOffset: p.leo, LeaderEpoch: p.leader.Epoch,
+		LagOffsets: max(0, max(p.target, p.leader.LogEnd)-p.leo),
+		Fallback:   p.fallbackUntil > p.leo,
+		Held:       !p.hasLeader || !p.checked,
+	}
+	switch {
+	case s.LagOffsets == 0:
+	case p.lastMaxTs < 0:
+		s.LagMs = -1
+	default:
+		s.LagMs = max(0, now.UnixMilli()-p.lastMaxTs)
+	}
+	f.mu.Lock()
+	f.mu.status[p.tp] = s
+	f.mu.Unlock()
+}
+
+// startRead issues one planned read on its own goroutine.
+func (f *Follower) startRead(r Read) {
+	f.readsInFlight++
+	f.c.reads.Add(1)
+	for _, s := range r.Slices {
+		if p := f.parts[s.Entry.TopicPartition]; p != nil {
+			p.inflight[sliceID{s.Key, s.Entry.Position}] = s.Entry.Length
+		}
+	}
+	f.spawn(func() func() {
+		res := f.read(f.ctx, r)
+		return func() { f.readDone(res) }
+	})
+}
+
+// readDone takes a read's verified slices into the partitions' ready sets
+// and applies what continues each log.
+func (f *Follower) readDone(res readResult) {
+	f.readsInFlight--
+	now := f.cfg.Clock.Now()
+	touched := make(map[*part]bool)
+	for i, s := range res.read.Slices {
+		p := f.parts[s.Entry.TopicPartition]
+		if p == nil {
+			continue
+		}
+		id := sliceID{s.Key, s.Entry.Position}
+		delete(p.inflight, id)
+		if err := res.errs[i]; err != nil {
+			f.failed(p, s.Entry, causeOf(err), now)
+			continue
+		}
+		if s.Entry.LastOffset < p.leo {
+			f.c.duplicates.Add(1)
+			continue
+		}
+		p.ready[id] = readySlice{key: s.Key, entry: s.Entry, raw: res.raws[i]}
+		touched[p] = true
+	}
+	for p := range touched {
+		f.applyReady(p, now)
+	}
+}
+
+// failed records a failed read or append of entry.
+func (f *Follower) failed(p *part, e metadata.SliceEntry, cause Cause, now time.Time) {
+	if e.BaseOffset <= p.leo && p.leo <= e.LastOffset {
+		p.failures++
+		p.lastCause = cause
+	}
+	p.retryAt = now.Add(f.cfg.RetryBackoff * time.Duration(max(1, p.failures)))
+}
+
+func causeOf(err error) Cause {
+	switch {
+	case errors.Is(err, objstore.ErrNotFound):
+		return CauseObjectMissing
+	case errors.Is(err, ErrCorruptSlice), errors.Is(err, ErrMisaligned), errors.Is(err, objstore.ErrInvalidRange):
+		return CauseCorrupt
+	}
+	return CauseReadError
+}
+
+// canAppend: the leader is known and the log was checked against its
+// epoch history.
+func (p *part) canAppend() bool {
+	return p.hasLeader && p.checked && p.checkedEpoch == p.leader.Epoch
+}
+
+// applyReady appends, in offset order, every ready slice that continues the
+// log, dropping the ones already below the log end and the fenced ones.
+func (f *Follower) applyReady(p *part, now time.Time) {
+	for p.canAppend() {
+		var next *readySlice
+		var nextID sliceID
+		for id, r := range p.ready {
+			switch {
+			case r.entry.LastOffset < p.leo:
+				delete(p.ready, id)
+				f.c.duplicates.Add(1)
+				continue
+			case r.entry.BaseOffset > p.leo:
+				continue
+			}
+			switch judge(r.entry.LeaderEpoch, r.entry.LastOffset, p.leader.Epoch, p.localEpoch, p.fence) {
+			case fenced:
+				delete(p.ready, id)
+				f.c.fenced.Add(1)
+				f.cfg.Logger.Info("follower: slice fenced by leader epoch", "partition", p.tp, "key", r.key,
+					"epoch", r.entry.LeaderEpoch, "base", r.entry.BaseOffset, "last", r.entry.LastOffset, "leaderEpoch", p.leader.Epoch)
+				continue
+			case usable:
+				r := r
+				next, nextID = &r, id
+			}
+			if next != nil {
+				break
+			}
+		}
+		if next == nil {
+			return
+		}
+		delete(p.ready, nextID)
+		if err := f.appendSlice(p, next, now); err != nil {
+			return
+		}
+	}
+}
+
+// appendSlice appends the batches of r at and above the log end.
+func (f *Follower) appendSlice(p *part, r *readySlice, now time.Time) error {
+	data, maxTs, err := trimTo(r.raw, p.leo, false)
+	var info kafkalog.AppendInfo
+	if err == nil {
+		info, err = p.log.AppendAsFollower(data)
+	}
+	if err != nil {
+		cause := CauseReadError
+		switch {
+		case errors.Is(err, kafkalog.ErrCorruptBatch):
+			err = &CorruptSliceError{Key: r.key, Entry: r.entry, Err: err}
+			f.c.corrupt.Add(1)
+			cause = CauseCorrupt
+		case errors.Is(err, ErrMisaligned):
+			cause = CauseCorrupt
+		case errors.Is(err, kafkalog.ErrEpochRegression):
+			f.c.fenced.Add(1)
+			cause = CauseFenced
+		}
+		f.cfg.Logger.Error("follower: slice refused", "partition", p.tp, "key", r.key, "base", r.entry.BaseOffset,
+			"last", r.entry.LastOffset, "logEnd", p.leo, "cause", string(cause), "err", err)
+		f.failed(p, r.entry, cause, now)
+		return err
+	}
+	f.c.slicesApplied.Add(1)
+	f.c.bytesApplied.Add(int64(len(data)))
+	f.advanced(p, info, maxTs, now)
+	return nil
+}
+
+// advanced updates the partition after an append.
+func (f *Follower) advanced(p *part, info kafkalog.AppendInfo, maxTs int64, now time.Time) {
+	wasFallback := p.fallbackUntil > p.leo
+	p.leo = info.LastOffset + 1
+	if info.LastEpoch >= 0 {
+		p.localEpoch = max(p.localEpoch, info.LastEpoch)
+	}
+	p.lastMaxTs = maxTs
+	p.failures = 0
+	p.retryAt = time.Time{}
+	p.stuckSince = time.Time{}
+	if wasFallback && p.fallbackUntil <= p.leo {
+		f.cfg.Logger.Info("follower: back to object storage", "partition", p.tp, "logEnd", p.leo, "cause", string(p.fallbackCause))
+	}
+	if f.cfg.Reporter != nil {
+		f.cfg.Reporter.ReportLogEnd(p.tp, p.leo)
+	}
+	f.publish(p, now)
+}
+
+// startEpochCheck asks the leader, off the driver: with truncate, for the
+// offset to truncate to (walking the local epoch cache), else for the end
+// of each epoch in epochs.
+func (f *Follower) startEpochCheck(p *part, truncate bool, epochs []int32) {
+	p.epochBusy = true
+	tp, epoch, leo := p.tp, p.leader.Epoch, p.leo
+	var entries []kafkalog.EpochEntry
+	if truncate {
+		entries = p.log.EpochEntries()
+	}
+	f.spawn(func() func() {
+		askLeader := func(e int32) (int32, int64, error) {
+			return f.cfg.Leader.EndOffsetForEpoch(f.ctx, tp, e)
+		}
+		to := leo
+		answers := make(map[int32]epochEnd)
+		var err error
+		if truncate {
+			to, err = truncationOffset(entries, leo, askLeader)
+		} else {
+			for _, e := range epochs {
+				var a epochEnd
+				if a.found, a.end, err = askLeader(e); err != nil {
+					break
+				}
+				answers[e] = a
+			}
+		}
+		return func() { f.epochDone(tp, epoch, truncate, to, answers, err) }
+	})
+}
+
+func (f *Follower) epochDone(tp metadata.TopicPartition, epoch int32, truncate bool, to int64, answers map[int32]epochEnd, err error) {
+	p := f.parts[tp]
+	if p == nil {
+		return
+	}
+	p.epochBusy = false
+	now := f.cfg.Clock.Now()
+	if err != nil {
+		f.cfg.Logger.Warn("follower: leader epoch query failed", "partition", tp, "leaderEpoch", epoch, "err", err)
+		p.epochRetryAt = now.Add(f.cfg.RetryBackoff)
+		return
+	}
+	if epoch != p.leader.Epoch {
+		return // asked a previous leader: ask again
+	}
+	if !truncate {
+		if p.fenceEpoch == epoch {
+			for e, a := range answers {
+				p.fence[e] = a
+			}
+		}
+		return
+	}
+	if to < p.leo {
+		if err := p.log.Truncate(to); err != nil {
+			f.cfg.Logger.Error("follower: truncation failed", "partition", tp, "to", to, "err", err)
+			p.epochRetryAt = now.Add(f.cfg.RetryBackoff)
+			return
+		}
+		f.c.truncations.Add(1)
+		f.cfg.Logger.Info("follower: truncated by leader epoch", "partition", tp, "from", p.leo, "to", to, "leaderEpoch", epoch)
+		p.leo = p.log.LogEndOffset()
+		p.localEpoch = kafkalog.UndefinedEpoch
+		if e, ok := p.log.LatestEpoch(); ok {
+			p.localEpoch = e
+		}
+		clear(p.ready)
+		p.failures, p.fallbackUntil = 0, 0
+		p.lastMaxTs = -1
+		if f.cfg.Reporter != nil {
+			f.cfg.Reporter.ReportLogEnd(tp, p.leo)
+		}
+	}
+	p.checked, p.checkedEpoch = true, epoch
+	p.fence, p.fenceEpoch = make(map[int32]epochEnd), epoch
+	f.publish(p, now)
+}
+
+// startFallback fetches from the leader at the log end, off the driver.
+func (f *Follower) startFallback(p *part) {
+	p.fallbackBusy = true
+	f.c.leaderFetches.Add(1)
+	tp, epoch, from, rack := p.tp, p.leader.Epoch, p.leo, p.leader.Rack
+	f.spawn(func() func() {
+		raw, err := f.cfg.LeaderClient.Fetch(f.ctx, tp, epoch, from, f.cfg.FallbackMaxBytes)
+		if len(raw) > 0 && f.cfg.Transfers != nil {
+			f.cfg.Transfers.RecordTransfer("follower", rack, f.cfg.Rack, ledger.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, int64(len(raw)))
+		}
+		return func() { f.fallbackDone(tp, epoch, from, raw, err) }
+	})
+}
+
+func (f *Follower) fallbackDone(tp metadata.TopicPartition, epoch int32, from int64, raw []byte, err error) {
+	p := f.parts[tp]
+	if p == nil {
+		return
+	}
+	p.fallbackBusy = false
+	now := f.cfg.Clock.Now()
+	f.c.leaderBytes.Add(int64(len(raw)))
+	if err == nil && (!p.canAppend() || epoch != p.leader.Epoch) {
+		return // the leader changed meanwhile; the next step decides again
+	}
+	var data []byte
+	var maxTs int64
+	if err == nil {
+		data, maxTs, err = trimTo(raw, p.leo, true)
+		if err == nil && len(data) == 0 {
+			err = fmt.Errorf("follower: leader returned no batch at %d (%d bytes)", p.leo, len(raw))
+		}
+	}
+	var info kafkalog.AppendInfo
+	if err == nil {
+		info, err = p.log.AppendAsFollower(data)
+	}
+	if err != nil {
+		f.c.leaderErrors.Add(1)
+		f.cfg.Logger.Warn("follower: fetch from the leader failed", "partition", tp, "from", from, "logEnd", p.leo,
+			"cause", string(p.fallbackCause), "err", err)
+		p.fallbackRetryAt = now.Add(f.cfg.RetryBackoff)
+		return
+	}
+	f.cfg.Logger.Debug("follower: fetched from the leader", "partition", tp, "from", info.FirstOffset,
+		"last", info.LastOffset, "bytes", len(data), "cause", string(p.fallbackCause))
+	f.advanced(p, info, maxTs, now)
+	f.applyReady(p, now)
+}
