@@ -114,6 +114,9 @@ type Config struct {
 	// AutoCreateTopics: auto.create.topics.enable. Default true (set
 	// DisableAutoCreateTopics to turn it off).
 	DisableAutoCreateTopics bool
+	// MaxTopicPartitions bounds the partitions of one topic (each is a
+	// log directory with open files). Default 4096.
+	MaxTopicPartitions int32
 	// ClusterID is reported in Metadata. Default "kwal-cluster".
 	ClusterID string
 	// RemoteWAL holds the KIP-1176 settings.
@@ -161,6 +164,9 @@ func (c *Config) Validate() error {
 	if c.SocketRequestMaxBytes == 0 {
 		c.SocketRequestMaxBytes = DefaultSocketRequestMaxBytes
 	}
+	if c.MaxTopicPartitions == 0 {
+		c.MaxTopicPartitions = 4096
+	}
 	if c.ClusterID == "" {
 		c.ClusterID = DefaultClusterID
 	}
@@ -202,7 +208,9 @@ func (c *Config) Validate() error {
 		return bad("log.segment.bytes", c.SegmentBytes)
 	case c.FlushMessages < 0:
 		return bad("flush.messages", c.FlushMessages)
-	case c.NumPartitions < 1:
+	case c.MaxTopicPartitions < 1:
+		return bad("max topic partitions", c.MaxTopicPartitions)
+	case c.NumPartitions < 1 || c.NumPartitions > c.MaxTopicPartitions:
 		return bad("num.partitions", c.NumPartitions)
 	case c.DefaultReplicationFactor < 1:
 		return bad("default.replication.factor", c.DefaultReplicationFactor)

@@ -152,7 +152,7 @@ func unescapeProperty(s string) (string, error) {
 		case 'f':
 			b.WriteByte('\f')
 		case 'u':
-			if i+4 >= len(s)+0 && i+4 > len(s)-1+1 {
+			if i+5 > len(s) {
 				return "", fmt.Errorf("short \\u escape in %q", s)
 			}
 			n, err := strconv.ParseUint(s[i+1:i+5], 16, 32)
@@ -209,10 +209,10 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 		sc.Broker.LogDir = dirs[0]
 		return nil
 	},
-	"log.segment.bytes":          func(sc *ServerConfig, v string) error { return parseInt64(v, &sc.Broker.SegmentBytes) },
-	"flush.messages":             func(sc *ServerConfig, v string) error { return parseInt64(v, &sc.Broker.FlushMessages) },
+	"log.segment.bytes":           func(sc *ServerConfig, v string) error { return parseInt64(v, &sc.Broker.SegmentBytes) },
+	"flush.messages":              func(sc *ServerConfig, v string) error { return parseInt64(v, &sc.Broker.FlushMessages) },
 	"log.flush.interval.messages": func(sc *ServerConfig, v string) error { return parseInt64(v, &sc.Broker.FlushMessages) },
-	"num.partitions":             func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.NumPartitions) },
+	"num.partitions":              func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.NumPartitions) },
 	"default.replication.factor": func(sc *ServerConfig, v string) error {
 		var n int32
 		err := parseInt32(v, &n)

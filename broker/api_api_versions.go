@@ -1,0 +1,60 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// ApiVersions: v0-3.
+//
+// Where it differs from Kafka: no feature flags (KIP-584) are advertised.
+// A request above v3 is answered with a v0 response carrying
+// UNSUPPORTED_VERSION and our ranges (KIP-511), as Kafka does; ApiVersions
+// responses always use response header v0.
+
+const (
+	apiKeyProduce              = 0
+	apiKeyFetch                = 1
+	apiKeyListOffsets          = 2
+	apiKeyMetadata             = 3
+	apiKeyApiVersions          = 18
+	apiKeyCreateTopics         = 19
+	apiKeyInitProducerID       = 22
+	apiKeyOffsetForLeaderEpoch = 23
+	apiKeyDescribeConfigs      = 32
+)
+
+// apiRanges is every key served, with its version range, by key.
+var apiRanges = []struct{ key, min, max int16 }{
+	{apiKeyProduce, 3, 9},
+	{apiKeyFetch, 4, 12},
+	{apiKeyListOffsets, 1, 7},
+	{apiKeyMetadata, 1, 9},
+	{apiKeyApiVersions, 0, 3},
+	{apiKeyCreateTopics, 0, 5},
+	{apiKeyInitProducerID, 0, 4},
+	{apiKeyOffsetForLeaderEpoch, 2, 4},
+	{apiKeyDescribeConfigs, 0, 4},
+}
+
+func supported(key, version int16) bool {
+	for _, r := range apiRanges {
+		if r.key == key {
+			return version >= r.min && version <= r.max
+		}
+	}
+	return false
+}
+
+func apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
+	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apiRanges))
+	for _, r := range apiRanges {
+		k := kmsg.NewApiVersionsResponseApiKey()
+		k.ApiKey, k.MinVersion, k.MaxVersion = r.key, r.min, r.max
+		out = append(out, k)
+	}
+	return out
+}
+
+func (b *Broker) handleApiVersions(req *kmsg.ApiVersionsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
+	resp.ApiKeys = apiVersionKeys()
+	return resp
+}

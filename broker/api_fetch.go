@@ -1,0 +1,328 @@
+package broker
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/objstore/ledger"
+	"github.com/kwal/kwal/purgatory"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Fetch: v4-12.
+//
+// Where it differs from Kafka: no fetch sessions (KIP-227): every response
+// has session id 0, so clients send full fetches; a request naming a
+// session gets FETCH_SESSION_ID_NOT_FOUND. No transactions, so the last
+// stable offset is the high watermark and there are no aborted
+// transactions. No diverging-epoch answer (followers truncate with
+// OffsetForLeaderEpoch first, KIP-101). As Kafka: max.wait.ms/min.bytes
+// long polls in the purgatory, woken by appends and high-watermark moves;
+// consumers (replica id -1) see up to the high watermark, followers
+// (replica id >= 0) up to the log end, and their fetch offset is their log
+// end for the ISR and the high watermark; a consumer's rack gets a
+// preferred read replica in that rack from the leader (v11+, KIP-392) and
+// a follower serves consumers up to its own high watermark. Empty
+// partitions carry RecordBatches = []byte{} (nil would encode as null).
+// In remotewal mode a follower's fetch gets offsets, the high watermark
+// and the epoch only, with no records.
+
+type fetchPart struct {
+	tp        TopicPartition
+	p         *partition
+	offset    int64
+	maxBytes  int32
+	epoch     int32 // the fetcher's current leader epoch, -1 unknown
+	err       *kerr.Error
+	preferred int32 // preferred read replica, -1 none
+	ti, pi    int
+}
+
+type fetchOp struct {
+	purgatory.Op
+	b       *Broker
+	req     *kmsg.FetchRequest
+	replica int32
+	parts   []fetchPart
+	mu      sync.Mutex
+	resp    *kmsg.FetchResponse
+	ch      chan struct{}
+}
+
+func (o *fetchOp) TryComplete() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.resp != nil {
+		return true
+	}
+	resp, n, urgent := o.b.fetchRead(o)
+	if n >= int(o.req.MinBytes) || urgent {
+		o.resp = resp
+		return true
+	}
+	return false
+}
+
+func (o *fetchOp) OnComplete() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.resp == nil {
+		o.resp, _, _ = o.b.fetchRead(o)
+	}
+	close(o.ch)
+}
+
+func (o *fetchOp) OnExpiration() {}
+
+func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Response {
+	if req.Version >= 7 && req.SessionID > 0 {
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return resp
+	}
+	replica := req.ReplicaID
+	now := b.clock.Now()
+	op := &fetchOp{b: b, req: req, replica: replica, ch: make(chan struct{})}
+	var expand []struct {
+		p   *partition
+		isr []int32
+	}
+	for ti, rt := range req.Topics {
+		for pi, rp := range rt.Partitions {
+			part := fetchPart{
+				tp: TopicPartition{rt.Topic, rp.Partition}, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes,
+				epoch: rp.CurrentLeaderEpoch, preferred: -1, ti: ti, pi: pi,
+			}
+			if req.Version < 9 {
+				part.epoch = -1
+			}
+			part.p = b.partition(part.tp)
+			switch {
+			case part.p == nil:
+				if _, ok := b.ctrl.Topic(part.tp.Topic); ok {
+					part.err = kerr.NotLeaderForPartition
+				} else {
+					part.err = kerr.UnknownTopicOrPartition
+				}
+			case replica >= 0:
+				st, _ := part.p.snapshot()
+				if part.err = checkEpoch(part.epoch, st.LeaderEpoch); part.err != nil {
+					break
+				}
+				var isr []int32
+				if part.err, isr = part.p.followerFetched(replica, rp.FetchOffset, now); isr != nil {
+					expand = append(expand, struct {
+						p   *partition
+						isr []int32
+					}{part.p, isr})
+				}
+			default:
+				st, leader := part.p.snapshot()
+				switch {
+				case !leader && req.Version < 11:
+					part.err = kerr.NotLeaderForPartition
+				case checkEpoch(part.epoch, st.LeaderEpoch) != nil:
+					part.err = checkEpoch(part.epoch, st.LeaderEpoch)
+				case leader && req.Version >= 11 && req.Rack != "":
+					part.preferred = b.preferredReadReplica(part.p, st, req.Rack, rp.FetchOffset)
+				}
+			}
+			op.parts = append(op.parts, part)
+		}
+	}
+	if replica >= 0 {
+		for _, part := range op.parts {
+			if part.err == nil && part.p.maybeAdvanceHW() {
+				b.wake(part.tp)
+			}
+		}
+		for _, e := range expand {
+			b.logger.Info("expanding ISR", "partition", e.p.tp, "isr", e.isr)
+			b.alterISR(e.p, e.isr)
+		}
+	}
+	op.Timeout = time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond
+	if cs.noWait {
+		op.Timeout = 0
+	}
+	keys := make([]TopicPartition, 0, len(op.parts))
+	for _, part := range op.parts {
+		if !slices.Contains(keys, part.tp) {
+			keys = append(keys, part.tp)
+		}
+	}
+	b.fetchWait.TryCompleteElseWatch(op, keys)
+	<-op.ch
+	b.recordFetch(op)
+	return op.resp
+}
+
+// recordFetch writes the bytes served into the ledger.
+func (b *Broker) recordFetch(op *fetchOp) {
+	component, toRack := "consume", op.req.Rack
+	if op.replica >= 0 {
+		component, toRack = "replica-fetch", b.rackOf(op.replica)
+	}
+	for _, rt := range op.resp.Topics {
+		for _, rp := range rt.Partitions {
+			if n := len(rp.RecordBatches); n > 0 {
+				b.ledger.RecordTransfer(component, b.cfg.Rack, toRack, ledger.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}, int64(n))
+			}
+		}
+	}
+}
+
+func (b *Broker) rackOf(id int32) string {
+	for _, bi := range b.ctrl.Brokers() {
+		if bi.ID == id {
+			return bi.Rack
+		}
+	}
+	return unknownRack
+}
+
+// preferredReadReplica picks, on the leader, an in-sync replica in the
+// consumer's rack that has the fetch offset (lowest id first); -1 keeps
+// the consumer on the leader (no rack match, or the leader's own rack).
+func (b *Broker) preferredReadReplica(p *partition, st PartitionState, rack string, offset int64) int32 {
+	if rack == b.cfg.Rack {
+		return -1
+	}
+	racks := map[int32]string{}
+	for _, bi := range b.ctrl.Brokers() {
+		racks[bi.ID] = bi.Rack
+	}
+	status := p.status()
+	best := int32(-1)
+	for _, r := range st.ISR {
+		if r == b.cfg.BrokerID || racks[r] != rack {
+			continue
+		}
+		if leo, ok := status.FollowerLEO[r]; !ok || leo < offset {
+			continue
+		}
+		if best == -1 || r < best {
+			best = r
+		}
+	}
+	return best
+}
+
+// fetchRead builds a fetch response from the logs as they are now. n is
+// the record bytes in it; urgent says it should be sent at once (an
+// error, a redirect, or a high watermark the follower has not seen).
+func (b *Broker) fetchRead(o *fetchOp) (resp *kmsg.FetchResponse, n int, urgent bool) {
+	req := o.req
+	resp = req.ResponseKind().(*kmsg.FetchResponse)
+	budget := int(req.MaxBytes)
+	if req.Version < 3 || budget <= 0 {
+		budget = 1 << 30
+	}
+	ti := -1
+	for i := range o.parts {
+		part := &o.parts[i]
+		if part.ti != ti {
+			ti = part.ti
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic = part.tp.Topic
+			resp.Topics = append(resp.Topics, rt)
+		}
+		rp, got, u := b.readPart(o, part, budget, n == 0)
+		n += got
+		budget -= got
+		urgent = urgent || u
+		t := &resp.Topics[len(resp.Topics)-1]
+		t.Partitions = append(t.Partitions, rp)
+	}
+	return resp, n, urgent
+}
+
+// readPart reads one partition. first: no record bytes in the response
+// yet, so one batch is returned even if larger than the budget (KIP-74).
+func (b *Broker) readPart(o *fetchOp, part *fetchPart, budget int, first bool) (kmsg.FetchResponseTopicPartition, int, bool) {
+	rp := kmsg.NewFetchResponseTopicPartition()
+	rp.Partition = part.tp.Partition
+	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+	rp.PreferredReadReplica = -1
+	rp.RecordBatches = []byte{}
+	fail := func(e *kerr.Error) (kmsg.FetchResponseTopicPartition, int, bool) {
+		rp.ErrorCode = e.Code
+		return rp, 0, true
+	}
+	if part.err != nil {
+		return fail(part.err)
+	}
+	p := part.p
+	if b.partition(part.tp) != p {
+		return fail(kerr.NotLeaderForPartition)
+	}
+	st, leader := p.snapshot()
+	if o.replica >= 0 && !leader {
+		return fail(kerr.NotLeaderForPartition)
+	}
+	if e := checkEpoch(part.epoch, st.LeaderEpoch); e != nil {
+		return fail(e)
+	}
+	hw, leo, start := p.log.HighWatermark(), p.log.LogEndOffset(), p.log.LogStartOffset()
+	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, start
+	if part.preferred >= 0 {
+		rp.PreferredReadReplica = part.preferred
+		return rp, 0, true
+	}
+	if part.offset < start || part.offset > leo {
+		return fail(kerr.OffsetOutOfRange)
+	}
+	urgent := false
+	bound := hw
+	if o.replica >= 0 {
+		bound = leo
+		urgent = p.hwChangedFor(o.replica, true)
+		if p.mode == RemoteWAL {
+			return rp, 0, urgent
+		}
+	}
+	limit := min(int(part.maxBytes), budget)
+	if part.offset >= bound || limit <= 0 && !first {
+		return rp, 0, urgent
+	}
+	data, err := p.log.Read(part.offset, max(limit, 1))
+	if err != nil {
+		b.logger.Warn("fetch read", "partition", part.tp, "offset", part.offset, "err", err)
+		return fail(logErrorCode(err))
+	}
+	data = trimToBound(data, bound)
+	if !first && len(data) > limit {
+		data = trimToBytes(data, limit)
+	}
+	rp.RecordBatches = data
+	return rp, len(data), urgent
+}
+
+// trimToBound drops the batches whose last offset is at or past bound.
+func trimToBound(data []byte, bound int64) []byte {
+	pos := 0
+	for pos < len(data) {
+		h, err := kafkalog.ParseBatchHeader(data[pos:])
+		if err != nil || h.LastOffset() >= bound || pos+h.Size() > len(data) {
+			break
+		}
+		pos += h.Size()
+	}
+	return data[:pos]
+}
+
+// trimToBytes keeps the whole batches that fit in limit bytes.
+func trimToBytes(data []byte, limit int) []byte {
+	pos := 0
+	for pos < len(data) {
+		h, err := kafkalog.ParseBatchHeader(data[pos:])
+		if err != nil || pos+h.Size() > limit {
+			break
+		}
+		pos += h.Size()
+	}
+	return data[:pos]
+}

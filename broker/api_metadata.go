@@ -1,0 +1,125 @@
+package broker
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Metadata: v1-9.
+//
+// Where it differs from Kafka: no topic ids (v10+), no authorized
+// operations (always -2147483648), no offline replicas. The controller id
+// is the lowest broker id. Topics are auto-created with num.partitions and
+// default.replication.factor when the request allows it (v4+; always for
+// v1-3) and auto.create.topics.enable is on.
+
+func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	brokers := b.ctrl.Brokers()
+	resp.ControllerID = -1
+	for _, bi := range brokers {
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = bi.ID, bi.Host, bi.Port
+		if bi.Rack != "" {
+			rack := bi.Rack
+			mb.Rack = &rack
+		}
+		resp.Brokers = append(resp.Brokers, mb)
+		if resp.ControllerID == -1 || bi.ID < resp.ControllerID {
+			resp.ControllerID = bi.ID
+		}
+	}
+	cid := b.cfg.ClusterID
+	resp.ClusterID = &cid
+	resp.AuthorizedOperations = -2147483648
+
+	var topics []TopicState
+	if req.Topics == nil {
+		topics = b.ctrl.Topics()
+	} else {
+		allowCreate := (req.Version < 4 || req.AllowAutoTopicCreation) && !b.cfg.DisableAutoCreateTopics
+		for _, rt := range req.Topics {
+			if rt.Topic == nil {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.ErrorCode = kerr.InvalidTopicException.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
+			name := *rt.Topic
+			ts, ok := b.ctrl.Topic(name)
+			if !ok && allowCreate {
+				var err error
+				ts, err = b.autoCreate(name)
+				ok = err == nil
+				if err != nil && !errors.Is(err, ErrTopicExists) {
+					mt := kmsg.NewMetadataResponseTopic()
+					mt.Topic = &name
+					mt.ErrorCode = createErrorCode(err).Code
+					resp.Topics = append(resp.Topics, mt)
+					continue
+				}
+				if !ok {
+					ts, ok = b.ctrl.Topic(name)
+				}
+			}
+			if !ok {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic = &name
+				mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
+			topics = append(topics, ts)
+		}
+	}
+	for _, ts := range topics {
+		name := ts.Name
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic = &name
+		mt.AuthorizedOperations = -2147483648
+		for _, ps := range ts.Partitions {
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Partition, mp.Leader, mp.LeaderEpoch = ps.Partition, ps.Leader, ps.LeaderEpoch
+			mp.Replicas, mp.ISR = ps.Replicas, ps.ISR
+			mp.OfflineReplicas = []int32{}
+			mt.Partitions = append(mt.Partitions, mp)
+		}
+		resp.Topics = append(resp.Topics, mt)
+	}
+	return resp
+}
+
+// autoCreate creates a topic with the broker defaults.
+func (b *Broker) autoCreate(name string) (TopicState, error) {
+	if err := checkTopicName(name); err != nil {
+		return TopicState{}, errInvalidTopic
+	}
+	rf := min(int(b.cfg.DefaultReplicationFactor), len(b.ctrl.Brokers()))
+	ts, err := b.ctrl.CreateTopic(TopicSpec{Name: name, Partitions: b.cfg.NumPartitions, ReplicationFactor: int16(rf)})
+	if err == nil {
+		b.logger.Info("auto-created topic", "topic", name, "partitions", b.cfg.NumPartitions, "replication_factor", rf)
+	}
+	return ts, err
+}
+
+var errInvalidTopic = errors.New("broker: invalid topic name")
+
+// createErrorCode maps controller errors to Kafka's codes.
+func createErrorCode(err error) *kerr.Error {
+	switch {
+	case errors.Is(err, ErrTopicExists):
+		return kerr.TopicAlreadyExists
+	case errors.Is(err, ErrInvalidPartitions):
+		return kerr.InvalidPartitions
+	case errors.Is(err, ErrInvalidReplicationFactor):
+		return kerr.InvalidReplicationFactor
+	case errors.Is(err, errInvalidTopic):
+		return kerr.InvalidTopicException
+	case errors.Is(err, errInvalidConfig):
+		return kerr.InvalidConfig
+	default:
+		return kerr.UnknownServerError
+	}
+}

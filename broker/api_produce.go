@@ -1,0 +1,164 @@
+package broker
+
+import (
+	"sync"
+	"time"
+
+	"github.com/kwal/kwal/objstore/ledger"
+	"github.com/kwal/kwal/purgatory"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Produce: v3-9.
+//
+// Where it differs from Kafka: no transactions (a transactional id gets
+// INVALID_REQUEST); timestamps are kept as the producer set them
+// (LogAppendTime is not applied); producer state lives in memory only
+// (after a restart the first batch of a producer must start at sequence 0).
+// As Kafka: exactly one batch per partition; idempotent duplicates among
+// the last 5 batches of a producer are answered with their original
+// offsets; out-of-order sequences get OUT_OF_ORDER_SEQUENCE_NUMBER; acks=0
+// gets no response and an error closes the connection; acks=all waits in
+// the purgatory until the high watermark passes the batch (REQUEST_TIMED_OUT
+// after the request's timeout) and is refused with NOT_ENOUGH_REPLICAS when
+// the ISR is below min.insync.replicas.
+
+// produceWait is one partition of an acks=all produce.
+type produceWait struct {
+	tp       TopicPartition
+	p        *partition
+	epoch    int32
+	required int64 // the high watermark that acknowledges the batch
+	ti, pi   int   // where in the response
+	done     bool
+}
+
+type produceOp struct {
+	purgatory.Op
+	b     *Broker
+	mu    sync.Mutex // guards waits and resp against expiry racing TryComplete
+	waits []produceWait
+	resp  *kmsg.ProduceResponse
+	ch    chan struct{}
+}
+
+func (o *produceOp) TryComplete() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	all := true
+	for i := range o.waits {
+		w := &o.waits[i]
+		if w.done {
+			continue
+		}
+		rp := &o.resp.Topics[w.ti].Partitions[w.pi]
+		st, leader := w.p.snapshot()
+		switch {
+		case o.b.partition(w.tp) != w.p || !leader || st.LeaderEpoch != w.epoch:
+			rp.ErrorCode, w.done = kerr.NotLeaderForPartition.Code, true
+		case w.p.log.HighWatermark() >= w.required:
+			if len(st.ISR) < w.p.minISR {
+				rp.ErrorCode = kerr.NotEnoughReplicasAfterAppend.Code
+			}
+			w.done = true
+		default:
+			all = false
+		}
+	}
+	return all
+}
+
+func (o *produceOp) OnComplete() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i := range o.waits {
+		if w := &o.waits[i]; !w.done {
+			o.resp.Topics[w.ti].Partitions[w.pi].ErrorCode = kerr.RequestTimedOut.Code
+		}
+	}
+	close(o.ch)
+}
+
+func (o *produceOp) OnExpiration() {}
+
+func (b *Broker) handleProduce(cs *connState, req *kmsg.ProduceRequest) (kmsg.Response, bool) {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	var (
+		waits  []produceWait
+		failed bool
+		keys   []TopicPartition
+	)
+	for ti, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		for pi, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition, sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = rp.Partition, -1, -1, -1
+			tp := TopicPartition{rt.Topic, rp.Partition}
+			code, msg := b.producePartition(req, tp, rp.Records, &sp, ti, pi, &waits)
+			if code != nil {
+				failed = true
+				sp.ErrorCode = code.Code
+				if msg != "" {
+					m := msg
+					sp.ErrorMessage = &m
+				}
+				b.logger.Debug("produce refused", "remote", cs.remote, "partition", tp, "err", code.Message, "detail", msg)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if req.Acks == 0 {
+		// Kafka closes the connection so that an acks=0 producer notices.
+		return nil, !failed
+	}
+	if req.Acks != -1 || len(waits) == 0 {
+		return resp, true
+	}
+	for _, w := range waits {
+		keys = append(keys, w.tp)
+	}
+	op := &produceOp{b: b, waits: waits, resp: resp, ch: make(chan struct{})}
+	op.Timeout = time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond
+	if cs.noWait {
+		op.Timeout = 0
+	}
+	b.produceWait.TryCompleteElseWatch(op, keys)
+	<-op.ch
+	return resp, true
+}
+
+// producePartition appends one partition's records; an acks=all append
+// adds a wait.
+func (b *Broker) producePartition(req *kmsg.ProduceRequest, tp TopicPartition, records []byte, sp *kmsg.ProduceResponseTopicPartition, ti, pi int, waits *[]produceWait) (*kerr.Error, string) {
+	b.ledger.RecordTransfer("produce", unknownRack, b.cfg.Rack, ledger.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, int64(len(records)))
+	if req.TransactionID != nil {
+		return kerr.InvalidRequest, "transactions are not supported"
+	}
+	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+		return kerr.InvalidRequiredAcks, ""
+	}
+	p := b.partition(tp)
+	if p == nil {
+		if _, ok := b.ctrl.Topic(tp.Topic); ok {
+			return kerr.NotLeaderForPartition, ""
+		}
+		return kerr.UnknownTopicOrPartition, ""
+	}
+	res := p.appendAsLeader(records, req.Acks)
+	if res.err != nil {
+		return res.err, res.msg
+	}
+	sp.BaseOffset, sp.LogStartOffset = res.firstOffset, p.log.LogStartOffset()
+	b.fetchWait.CheckAndComplete(tp)
+	if p.maybeAdvanceHW() {
+		b.wake(tp)
+	}
+	if req.Acks == -1 {
+		st, _ := p.snapshot()
+		*waits = append(*waits, produceWait{tp: tp, p: p, epoch: st.LeaderEpoch, required: res.lastOffset + 1, ti: ti, pi: pi})
+	}
+	return nil, ""
+}

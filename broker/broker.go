@@ -1,0 +1,378 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/objstore/ledger"
+	"github.com/kwal/kwal/purgatory"
+)
+
+// Broker is one Kafka-compatible broker. Make it with New; Close stops it.
+type Broker struct {
+	cfg    Config
+	logger *slog.Logger
+	clock  clock.Clock
+	ctrl   Controller
+	ledger *ledger.Ledger
+	ln     net.Listener
+	info   BrokerInfo
+
+	produceWait *purgatory.Purgatory[TopicPartition]
+	fetchWait   *purgatory.Purgatory[TopicPartition]
+	fetchers    *fetcherManager
+	unsubscribe func()
+	stop        chan struct{}
+	wg          sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		partitions map[TopicPartition]*partition
+		conns      map[net.Conn]struct{}
+		closed     bool
+	}
+}
+
+// New validates cfg, listens, registers the broker with the controller,
+// takes up its replicas of existing topics and starts serving.
+func New(cfg Config) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b := &Broker{cfg: cfg, clock: cfg.Clock, ctrl: cfg.Controller, ledger: cfg.Ledger, stop: make(chan struct{})}
+	b.logger = cfg.Logger.With("broker", cfg.BrokerID)
+	b.mu.partitions = map[TopicPartition]*partition{}
+	b.mu.conns = map[net.Conn]struct{}{}
+	ln, err := net.Listen("tcp", cfg.Listener)
+	if err != nil {
+		return nil, fmt.Errorf("broker: listen %s: %w", cfg.Listener, err)
+	}
+	b.ln = ln
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	if cfg.AdvertisedHost != "" {
+		host = cfg.AdvertisedHost
+	}
+	pn, _ := strconv.Atoi(port)
+	b.info = BrokerInfo{ID: cfg.BrokerID, Host: host, Port: int32(pn), Rack: cfg.Rack}
+	if err := b.ctrl.RegisterBroker(b.info); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	for _, bi := range b.ctrl.Brokers() {
+		if bi.ID == b.info.ID {
+			b.info = bi // a static list decides the advertised address
+		}
+	}
+	newPurg := func() (*purgatory.Purgatory[TopicPartition], error) {
+		return purgatory.New[TopicPartition](purgatory.Config{})
+	}
+	if b.produceWait, err = newPurg(); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	if b.fetchWait, err = newPurg(); err != nil {
+		ln.Close()
+		b.produceWait.Shutdown()
+		return nil, err
+	}
+	b.fetchers = newFetcherManager(b)
+	b.unsubscribe = b.ctrl.Subscribe(b.applyTopic)
+	for _, ts := range b.ctrl.Topics() {
+		b.applyTopic(ts)
+	}
+	b.wg.Add(2)
+	go b.acceptLoop()
+	go b.isrLoop()
+	b.logger.Info("broker started", "addr", ln.Addr().String(), "rack", cfg.Rack, "log_dir", cfg.LogDir)
+	return b, nil
+}
+
+// Addr is the address the broker listens on.
+func (b *Broker) Addr() string { return b.ln.Addr().String() }
+
+// Info is the broker as the controller knows it.
+func (b *Broker) Info() BrokerInfo { return b.info }
+
+// Ledger is where the broker records bytes between racks.
+func (b *Broker) Ledger() *ledger.Ledger { return b.ledger }
+
+// PartitionLog returns this broker's log of tp, if it is a replica.
+func (b *Broker) PartitionLog(tp TopicPartition) (*kafkalog.Log, bool) {
+	p := b.partition(tp)
+	if p == nil {
+		return nil, false
+	}
+	return p.log, true
+}
+
+// PartitionStatus returns this broker's view of tp, if it is a replica.
+func (b *Broker) PartitionStatus(tp TopicPartition) (PartitionStatus, bool) {
+	p := b.partition(tp)
+	if p == nil {
+		return PartitionStatus{}, false
+	}
+	return p.status(), true
+}
+
+// Close stops serving, stops the replica fetchers, completes waiting
+// requests and closes the logs.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	if b.mu.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.mu.closed = true
+	for c := range b.mu.conns {
+		c.Close()
+	}
+	b.mu.Unlock()
+	close(b.stop)
+	b.unsubscribe()
+	b.ln.Close()
+	b.fetchers.close()
+	b.produceWait.Shutdown()
+	b.fetchWait.Shutdown()
+	b.wg.Wait()
+	b.mu.Lock()
+	parts := b.mu.partitions
+	b.mu.partitions = map[TopicPartition]*partition{}
+	b.mu.Unlock()
+	var errs []error
+	for tp, p := range parts {
+		if b.cfg.Replicator != nil && p.mode == RemoteWAL {
+			b.cfg.Replicator.StopLeader(tp)
+			b.cfg.Replicator.StopFollower(tp)
+		}
+		if err := p.log.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	b.logger.Info("broker stopped")
+	return errors.Join(errs...)
+}
+
+func (b *Broker) partition(tp TopicPartition) *partition {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mu.partitions[tp]
+}
+
+// partitionsSnapshot returns the replicas, sorted.
+func (b *Broker) partitionsSnapshot() []*partition {
+	b.mu.Lock()
+	out := make([]*partition, 0, len(b.mu.partitions))
+	for _, p := range b.mu.partitions {
+		out = append(out, p)
+	}
+	b.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].tp.Topic != out[j].tp.Topic {
+			return out[i].tp.Topic < out[j].tp.Topic
+		}
+		return out[i].tp.Partition < out[j].tp.Partition
+	})
+	return out
+}
+
+// wake retries the delayed produces and fetches watching tp.
+func (b *Broker) wake(tp TopicPartition) {
+	b.fetchWait.CheckAndComplete(tp)
+	b.produceWait.CheckAndComplete(tp)
+}
+
+// applyTopic is the controller subscription: it takes up, changes the
+// role of, or drops this broker's replicas of ts.
+func (b *Broker) applyTopic(ts TopicState) {
+	b.mu.Lock()
+	closed := b.mu.closed
+	b.mu.Unlock()
+	if closed {
+		return
+	}
+	mode, err := replicationModeOf(ts.Configs)
+	if err != nil {
+		b.logger.Error("topic config", "topic", ts.Name, "err", err)
+		return
+	}
+	for _, ps := range ts.Partitions {
+		tp := TopicPartition{ts.Name, ps.Partition}
+		if !slices.Contains(ps.Replicas, b.cfg.BrokerID) {
+			b.dropPartition(tp)
+			continue
+		}
+		p, err := b.openPartition(tp, mode, ts.Configs)
+		if err != nil {
+			b.logger.Error("open partition", "partition", tp, "err", err)
+			continue
+		}
+		switch p.applyState(ps) {
+		case roleLeader:
+			b.fetchers.remove(tp)
+			if b.cfg.Replicator != nil && mode == RemoteWAL {
+				b.cfg.Replicator.StopFollower(tp)
+				if err := b.cfg.Replicator.StartLeader(tp, p.log, ps.LeaderEpoch, p.log.LogEndOffset()); err != nil {
+					b.logger.Error("remote WAL leader start", "partition", tp, "err", err)
+				}
+			}
+			b.logger.Info("became leader", "partition", tp, "leader_epoch", ps.LeaderEpoch, "isr", ps.ISR, "log_end", p.log.LogEndOffset())
+			p.maybeAdvanceHW()
+			b.wake(tp)
+		case roleFollower:
+			if b.cfg.Replicator != nil && mode == RemoteWAL {
+				b.cfg.Replicator.StopLeader(tp)
+				b.cfg.Replicator.StopFollower(tp)
+			}
+			b.logger.Info("became follower", "partition", tp, "leader", ps.Leader, "leader_epoch", ps.LeaderEpoch)
+			b.fetchers.add(p, ps.Leader, ps.LeaderEpoch)
+			b.wake(tp)
+		case roleISR:
+			p.maybeAdvanceHW()
+			b.wake(tp)
+		}
+	}
+}
+
+func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, configs map[string]string) (*partition, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p := b.mu.partitions[tp]; p != nil {
+		return p, nil
+	}
+	if err := checkTopicName(tp.Topic); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(b.cfg.LogDir, tp.Topic+"-"+strconv.Itoa(int(tp.Partition)))
+	lc := kafkalog.Config{SegmentBytes: b.cfg.SegmentBytes, FlushMessages: b.cfg.FlushMessages, Clock: b.clock, Logger: b.logger}
+	minISR := b.cfg.MinInsyncReplicas
+	// Values were checked at creation (checkTopicConfigs).
+	if v, ok := configs["segment.bytes"]; ok {
+		lc.SegmentBytes, _ = strconv.ParseInt(v, 10, 64)
+	}
+	if v, ok := configs["retention.ms"]; ok {
+		lc.RetentionMs, _ = strconv.ParseInt(v, 10, 64)
+	}
+	if v, ok := configs["min.insync.replicas"]; ok {
+		minISR, _ = strconv.Atoi(v)
+	}
+	l, err := kafkalog.Open(dir, lc)
+	if err != nil {
+		return nil, err
+	}
+	p := &partition{tp: tp, self: b.cfg.BrokerID, log: l, mode: mode, minISR: minISR, clock: b.clock, logger: b.logger}
+	b.mu.partitions[tp] = p
+	return p, nil
+}
+
+// dropPartition forgets a replica moved away; its directory stays.
+func (b *Broker) dropPartition(tp TopicPartition) {
+	b.mu.Lock()
+	p := b.mu.partitions[tp]
+	delete(b.mu.partitions, tp)
+	b.mu.Unlock()
+	if p == nil {
+		return
+	}
+	b.fetchers.remove(tp)
+	if b.cfg.Replicator != nil && p.mode == RemoteWAL {
+		b.cfg.Replicator.StopLeader(tp)
+		b.cfg.Replicator.StopFollower(tp)
+	}
+	b.wake(tp)
+	if err := p.log.Close(); err != nil {
+		b.logger.Warn("close dropped partition", "partition", tp, "err", err)
+	}
+}
+
+// isrLoop shrinks ISRs of lagging followers every half
+// replica.lag.time.max.ms, as Kafka's isr-expiration task does.
+func (b *Broker) isrLoop() {
+	defer b.wg.Done()
+	period := max(b.cfg.ReplicaLagTimeMax/2, 10*time.Millisecond)
+	t := b.clock.NewTimer(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C():
+		}
+		b.shrinkISRs()
+		t.Reset(period)
+	}
+}
+
+// shrinkISRs proposes smaller ISRs for partitions with lagging followers.
+func (b *Broker) shrinkISRs() {
+	now := b.clock.Now()
+	for _, p := range b.partitionsSnapshot() {
+		if isr := p.shrinkProposal(now, b.cfg.ReplicaLagTimeMax); isr != nil {
+			b.logger.Info("shrinking ISR", "partition", p.tp, "isr", isr)
+			b.alterISR(p, isr)
+		}
+	}
+}
+
+// alterISR asks the controller for a new ISR; the subscription applies it.
+func (b *Broker) alterISR(p *partition, isr []int32) {
+	st, _ := p.snapshot()
+	if _, err := b.ctrl.AlterISR(p.tp, st.LeaderEpoch, st.PartitionEpoch, isr); err != nil {
+		b.logger.Warn("alter ISR refused", "partition", p.tp, "isr", isr, "err", err)
+		p.isrDone()
+	}
+}
+
+func (b *Broker) acceptLoop() {
+	defer b.wg.Done()
+	for {
+		c, err := b.ln.Accept()
+		if err != nil {
+			select {
+			case <-b.stop:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			b.logger.Error("accept", "err", err)
+			return
+		}
+		b.mu.Lock()
+		if b.mu.closed {
+			b.mu.Unlock()
+			c.Close()
+			return
+		}
+		b.mu.conns[c] = struct{}{}
+		b.wg.Add(1)
+		b.mu.Unlock()
+		go b.serveConn(c)
+	}
+}
+
+// checkTopicName applies Kafka's rules: 1..249 of [a-zA-Z0-9._-], not "."
+// or "..".
+func checkTopicName(name string) error {
+	if name == "" || name == "." || name == ".." || len(name) > maxTopicNameLength {
+		return fmt.Errorf("broker: illegal topic name %q", name)
+	}
+	for _, c := range []byte(name) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+		if !ok {
+			return fmt.Errorf("broker: illegal character %q in topic name %q", c, name)
+		}
+	}
+	return nil
+}

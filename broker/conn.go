@@ -1,0 +1,252 @@
+package broker
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"runtime/debug"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// connState is one client connection. Requests on it are served one at a
+// time, in order (Kafka mutes a connection until its response is sent), so
+// at most one request body is held per connection.
+type connState struct {
+	conn     net.Conn
+	remote   string
+	clientID string
+	buf      []byte
+	out      []byte
+	// noWait completes delayed operations at once, as if they expired
+	// (fuzzing drives handlers without a clock).
+	noWait bool
+}
+
+// retainedBuffer is the largest buffer a connection keeps between requests.
+const retainedBuffer = 1 << 20
+
+func (b *Broker) serveConn(c net.Conn) {
+	defer b.wg.Done()
+	cs := &connState{conn: c, remote: c.RemoteAddr().String()}
+	defer func() {
+		c.Close()
+		b.mu.Lock()
+		delete(b.mu.conns, c)
+		b.mu.Unlock()
+	}()
+	var size [4]byte
+	for {
+		if _, err := io.ReadFull(c, size[:]); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				b.logger.Debug("connection read", "remote", cs.remote, "err", err)
+			}
+			return
+		}
+		n := int32(binary.BigEndian.Uint32(size[:]))
+		if n < 8 || n > b.cfg.SocketRequestMaxBytes {
+			b.logger.Warn("closing connection: bad request size", "remote", cs.remote, "size", n, "max", b.cfg.SocketRequestMaxBytes)
+			return
+		}
+		if cap(cs.buf) < int(n) {
+			cs.buf = make([]byte, n)
+		}
+		frame := cs.buf[:n]
+		if _, err := io.ReadFull(c, frame); err != nil {
+			b.logger.Warn("closing connection: short request", "remote", cs.remote, "size", n, "err", err)
+			return
+		}
+		resp, keep := b.handleFrame(cs, frame)
+		if cap(cs.buf) > retainedBuffer {
+			cs.buf = nil
+		}
+		if resp != nil {
+			if _, err := c.Write(resp); err != nil {
+				b.logger.Debug("connection write", "remote", cs.remote, "err", err)
+				return
+			}
+		}
+		if cap(cs.out) > retainedBuffer {
+			cs.out = nil
+		}
+		if !keep {
+			return
+		}
+	}
+}
+
+// requestHeader is Kafka's request header v1/v2.
+type requestHeader struct {
+	key, version int16
+	correlation  int32
+	clientID     string
+}
+
+var errShortHeader = errors.New("short request header")
+
+// parseRequestHeader decodes key, version, correlation id and client id;
+// it returns the rest of the frame (header tags not yet skipped).
+func parseRequestHeader(frame []byte) (requestHeader, []byte, error) {
+	if len(frame) < 10 {
+		return requestHeader{}, nil, errShortHeader
+	}
+	h := requestHeader{
+		key:         int16(binary.BigEndian.Uint16(frame[0:])),
+		version:     int16(binary.BigEndian.Uint16(frame[2:])),
+		correlation: int32(binary.BigEndian.Uint32(frame[4:])),
+	}
+	l := int16(binary.BigEndian.Uint16(frame[8:]))
+	rest := frame[10:]
+	if l >= 0 {
+		if int(l) > len(rest) {
+			return h, nil, fmt.Errorf("client id of %d bytes in a %d byte frame", l, len(frame))
+		}
+		h.clientID, rest = string(rest[:l]), rest[l:]
+	} else if l != -1 {
+		return h, nil, fmt.Errorf("client id length %d", l)
+	}
+	return h, rest, nil
+}
+
+// skipTags skips a tagged-field section.
+func skipTags(b []byte) ([]byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, errors.New("bad tagged field count")
+	}
+	b = b[k:]
+	for range n {
+		_, k := binary.Uvarint(b)
+		if k <= 0 {
+			return nil, errors.New("bad tag")
+		}
+		b = b[k:]
+		size, k := binary.Uvarint(b)
+		if k <= 0 || size > uint64(len(b)-k) {
+			return nil, errors.New("bad tag size")
+		}
+		b = b[k+int(size):]
+	}
+	return b, nil
+}
+
+// handleFrame decodes one request frame, serves it and returns the
+// encoded response frame (nil for none) and whether to keep the
+// connection. It never panics: a panic is logged and closes the
+// connection.
+func (b *Broker) handleFrame(cs *connState, frame []byte) (resp []byte, keep bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			b.logger.Error("closing connection: panic serving request", "remote", cs.remote, "panic", r, "stack", string(debug.Stack()))
+			resp, keep = nil, false
+		}
+	}()
+	h, rest, err := parseRequestHeader(frame)
+	if err != nil {
+		b.logger.Warn("closing connection: malformed request header", "remote", cs.remote, "err", err)
+		return nil, false
+	}
+	cs.clientID = h.clientID
+	req := kmsg.RequestForKey(h.key)
+	if req == nil {
+		b.logger.Warn("closing connection: unknown api key", "remote", cs.remote, "key", h.key, "version", h.version)
+		return nil, false
+	}
+	if h.key == apiKeyApiVersions && !supported(h.key, h.version) {
+		// KIP-511: answer a newer ApiVersions with v0 and our ranges.
+		b.logger.Info("ApiVersions version not supported; answering v0", "remote", cs.remote, "version", h.version)
+		r := kmsg.NewPtrApiVersionsResponse()
+		r.Version = 0
+		r.ErrorCode = kerr.UnsupportedVersion.Code
+		r.ApiKeys = apiVersionKeys()
+		return cs.encode(h, r), true
+	}
+	if !supported(h.key, h.version) {
+		b.logger.Warn("unsupported api version", "remote", cs.remote, "key", kmsg.NameForKey(h.key), "version", h.version)
+		if h.version < 0 || h.version > req.MaxVersion() {
+			return nil, false
+		}
+		r := req.ResponseKind()
+		r.SetVersion(h.version)
+		if !setTopErrorCode(r, kerr.UnsupportedVersion.Code) {
+			return nil, false
+		}
+		return cs.encode(h, r), true
+	}
+	req.SetVersion(h.version)
+	if req.IsFlexible() {
+		if rest, err = skipTags(rest); err != nil {
+			b.logger.Warn("closing connection: malformed request header tags", "remote", cs.remote, "key", kmsg.NameForKey(h.key), "err", err)
+			return nil, false
+		}
+	}
+	if err := req.ReadFrom(rest); err != nil {
+		b.logger.Warn("closing connection: malformed request", "remote", cs.remote, "key", kmsg.NameForKey(h.key), "version", h.version, "err", err)
+		return nil, false
+	}
+	r, keep := b.dispatch(cs, req)
+	if r == nil {
+		return nil, keep
+	}
+	return cs.encode(h, r), keep
+}
+
+// encode frames a response: size, correlation id, header tags for
+// flexible versions except ApiVersions (whose response header is always
+// v0), body.
+func (cs *connState) encode(h requestHeader, r kmsg.Response) []byte {
+	out := append(cs.out[:0], 0, 0, 0, 0, 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(out[4:], uint32(h.correlation))
+	if r.IsFlexible() && r.Key() != apiKeyApiVersions {
+		out = append(out, 0)
+	}
+	out = r.AppendTo(out)
+	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+	cs.out = out
+	return out
+}
+
+// setTopErrorCode sets a response's top-level ErrorCode field, if it has one.
+func setTopErrorCode(r kmsg.Response, code int16) bool {
+	v := reflect.ValueOf(r)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	f := v.Elem().FieldByName("ErrorCode")
+	if !f.IsValid() || f.Kind() != reflect.Int16 || !f.CanSet() {
+		return false
+	}
+	f.SetInt(int64(code))
+	return true
+}
+
+// dispatch serves a decoded request. A nil response means none is sent
+// (acks=0); keep false closes the connection.
+func (b *Broker) dispatch(cs *connState, req kmsg.Request) (kmsg.Response, bool) {
+	switch r := req.(type) {
+	case *kmsg.ApiVersionsRequest:
+		return b.handleApiVersions(r), true
+	case *kmsg.MetadataRequest:
+		return b.handleMetadata(r), true
+	case *kmsg.ProduceRequest:
+		return b.handleProduce(cs, r)
+	case *kmsg.FetchRequest:
+		return b.handleFetch(cs, r), true
+	case *kmsg.ListOffsetsRequest:
+		return b.handleListOffsets(r), true
+	case *kmsg.InitProducerIDRequest:
+		return b.handleInitProducerID(r), true
+	case *kmsg.CreateTopicsRequest:
+		return b.handleCreateTopics(r), true
+	case *kmsg.DescribeConfigsRequest:
+		return b.handleDescribeConfigs(r), true
+	case *kmsg.OffsetForLeaderEpochRequest:
+		return b.handleOffsetForLeaderEpoch(r), true
+	}
+	// supported() and this switch list the same keys.
+	panic(fmt.Sprintf("broker: no handler for supported key %d", req.Key()))
+}

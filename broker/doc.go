@@ -1,0 +1,67 @@
+// Package broker is kwal's Kafka-compatible broker harness: the wire
+// protocol (decoded and encoded with franz-go's kmsg, one file per API
+// key, api_*.go), partitions and their logs, classic replication (a
+// replica fetcher per leader, high watermark as the smallest log end over
+// the ISR, ISR shrink and expansion, KIP-101 truncation), acks 0/1/all,
+// idempotent producers, long-poll fetches, fetch from follower by rack
+// (KIP-392), the controller seam and the server.properties loader.
+//
+// It does not own storage formats (kafkalog), the delayed-operation
+// machinery (purgatory), nor the remote WAL: a partition whose topic sets
+// remote.wal.storage.enable=true is in RemoteWAL mode, where the leader's
+// answers to follower fetches carry offsets, the high watermark and the
+// leader epoch but no records, and a Replicator (remotewal on the leader,
+// follower on the follower) moves the bytes.
+//
+// # Wire
+//
+//	request  frame: size int32 | key int16 | version int16 | correlation int32 |
+//	                client id (nullable string) | [tags, flexible versions] | body
+//	response frame: size int32 | correlation int32 | [tags, flexible versions
+//	                except ApiVersions, which always uses header v0] | body
+//
+// Frames larger than socket.request.max.bytes or smaller than a header
+// close the connection with a log line. An unknown key closes it (as
+// Kafka); a known key at a version we do not serve gets an error response
+// carrying UNSUPPORTED_VERSION when kmsg can encode one with a top-level
+// error code (ApiVersions: a v0 response with our ranges, KIP-511), else a
+// close. A request that does not decode closes the connection. Nothing
+// panics: a panic in a handler is logged and closes the connection.
+//
+// # Replication (classic)
+//
+//	producer ──Produce──► leader: appendAsLeader ─┐
+//	                                              ├─► fetch purgatory wakes follower long polls
+//	follower fetcher ──Fetch v12 (replica id)──► leader: fetch offset = follower LEO,
+//	     ▲                                        HW = min LEO over ISR ─► produce purgatory
+//	     └──── records + HW ◄─────────────────────┘   (acks=all answers when HW > last offset)
+//	follower: AppendAsFollower, HW = min(leader HW, LEO), wakes its consumers
+//
+// Before fetching at a new leader epoch a follower asks OffsetForLeaderEpoch
+// for its latest epoch and truncates (Kafka's getOffsetTruncationState).
+//
+// # Controller
+//
+// Controller decides leaders, replicas, ISRs and epochs; brokers subscribe
+// and apply what concerns them (applyTopic), dropping stale states by
+// partition epoch. MemController keeps it in memory: shared by the brokers
+// of one process, or, given the same static cluster.brokers list, computed
+// alike by every process (AssignReplicas is deterministic and rack-aware).
+// A controller backed by the metadata Kafka cluster can replace it.
+//
+// # Concurrency
+//
+// A connection is served by one goroutine, one request at a time, in order
+// (Kafka mutes a connection until its response is sent), so per-connection
+// memory is one request and one response; buffers above 1 MiB are dropped
+// after use. Delayed produces and fetches wait in two purgatories keyed by
+// topic-partition; the connection goroutine blocks until the operation
+// completes, expires or the broker closes. Broker.mu guards the partition
+// map and the connection set. Each partition has appendMu (appends,
+// truncation, role changes, producer state) taken before mu (controller
+// state, follower progress). Controller notifications run in the goroutine
+// that made the change and must not call the controller back while holding
+// a partition lock. One replica-fetcher goroutine per leader broker; Close
+// stops fetchers, the ISR loop, the accept loop and the connections, then
+// completes waiting operations and closes the logs.
+package broker

@@ -1,0 +1,158 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kwal/kwal/objstore/ledger"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// testLogWriter sends log lines to t.Log until the test ends.
+type testLogWriter struct {
+	mu   sync.Mutex
+	t    testing.TB
+	done bool
+}
+
+func (w *testLogWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func testLogger(t testing.TB, level slog.Level) *slog.Logger {
+	w := &testLogWriter{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	})
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// testCluster is an in-process cluster on loopback sharing one controller.
+type testCluster struct {
+	ctrl    *MemController
+	brokers []*Broker
+	ledgers []*ledger.Ledger
+}
+
+// startCluster starts one broker per rack given (ids 1..n).
+func startCluster(t testing.TB, racks []string, tweak func(*Config)) *testCluster {
+	t.Helper()
+	c := &testCluster{ctrl: NewMemController(nil, 1000)}
+	for i, rack := range racks {
+		l := ledger.New()
+		cfg := Config{
+			BrokerID: int32(i + 1), Rack: rack, Listener: "127.0.0.1:0", LogDir: t.TempDir(),
+			Controller: c.ctrl, Ledger: l, Logger: testLogger(t, slog.LevelWarn),
+			ReplicaFetchBackoff: 50 * time.Millisecond,
+		}
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		b, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := b.Close(); err != nil {
+				t.Errorf("close broker %d: %v", cfg.BrokerID, err)
+			}
+		})
+		c.brokers = append(c.brokers, b)
+		c.ledgers = append(c.ledgers, l)
+	}
+	return c
+}
+
+func (c *testCluster) seeds() []string {
+	var out []string
+	for _, b := range c.brokers {
+		out = append(out, b.Addr())
+	}
+	return out
+}
+
+func (c *testCluster) broker(id int32) *Broker {
+	for _, b := range c.brokers {
+		if b.cfg.BrokerID == id {
+			return b
+		}
+	}
+	return nil
+}
+
+func newClient(t testing.TB, c *testCluster, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// createTopic creates a topic through the CreateTopics API.
+func createTopic(t testing.TB, cl *kgo.Client, name string, partitions int32, rf int16, configs map[string]string) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, rf
+	for k, v := range configs {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name = k
+		val := v
+		c.Value = &val
+		rt.Configs = append(rt.Configs, c)
+	}
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 5000
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("create topic %s: error code %d", name, code)
+	}
+}
+
+// waitFor polls cond (real time: the cluster runs on the real clock)
+// until it holds or the deadline passes.
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func consumeBytes(l *ledger.Ledger, component string) int64 {
+	var n int64
+	for _, r := range l.Snapshot().Transfers {
+		if r.Component == component {
+			n += r.Bytes
+		}
+	}
+	return n
+}
+
+func value(i int) []byte { return []byte(fmt.Sprintf("record-%05d", i)) }
