@@ -139,13 +139,13 @@ type Cause string
 
 // Fallback causes.
 const (
-	CauseMetadataLag  Cause = "metadata-lag"  // the index has nothing at the log end yet
-	CauseMetadataGap  Cause = "metadata-gap"  // the index has slices above a hole (retention, lost events)
-	CauseFenced       Cause = "fenced"        // the only slices at the log end are from a cut-off epoch
-	CauseFutureEpoch  Cause = "future-epoch"  // the slices at the log end are from an epoch not yet known
+	CauseMetadataLag   Cause = "metadata-lag"   // the index has nothing at the log end yet
+	CauseMetadataGap   Cause = "metadata-gap"   // the index has slices above a hole (retention, lost events)
+	CauseFenced        Cause = "fenced"         // the only slices at the log end are from a cut-off epoch
+	CauseFutureEpoch   Cause = "future-epoch"   // the slices at the log end are from an epoch not yet known
 	CauseObjectMissing Cause = "object-missing" // GET answered not found
-	CauseCorrupt      Cause = "corrupt"       // CRC or length checks failed
-	CauseReadError    Cause = "read-error"    // GETs kept failing
+	CauseCorrupt       Cause = "corrupt"        // CRC or length checks failed
+	CauseReadError     Cause = "read-error"     // GETs kept failing
 )
 
 // Defaults.

@@ -59,8 +59,7 @@ type partView struct {
 	LocalEpoch int32 // latest epoch of the local log; -1 when none
 	Slices     []Located
 	Fence      map[int32]epochEnd
-	// Busy: slices being read or read and waiting their turn, with their
-	// stored length (they count against the read-ahead).
+	// Busy: slices being read, or read and waiting their turn.
 	Busy          map[sliceID]int64
 	Failures      int
 	RetryAt       time.Time
@@ -154,23 +153,22 @@ func decide(now time.Time, v partView, cfg *Config) partDecision {
 		wake(v.RetryAt)
 		return d
 	}
-	budget := cfg.ReadAheadBytes
-	for _, n := range v.Busy {
-		budget -= n
-	}
-	for _, l := range chain {
+	// The read-ahead counts the chain from the log end, busy slices
+	// included, so the slice at the log end is always read: slices waiting
+	// above it can never starve it.
+	var ahead int64
+	for i, l := range chain {
 		if d.Fallback && l.Entry.LastOffset < d.FallbackUntil {
 			continue // the leader serves these
 		}
-		id := sliceID{l.Key, l.Entry.Position}
-		if _, ok := v.Busy[id]; ok {
-			continue
-		}
-		if budget <= 0 && (len(d.Read) > 0 || len(v.Busy) > 0) {
+		if i > 0 && ahead >= cfg.ReadAheadBytes {
 			break
 		}
+		ahead += l.Entry.Length
+		if _, ok := v.Busy[sliceID{l.Key, l.Entry.Position}]; ok {
+			continue
+		}
 		d.Read = append(d.Read, l)
-		budget -= l.Entry.Length
 	}
 	return d
 }
@@ -216,6 +214,20 @@ func trimTo(raw []byte, from int64, tornTailOK bool) (out []byte, lastMaxTs int6
 		return nil, 0, nil
 	}
 	return raw[start:pos], lastMaxTs, nil
+}
+
+// cutBefore returns the leading batches of data (whole batches, as trimTo
+// returns them) that start below end, and at least the first one.
+func cutBefore(data []byte, end int64) []byte {
+	pos := 0
+	for pos < len(data) {
+		h, err := kafkalog.ParseBatchHeader(data[pos:])
+		if err != nil || (pos > 0 && h.BaseOffset >= end) {
+			break
+		}
+		pos += h.Size()
+	}
+	return data[:pos]
 }
 
 // truncationOffset is the follower's half of KIP-101/KIP-279: walking the

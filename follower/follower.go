@@ -60,10 +60,10 @@ type Metrics struct {
 }
 
 type counters struct {
-	reads, gets, hedges, hedgeWins, readErrors, corrupt, bytesRead     atomic.Int64
-	slicesApplied, bytesApplied, duplicates, fenced                     atomic.Int64
-	fallbacks, leaderFetches, leaderBytes, leaderErrors, truncations    atomic.Int64
-	rateLimited                                                         atomic.Int64
+	reads, gets, hedges, hedgeWins, readErrors, corrupt, bytesRead   atomic.Int64
+	slicesApplied, bytesApplied, duplicates, fenced                  atomic.Int64
+	fallbacks, leaderFetches, leaderBytes, leaderErrors, truncations atomic.Int64
+	rateLimited                                                      atomic.Int64
 }
 
 // Follower rebuilds the logs of the partitions it follows. See doc.go.
@@ -663,6 +663,9 @@ func (f *Follower) fallbackDone(tp metadata.TopicPartition, epoch int32, from in
 	var maxTs int64
 	if err == nil {
 		data, maxTs, err = trimTo(raw, p.leo, true)
+		if err == nil && p.fallbackUntil > p.leo {
+			data = cutBefore(data, p.fallbackUntil) // object storage serves the rest
+		}
 		if err == nil && len(data) == 0 {
 			err = fmt.Errorf("follower: leader returned no batch at %d (%d bytes)", p.leo, len(raw))
 		}

@@ -72,8 +72,8 @@ func TestPlan(t *testing.T) {
 			want: []span{{"o1", 0, 200, 2}, {"o1", 200, 100, 1}},
 		},
 		{
-			name:   "a single slice over the cap is still read whole",
-			logEnd: map[metadata.TopicPartition]int64{tpA: 0},
+			name:    "a single slice over the cap is still read whole",
+			logEnd:  map[metadata.TopicPartition]int64{tpA: 0},
 			pending: map[metadata.TopicPartition][]Located{tpA: {loc("o1", tpA, 0, 9, 0, 500)}},
 			cfg:     PlanConfig{MaxRangeBytes: 200},
 			want:    []span{{"o1", 0, 500, 1}},

@@ -1,0 +1,138 @@
+package follower
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/kwal/kwal/combiner/objformat"
+	"github.com/kwal/kwal/objstore"
+)
+
+// readResult is a finished read: per slice of the Read, either its raw log
+// bytes (CRC32C and length checked, decompressed) or why not.
+type readResult struct {
+	read Read
+	raws [][]byte
+	errs []error
+}
+
+type getAnswer struct {
+	body  []byte
+	err   error
+	hedge bool
+}
+
+// read performs one planned read with a hedge: a second GET of the same
+// range goes out when the first has not answered after HedgeDelay, or at
+// once when the first fails. Each answer is checked slice by slice; a slice
+// is taken from the first answer that verifies it, and the read ends when
+// every slice is verified (the other GET is cancelled) or both GETs have
+// answered. It runs off the driver.
+func (f *Follower) read(ctx context.Context, r Read) readResult {
+	res := readResult{read: r, raws: make([][]byte, len(r.Slices)), errs: make([]error, len(r.Slices))}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if len(r.Slices) > 0 {
+		tp := r.Slices[0].Entry.TopicPartition
+		ctx = objstore.WithTags(ctx, objstore.Tags{Component: "follower", Topic: tp.Topic, Partition: tp.Partition, Rack: f.cfg.Rack})
+	}
+	answers := make(chan getAnswer, 2)
+	launched, outstanding := 0, 0
+	launch := func(hedge bool) {
+		launched++
+		outstanding++
+		f.c.gets.Add(1)
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			b, err := f.cfg.Store.GetRange(ctx, r.Key, r.Off, r.Len)
+			answers <- getAnswer{b, err, hedge}
+		}()
+	}
+	launch(false)
+	var hedgeC <-chan struct{}
+	if f.cfg.HedgeDelay >= 0 {
+		t := f.cfg.Clock.NewTimer(f.cfg.HedgeDelay)
+		defer t.Stop()
+		c := make(chan struct{})
+		hedgeC = c
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			select {
+			case <-t.C():
+				close(c)
+			case <-ctx.Done():
+			}
+		}()
+	}
+	var sr objformat.SliceReader
+	defer sr.Close()
+	for outstanding > 0 {
+		select {
+		case <-hedgeC:
+			hedgeC = nil
+			if launched < 2 {
+				f.c.hedges.Add(1)
+				launch(true)
+			}
+		case a := <-answers:
+			outstanding--
+			if a.err != nil {
+				f.c.readErrors.Add(1)
+				if !errors.Is(a.err, context.Canceled) {
+					f.cfg.Logger.Warn("follower: GET failed", "key", r.Key, "off", r.Off, "len", r.Len, "hedge", a.hedge, "err", a.err)
+				}
+				for i := range res.errs {
+					if res.raws[i] == nil {
+						res.errs[i] = fmt.Errorf("follower: GET %s [%d, +%d): %w", r.Key, r.Off, r.Len, a.err)
+					}
+				}
+			} else {
+				f.c.bytesRead.Add(int64(len(a.body)))
+				if f.verify(&sr, a.body, r, &res) {
+					if a.hedge {
+						f.c.hedgeWins.Add(1)
+					}
+					return res
+				}
+			}
+			if launched < 2 && ctx.Err() == nil {
+				launch(true) // re-read at once: the first answer was bad
+				hedgeC = nil
+			}
+		}
+	}
+	return res
+}
+
+// verify checks every slice of r not yet verified against body (the bytes
+// of [r.Off, r.Off+r.Len)) and reports whether all are verified now.
+func (f *Follower) verify(sr *objformat.SliceReader, body []byte, r Read, res *readResult) bool {
+	all := true
+	for i, s := range r.Slices {
+		if res.raws[i] != nil {
+			continue
+		}
+		lo, hi := s.Entry.Position-r.Off, s.Entry.Position-r.Off+s.Entry.Length
+		var raw []byte
+		var err error
+		if lo < 0 || hi > int64(len(body)) {
+			err = fmt.Errorf("%w: body of %d bytes at %d does not hold [%d, %d)", objformat.ErrCorruptObject, len(body), r.Off, s.Entry.Position, s.Entry.Position+s.Entry.Length)
+		} else {
+			raw, err = sr.Read(body[lo:hi:hi], s.Entry)
+		}
+		if err != nil {
+			ce := &CorruptSliceError{Key: s.Key, Entry: s.Entry, Err: err}
+			f.c.corrupt.Add(1)
+			f.cfg.Logger.Error("follower: corrupt slice", "partition", s.Entry.TopicPartition, "key", s.Key,
+				"base", s.Entry.BaseOffset, "last", s.Entry.LastOffset, "err", err)
+			res.errs[i] = ce
+			all = false
+			continue
+		}
+		res.raws[i], res.errs[i] = raw, nil
+	}
+	return all
+}
