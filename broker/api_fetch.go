@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/binary"
 	"slices"
 	"sync"
 	"time"
@@ -46,10 +47,12 @@ type fetchOp struct {
 	b       *Broker
 	req     *kmsg.FetchRequest
 	replica int32
-	parts   []fetchPart
-	mu      sync.Mutex
-	resp    *kmsg.FetchResponse
-	ch      chan struct{}
+	// fallback: a remotewal follower asking for record bytes (FallbackRack).
+	fallback bool
+	parts    []fetchPart
+	mu       sync.Mutex
+	resp     *kmsg.FetchResponse
+	ch       chan struct{}
 }
 
 func (o *fetchOp) TryComplete() bool {
@@ -85,7 +88,7 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 	}
 	replica := req.ReplicaID
 	now := b.clock.Now()
-	op := &fetchOp{b: b, req: req, replica: replica, ch: make(chan struct{})}
+	op := &fetchOp{b: b, req: req, replica: replica, ch: make(chan struct{}), fallback: replica >= 0 && req.Rack == FallbackRack}
 	var expand []struct {
 		p   *partition
 		isr []int32
@@ -163,7 +166,10 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 // recordFetch writes the bytes served into the ledger.
 func (b *Broker) recordFetch(op *fetchOp) {
 	component, toRack := "consume", op.req.Rack
-	if op.replica >= 0 {
+	switch {
+	case op.fallback:
+		component, toRack = "fallback", b.rackOf(op.replica)
+	case op.replica >= 0:
 		component, toRack = "replica-fetch", b.rackOf(op.replica)
 	}
 	for _, rt := range op.resp.Topics {
@@ -281,7 +287,10 @@ func (b *Broker) readPart(o *fetchOp, part *fetchPart, budget int, first bool) (
 		bound = leo
 		urgent = p.hwChangedFor(o.replica, true)
 		if p.mode == RemoteWAL {
-			return rp, 0, urgent
+			rp.UnknownTags.Set(TagLeaderLogEnd, binary.AppendUvarint(nil, uint64(leo)))
+			if !o.fallback {
+				return rp, 0, urgent
+			}
 		}
 	}
 	limit := min(int(part.maxBytes), budget)

@@ -104,6 +104,11 @@ type Config struct {
 	ReplicaLagTimeMax time.Duration
 	// ReplicaFetchWaitMax: replica.fetch.wait.max.ms. Default 500 ms.
 	ReplicaFetchWaitMax time.Duration
+	// RemoteWALFetchWaitMax caps the long poll of a replica fetch that
+	// covers remotewal partitions (remote.wal.follower.fetch.wait.max.ms):
+	// those fetches carry only the follower's log end, and acks=all waits
+	// for it. Default 2 ms.
+	RemoteWALFetchWaitMax time.Duration
 	// ReplicaFetchMaxBytes: replica.fetch.max.bytes per partition. Default 1 MiB.
 	ReplicaFetchMaxBytes int32
 	// ReplicaFetchBackoff: replica.fetch.backoff.ms. Default 1 s.
@@ -151,6 +156,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ReplicaLagTimeMax == 0 {
 		c.ReplicaLagTimeMax = DefaultReplicaLagTimeMax
+	}
+	if c.RemoteWALFetchWaitMax == 0 {
+		c.RemoteWALFetchWaitMax = 2 * time.Millisecond
 	}
 	if c.ReplicaFetchWaitMax == 0 {
 		c.ReplicaFetchWaitMax = DefaultReplicaFetchWaitMax

@@ -404,6 +404,16 @@ func (f *replicaFetcher) fetch(conn *wireClient, ready map[TopicPartition]follow
 	req.Version = replicaFetchVersion
 	req.ReplicaID = f.b.cfg.BrokerID
 	req.MaxWaitMillis = int32(f.b.cfg.ReplicaFetchWaitMax.Milliseconds())
+	for _, st := range ready {
+		// A remotewal follower's log grows from object storage, not from
+		// this fetch, and the leader's high watermark waits for the log end
+		// this fetch reports: keep the poll short so the next report goes
+		// out soon after an append (the fetcher is also poked on appends).
+		if st.p.mode == RemoteWAL && f.b.cfg.RemoteWALFetchWaitMax < f.b.cfg.ReplicaFetchWaitMax {
+			req.MaxWaitMillis = int32(f.b.cfg.RemoteWALFetchWaitMax.Milliseconds())
+			break
+		}
+	}
 	req.MinBytes = 1
 	req.MaxBytes = DefaultReplicaFetchResponseMax
 	req.SessionEpoch = -1 // no fetch session
@@ -470,6 +480,13 @@ func (f *replicaFetcher) handlePartition(tp TopicPartition, st followState, rp *
 		f.b.logger.Debug("replica fetch partition error", "partition", tp, "leader", f.leader, "err", err)
 		f.backoff(tp, st)
 		return
+	}
+	if p.mode == RemoteWAL {
+		if leo, ok := leaderLogEndTag(rp); ok {
+			if r, ok := f.b.cfg.Replicator.(*RemoteWALReplicator); ok {
+				r.observeLeader(tp, leo)
+			}
+		}
 	}
 	changed := false
 	if len(rp.RecordBatches) > 0 && p.mode == Classic {

@@ -1,0 +1,501 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kwal/kwal/combiner"
+	"github.com/kwal/kwal/follower"
+	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/metadata"
+	"github.com/kwal/kwal/objstore"
+	"github.com/kwal/kwal/objstore/ledger"
+	"github.com/kwal/kwal/remotewal"
+)
+
+// Protocol extensions of the remotewal mode (the KIP leaves the follower
+// fetch's shape open). Both ride on Fetch v12, which Kafka brokers and
+// clients accept unchanged:
+//
+//   - TagLeaderLogEnd: a tagged field of a remotewal partition in a replica
+//     Fetch response carrying the leader's log end offset (uvarint). The
+//     follower needs it to see that bytes exist that the metadata has not
+//     shown it yet, so that it can fall back to the leader instead of
+//     waiting forever; the high watermark cannot tell, since this follower
+//     holds it back.
+//   - FallbackRack: a replica Fetch whose rack_id is this value asks the
+//     leader of a remotewal partition for record bytes (the follower's
+//     "recovery stream"); every other replica fetch of a remotewal
+//     partition gets offsets only. Those bytes are recorded in the ledger
+//     as component "fallback".
+const (
+	TagLeaderLogEnd uint32 = 0x6b77 // "kw"
+	FallbackRack           = "kwal:fallback"
+)
+
+func leaderLogEndTag(rp *kmsg.FetchResponseTopicPartition) (int64, bool) {
+	var (
+		leo   int64
+		found bool
+	)
+	rp.UnknownTags.Each(func(k uint32, v []byte) {
+		if k != TagLeaderLogEnd {
+			return
+		}
+		if x, n := binary.Uvarint(v); n > 0 {
+			leo, found = int64(x), true
+		}
+	})
+	return leo, found
+}
+
+// RemoteWALReplicatorConfig configures NewRemoteWALReplicator.
+type RemoteWALReplicatorConfig struct {
+	BrokerID int32
+	Rack     string
+	// Store holds the combined objects; decorate it (ledger, latency,
+	// faults) before passing it in.
+	Store objstore.Store
+	// Metadata names the Kafka cluster of __remote_wal_log_metadata.
+	Metadata metadata.TopicConfig
+	// Tasks, Combiner and Follower tune the three parts; their wiring
+	// fields (writers, publishers, index, leader access) are filled in.
+	Tasks    remotewal.Config
+	Combiner combiner.Config
+	Follower follower.Config
+	// Ledger records fallback bytes that crossed racks.
+	Ledger *ledger.Ledger
+	// ReadyTimeout bounds the wait for the metadata consumer to catch up
+	// at start. Default 30 s.
+	ReadyTimeout time.Duration
+	Clock        clock.Clock
+	Logger       *slog.Logger
+}
+
+// RemoteWALReplicator is the broker's remotewal replication mode: the
+// leader side runs the remote-WAL write path (remotewal tasks, combiner,
+// metadata publisher); the follower side consumes the metadata topic and
+// rebuilds follower logs from object storage with the follower package.
+// It implements Replicator; the broker binds itself to it in New.
+type RemoteWALReplicator struct {
+	cfg   RemoteWALReplicatorConfig
+	pub   *metadata.Publisher
+	state *metadata.State
+	cons  *metadata.Consumer
+	wp    *remotewal.WritePath
+	fol   *follower.Follower
+	log   *slog.Logger
+
+	mu struct {
+		sync.Mutex
+		b       *Broker
+		follows map[metadata.TopicPartition]*followView
+		clients map[int32]*leaderConn
+	}
+}
+
+var _ Replicator = (*RemoteWALReplicator)(nil)
+
+type followView struct {
+	tp     TopicPartition
+	leader int32
+	epoch  int32
+	leo    int64 // leader's log end, from TagLeaderLogEnd
+	notify func()
+}
+
+// leaderConn is one connection to a leader for OffsetForLeaderEpoch and
+// fallback fetches (the replica fetcher keeps its own for long polls).
+type leaderConn struct {
+	mu sync.Mutex
+	c  *wireClient
+}
+
+// NewRemoteWALReplicator starts the metadata publisher and consumer (and
+// waits until the consumer has caught up, so followers never act on a
+// partial index), the write path and the follower.
+func NewRemoteWALReplicator(cfg RemoteWALReplicatorConfig) (*RemoteWALReplicator, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("broker: remote WAL replicator needs an object store")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 30 * time.Second
+	}
+	if cfg.Ledger == nil {
+		cfg.Ledger = ledger.New()
+	}
+	r := &RemoteWALReplicator{cfg: cfg, log: cfg.Logger.With("component", "remotewal", "broker", cfg.BrokerID)}
+	r.mu.follows = map[metadata.TopicPartition]*followView{}
+	r.mu.clients = map[int32]*leaderConn{}
+	var err error
+	if r.pub, err = metadata.NewPublisher(cfg.Metadata, cfg.Clock, r.log); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ReadyTimeout)
+	defer cancel()
+	r.state = metadata.NewState()
+	if r.cons, err = metadata.StartConsumer(ctx, metadata.ConsumerConfig{TopicConfig: cfg.Metadata}, r.state, cfg.Clock, r.log); err != nil {
+		r.pub.Close()
+		return nil, err
+	}
+	select {
+	case <-r.cons.Ready():
+	case <-ctx.Done():
+		r.cons.Close()
+		r.pub.Close()
+		return nil, fmt.Errorf("broker: metadata consumer not ready after %v: is %v reachable?", cfg.ReadyTimeout, cfg.Metadata.Bootstrap)
+	}
+	cc := cfg.Combiner
+	cc.BrokerID = cfg.BrokerID
+	if cc.Clock == nil {
+		cc.Clock = cfg.Clock
+	}
+	if r.wp, err = remotewal.NewWritePath(remotewal.WritePathConfig{
+		Store: cfg.Store, Publisher: r.pub, Tasks: cfg.Tasks, Combiner: cc, Logger: r.log,
+	}); err != nil {
+		r.cons.Close()
+		r.pub.Close()
+		return nil, err
+	}
+	fc := cfg.Follower
+	fc.Store = cfg.Store
+	fc.Index = follower.StateIndex{State: r.state}
+	fc.Leader = (*leaderState)(r)
+	fc.LeaderClient = (*leaderClient)(r)
+	fc.Reporter = (*logEndReporter)(r)
+	fc.Transfers = cfg.Ledger
+	fc.Rack = cfg.Rack
+	if fc.Clock == nil {
+		fc.Clock = cfg.Clock
+	}
+	if fc.Logger == nil {
+		fc.Logger = r.log
+	}
+	if r.fol, err = follower.New(fc); err != nil {
+		r.wp.Close(context.Background())
+		r.cons.Close()
+		r.pub.Close()
+		return nil, err
+	}
+	if d, ok := r.cons.BootstrapDuration(); ok {
+		r.log.Info("remote WAL metadata ready", "bootstrap", d, "metadata_partitions", r.cons.NumPartitions())
+	}
+	return r, nil
+}
+
+func (r *RemoteWALReplicator) bind(b *Broker) {
+	r.mu.Lock()
+	r.mu.b = b
+	r.mu.Unlock()
+}
+
+func (r *RemoteWALReplicator) broker() *Broker {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.b
+}
+
+func mtp(tp TopicPartition) metadata.TopicPartition {
+	return metadata.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
+}
+
+// StartLeader starts the partition's slice task.
+func (r *RemoteWALReplicator) StartLeader(tp TopicPartition, log *kafkalog.Log, leaderEpoch int32, fromOffset int64) error {
+	return r.wp.Manager.StartPartition(mtp(tp), log, leaderEpoch, fromOffset)
+}
+
+// StopLeader stops the partition's slice task.
+func (r *RemoteWALReplicator) StopLeader(tp TopicPartition) { r.wp.Manager.StopPartition(mtp(tp)) }
+
+// StartFollower has the follower rebuild the partition's log from object
+// storage.
+func (r *RemoteWALReplicator) StartFollower(tp TopicPartition, log *kafkalog.Log, leader int32, leaderEpoch int32, notify func()) error {
+	b := r.broker()
+	if b == nil {
+		return errors.New("broker: remote WAL replicator is not bound to a broker")
+	}
+	p := b.partition(tp)
+	if p == nil {
+		return fmt.Errorf("broker: remote WAL follower of unknown partition %s", tp)
+	}
+	m := mtp(tp)
+	r.mu.Lock()
+	r.mu.follows[m] = &followView{tp: tp, leader: leader, epoch: leaderEpoch, leo: -1, notify: notify}
+	r.mu.Unlock()
+	err := r.fol.AddPartition(m, &partitionFollowerLog{p: p, epoch: leaderEpoch, notify: notify})
+	if errors.Is(err, follower.ErrPartitionExists) {
+		// A new epoch of the same follow: restart it so the follower
+		// truncates against the new leader before appending again.
+		_ = r.fol.RemovePartition(m)
+		err = r.fol.AddPartition(m, &partitionFollowerLog{p: p, epoch: leaderEpoch, notify: notify})
+	}
+	return err
+}
+
+// StopFollower stops rebuilding the partition's log.
+func (r *RemoteWALReplicator) StopFollower(tp TopicPartition) {
+	m := mtp(tp)
+	r.mu.Lock()
+	_, ok := r.mu.follows[m]
+	delete(r.mu.follows, m)
+	r.mu.Unlock()
+	if ok {
+		_ = r.fol.RemovePartition(m)
+	}
+}
+
+// observeLeader records what a replica fetch response said of the leader.
+func (r *RemoteWALReplicator) observeLeader(tp TopicPartition, leo int64) {
+	r.mu.Lock()
+	v := r.mu.follows[mtp(tp)]
+	changed := v != nil && v.leo != leo
+	if v != nil {
+		v.leo = leo
+	}
+	r.mu.Unlock()
+	if changed {
+		r.fol.Notify()
+	}
+}
+
+// Follower exposes the follower side, for status and metrics.
+func (r *RemoteWALReplicator) Follower() *follower.Follower { return r.fol }
+
+// WritePath exposes the leader side, for status and metrics.
+func (r *RemoteWALReplicator) WritePath() *remotewal.WritePath { return r.wp }
+
+// State exposes the metadata index this broker rebuilt.
+func (r *RemoteWALReplicator) State() *metadata.State { return r.state }
+
+// Close stops the follower, then lets the write path upload and publish
+// what it holds until ctx ends, then closes the metadata clients.
+func (r *RemoteWALReplicator) Close(ctx context.Context) error {
+	ferr := r.fol.Close()
+	werr := r.wp.Close(ctx)
+	r.cons.Close()
+	r.pub.Close()
+	r.mu.Lock()
+	for _, c := range r.mu.clients {
+		c.mu.Lock()
+		if c.c != nil {
+			c.c.close()
+		}
+		c.mu.Unlock()
+	}
+	r.mu.Unlock()
+	return errors.Join(ferr, werr)
+}
+
+// partitionFollowerLog routes the follower's appends through the broker's
+// partition, so producer state is learned and a stale epoch is refused, and
+// wakes the fetcher so the new log end reaches the leader at once.
+type partitionFollowerLog struct {
+	p      *partition
+	epoch  int32
+	notify func()
+}
+
+var _ follower.Log = (*partitionFollowerLog)(nil)
+
+func (l *partitionFollowerLog) LogEndOffset() int64                 { return l.p.log.LogEndOffset() }
+func (l *partitionFollowerLog) LatestEpoch() (int32, bool)          { return l.p.log.LatestEpoch() }
+func (l *partitionFollowerLog) EpochEntries() []kafkalog.EpochEntry { return l.p.log.EpochEntries() }
+
+func (l *partitionFollowerLog) AppendAsFollower(b []byte) (kafkalog.AppendInfo, error) {
+	info, err := l.p.appendAsFollower(b, l.epoch)
+	if err == nil {
+		l.notify()
+	}
+	return info, err
+}
+
+func (l *partitionFollowerLog) Truncate(to int64) error {
+	if err := l.p.truncate(to); err != nil {
+		return err
+	}
+	l.notify()
+	return nil
+}
+
+type leaderState RemoteWALReplicator
+
+func (s *leaderState) Leader(tp metadata.TopicPartition) (follower.LeaderInfo, bool) {
+	r := (*RemoteWALReplicator)(s)
+	r.mu.Lock()
+	v, ok := r.mu.follows[tp]
+	var info follower.LeaderInfo
+	if ok {
+		info = follower.LeaderInfo{Epoch: v.epoch, LogEnd: v.leo}
+	}
+	b := r.mu.b
+	r.mu.Unlock()
+	if !ok {
+		return info, false
+	}
+	if info.LogEnd < 0 {
+		// Nothing heard from the leader yet: claim no more than we have,
+		// so no gap is assumed before the first fetch answers.
+		if p := b.partition(v.tp); p != nil {
+			info.LogEnd = p.log.LogEndOffset()
+		}
+	}
+	info.Rack = b.rackOf(v.leader)
+	return info, true
+}
+
+func (s *leaderState) EndOffsetForEpoch(ctx context.Context, tp metadata.TopicPartition, epoch int32) (int32, int64, error) {
+	r := (*RemoteWALReplicator)(s)
+	v, ok := r.view(tp)
+	if !ok {
+		return -1, -1, fmt.Errorf("broker: %s is not followed", tp)
+	}
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.Version = replicaOffsetForEpochVers
+	req.ReplicaID = r.cfg.BrokerID
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = tp.Topic
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = tp.Partition, v.epoch, epoch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := r.roundTrip(ctx, v.leader, req)
+	if err != nil {
+		return -1, -1, err
+	}
+	for _, t := range resp.(*kmsg.OffsetForLeaderEpochResponse).Topics {
+		for _, p := range t.Partitions {
+			if p.Partition != tp.Partition {
+				continue
+			}
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return -1, -1, fmt.Errorf("broker: OffsetForLeaderEpoch %s epoch %d: %w", tp, epoch, err)
+			}
+			return p.LeaderEpoch, p.EndOffset, nil
+		}
+	}
+	return -1, -1, fmt.Errorf("broker: OffsetForLeaderEpoch %s: no answer for the partition", tp)
+}
+
+type leaderClient RemoteWALReplicator
+
+func (c *leaderClient) Fetch(ctx context.Context, tp metadata.TopicPartition, leaderEpoch int32, offset int64, maxBytes int) ([]byte, error) {
+	r := (*RemoteWALReplicator)(c)
+	v, ok := r.view(tp)
+	if !ok {
+		return nil, fmt.Errorf("broker: %s is not followed", tp)
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = replicaFetchVersion
+	req.ReplicaID = r.cfg.BrokerID
+	req.Rack = FallbackRack
+	req.MaxWaitMillis = 0
+	req.MinBytes = 0
+	req.MaxBytes = int32(maxBytes)
+	req.SessionEpoch = -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = tp.Topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.FetchOffset = tp.Partition, leaderEpoch, offset
+	rp.LastFetchedEpoch, rp.LogStartOffset, rp.PartitionMaxBytes = -1, -1, int32(maxBytes)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := r.roundTrip(ctx, v.leader, req)
+	if err != nil {
+		return nil, err
+	}
+	fr := resp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(fr.ErrorCode); err != nil {
+		return nil, fmt.Errorf("broker: fallback fetch %s@%d: %w", tp, offset, err)
+	}
+	for _, t := range fr.Topics {
+		for _, p := range t.Partitions {
+			if p.Partition != tp.Partition {
+				continue
+			}
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return nil, fmt.Errorf("broker: fallback fetch %s@%d: %w", tp, offset, err)
+			}
+			return p.RecordBatches, nil
+		}
+	}
+	return nil, fmt.Errorf("broker: fallback fetch %s: no answer for the partition", tp)
+}
+
+type logEndReporter RemoteWALReplicator
+
+func (rep *logEndReporter) ReportLogEnd(tp metadata.TopicPartition, _ int64) {
+	r := (*RemoteWALReplicator)(rep)
+	if v, ok := r.view(tp); ok {
+		v.notify()
+	}
+}
+
+func (r *RemoteWALReplicator) view(tp metadata.TopicPartition) (followView, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.mu.follows[tp]
+	if !ok {
+		return followView{}, false
+	}
+	return *v, true
+}
+
+// roundTrip sends one request to a leader over this replicator's own
+// connection to it, redialing after an error.
+func (r *RemoteWALReplicator) roundTrip(ctx context.Context, leader int32, req kmsg.Request) (kmsg.Response, error) {
+	b := r.broker()
+	if b == nil {
+		return nil, errors.New("broker: remote WAL replicator is not bound")
+	}
+	r.mu.Lock()
+	lc := r.mu.clients[leader]
+	if lc == nil {
+		lc = &leaderConn{}
+		r.mu.clients[leader] = lc
+	}
+	r.mu.Unlock()
+	var addr string
+	for _, bi := range b.ctrl.Brokers() {
+		if bi.ID == leader {
+			addr = bi.Addr()
+		}
+	}
+	if addr == "" {
+		return nil, fmt.Errorf("broker: leader %d has no known address", leader)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if lc.c == nil {
+		c, err := dialWire(addr, fmt.Sprintf("kwal-remotewal-%d", r.cfg.BrokerID), time.Until(deadline), replicaFetchResponseMax)
+		if err != nil {
+			return nil, fmt.Errorf("broker: dial leader %d at %s: %w", leader, addr, err)
+		}
+		lc.c = c
+	}
+	resp, err := lc.c.roundTrip(req, deadline)
+	if err != nil {
+		lc.c.close()
+		lc.c = nil
+		return nil, fmt.Errorf("broker: request to leader %d: %w", leader, err)
+	}
+	return resp, nil
+}

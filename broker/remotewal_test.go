@@ -1,0 +1,191 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kwal/kwal/combiner"
+	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/metadata"
+	"github.com/kwal/kwal/objstore"
+	"github.com/kwal/kwal/objstore/ledger"
+	"github.com/kwal/kwal/objstore/mem"
+	"github.com/kwal/kwal/remotewal"
+)
+
+// startRemoteWALCluster starts brokers that share one object store and one
+// embedded metadata cluster, each with its own remote-WAL replicator.
+func startRemoteWALCluster(t *testing.T, racks []string, store objstore.Store) *testCluster {
+	t.Helper()
+	emb, err := metadata.StartEmbedded(t.TempDir(), quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Close)
+	return startCluster(t, racks, func(cfg *Config) {
+		r, err := NewRemoteWALReplicator(RemoteWALReplicatorConfig{
+			BrokerID: cfg.BrokerID, Rack: cfg.Rack,
+			Store:    ledger.Wrap(store, cfg.Ledger),
+			Metadata: metadata.TopicConfig{Bootstrap: emb.Bootstrap(), Partitions: 4},
+			Tasks:    remotewal.Config{Interval: 2 * time.Millisecond, UploadBytes: 64 << 10},
+			Combiner: combiner.Config{Interval: 5 * time.Millisecond, UploadBytes: 128 << 10},
+			Ledger:   cfg.Ledger,
+			Logger:   quietLogger(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := r.Close(ctx); err != nil {
+				t.Errorf("close replicator %d: %v", cfg.BrokerID, err)
+			}
+		})
+		cfg.Replicator = r
+		cfg.RemoteWAL.SystemEnable = true
+	})
+}
+
+// In remotewal mode a 3-broker, 2-rack cluster takes acks=all produce,
+// replicates through object storage only (no record bytes between
+// brokers), serves the consumer from the follower in its rack, and every
+// follower's log is byte-identical to the leader's.
+func TestRemoteWALClusterEndToEnd(t *testing.T) {
+	store := mem.New()
+	c := startRemoteWALCluster(t, []string{"az1", "az2", "az1"}, store)
+	admin := newClient(t, c)
+	const topic = "wal-orders"
+	createTopic(t, admin, topic, 2, 3, map[string]string{TopicConfigRemoteWAL: "true"})
+	ts, _ := c.ctrl.Topic(topic)
+
+	prod := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic),
+		kgo.ProduceRequestTimeout(20*time.Second), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	const n = 600
+	var (
+		mu       sync.Mutex
+		problems []string
+		wg       sync.WaitGroup
+	)
+	for i := range n {
+		wg.Add(1)
+		prod.Produce(context.Background(), &kgo.Record{Partition: int32(i % 2), Value: value(i)}, func(r *kgo.Record, err error) {
+			defer wg.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				problems = append(problems, err.Error())
+				return
+			}
+			ps := ts.Partitions[r.Partition]
+			for _, rid := range ps.Replicas {
+				l, _ := c.broker(rid).PartitionLog(TopicPartition{topic, r.Partition})
+				if leo := l.LogEndOffset(); leo <= r.Offset {
+					problems = append(problems, fmt.Sprintf("offset %d acked before broker %d had it (log end %d)", r.Offset, rid, leo))
+				}
+			}
+		})
+		if i%50 == 49 {
+			prod.Flush(context.Background())
+		}
+	}
+	wg.Wait()
+	if len(problems) > 0 {
+		t.Fatalf("%d problems, first: %s", len(problems), problems[0])
+	}
+
+	// Consume partition 0 from the rack of a follower.
+	ps := ts.Partitions[0]
+	leader := c.broker(ps.Leader)
+	var follower *Broker
+	for _, r := range ps.Replicas {
+		if b := c.broker(r); r != ps.Leader && b.cfg.Rack != leader.cfg.Rack {
+			follower = b
+		}
+	}
+	if follower == nil {
+		t.Fatalf("no follower outside the leader's rack: %+v", ps)
+	}
+	cons := newClient(t, c, kgo.Rack(follower.cfg.Rack),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got := 0
+	for got < n/2 {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			for _, rid := range ps.Replicas {
+				st, _ := c.broker(rid).PartitionStatus(TopicPartition{topic, 0})
+				t.Logf("broker %d: %+v", rid, st)
+			}
+			t.Fatalf("consumed %d of %d records", got, n/2)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch error: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset != int64(got) || !bytes.Equal(r.Value, value(2*got)) {
+				t.Fatalf("record %d: offset %d value %q", got, r.Offset, r.Value)
+			}
+			got++
+		})
+	}
+
+	for pi, ps := range ts.Partitions {
+		tp := TopicPartition{topic, int32(pi)}
+		ll, _ := c.broker(ps.Leader).PartitionLog(tp)
+		want := segmentBytes(t, ll.Segments(), ll.ReadSegmentRange)
+		for _, rid := range ps.Replicas {
+			if rid == ps.Leader {
+				continue
+			}
+			fl, _ := c.broker(rid).PartitionLog(tp)
+			if !bytes.Equal(segmentBytes(t, fl.Segments(), fl.ReadSegmentRange), want) {
+				t.Errorf("%s: broker %d's log is not byte-identical to the leader's", tp, rid)
+			}
+		}
+	}
+	var puts, gets, recordBytesBetweenBrokers int64
+	for _, l := range c.ledgers {
+		s := l.Snapshot()
+		puts += s.ByKind[ledger.Put].Requests
+		gets += s.ByKind[ledger.Get].Requests
+		recordBytesBetweenBrokers += consumeBytes(l, "replica-fetch")
+	}
+	if recordBytesBetweenBrokers != 0 {
+		t.Errorf("%d record bytes went leader → follower over the broker network", recordBytesBetweenBrokers)
+	}
+	if puts == 0 || gets == 0 {
+		t.Errorf("object store saw %d PUTs and %d GETs", puts, gets)
+	}
+	if b := consumeBytes(c.ledgers[indexOf(c, follower)], "consume"); b == 0 {
+		t.Errorf("the follower in the consumer's rack served no consumer bytes")
+	}
+	t.Logf("%d PUTs, %d GETs for %d records", puts, gets, n)
+}
+
+func indexOf(c *testCluster, b *Broker) int {
+	for i, x := range c.brokers {
+		if x == b {
+			return i
+		}
+	}
+	return -1
+}
+
+func segmentBytes(t *testing.T, segs []kafkalog.SegmentInfo, read func(int64, int64, int64) ([]byte, error)) []byte {
+	t.Helper()
+	var all []byte
+	for _, s := range segs {
+		b, err := read(s.BaseOffset, 0, s.Size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	return all
+}
