@@ -125,9 +125,18 @@ func (b *Broker) handleProduce(cs *connState, req *kmsg.ProduceRequest) (kmsg.Re
 	if cs.noWait {
 		op.Timeout = 0
 	}
-	b.produceWait.TryCompleteElseWatch(op, keys)
-	<-op.ch
-	return resp, true
+	if b.produceWait.TryCompleteElseWatch(op, keys) || !cs.pipelining {
+		<-op.ch
+		return resp, true
+	}
+	// Waiting for the followers: let the connection read and append the
+	// next request meanwhile (an idempotent producer keeps up to five in
+	// flight); the response still goes out in request order.
+	cs.deferred = func() kmsg.Response {
+		<-op.ch
+		return resp
+	}
+	return nil, true
 }
 
 // producePartition appends one partition's records; an acks=all append

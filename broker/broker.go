@@ -100,6 +100,9 @@ func New(cfg Config) (*Broker, error) {
 	return b, nil
 }
 
+// LogDir is the broker's log.dirs.
+func (b *Broker) LogDir() string { return b.cfg.LogDir }
+
 // Addr is the address the broker listens on.
 func (b *Broker) Addr() string { return b.ln.Addr().String() }
 

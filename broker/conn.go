@@ -25,6 +25,24 @@ type connState struct {
 	// noWait completes delayed operations at once, as if they expired
 	// (fuzzing drives handlers without a clock).
 	noWait bool
+	// pipelining is set while serveConn runs: a handler that must wait
+	// (acks=all) may then set deferred to a function that waits and
+	// returns the response, and return a nil response; serveConn reads on
+	// and writes that response when its turn comes.
+	pipelining bool
+	deferred   func() kmsg.Response
+	lastHeader requestHeader
+}
+
+// maxPipelined bounds the requests a connection has read but not yet
+// answered, which bounds its memory.
+const maxPipelined = 8
+
+// reply is one response in the connection's write order.
+type reply struct {
+	frame []byte               // encoded response, or nil
+	wait  func() kmsg.Response // a pipelined response still to come
+	h     requestHeader
 }
 
 // retainedBuffer is the largest buffer a connection keeps between requests.
@@ -38,6 +56,36 @@ func (b *Broker) serveConn(c net.Conn) {
 		b.mu.Lock()
 		delete(b.mu.conns, c)
 		b.mu.Unlock()
+	}()
+	// Responses go out in request order from one writer; a request whose
+	// response is pipelined (acks=all) does not stop the reader.
+	replies := make(chan reply, maxPipelined)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		failed := false
+		for r := range replies {
+			frame := r.frame
+			if r.wait != nil {
+				resp := r.wait()
+				if resp == nil || failed {
+					continue
+				}
+				frame = encodeResponse(nil, r.h, resp)
+			}
+			if frame == nil || failed {
+				continue
+			}
+			if _, err := c.Write(frame); err != nil {
+				b.logger.Debug("connection write", "remote", cs.remote, "err", err)
+				failed = true
+				c.Close()
+			}
+		}
+	}()
+	defer func() {
+		close(replies)
+		<-writerDone
 	}()
 	var size [4]byte
 	for {
@@ -60,18 +108,26 @@ func (b *Broker) serveConn(c net.Conn) {
 			b.logger.Warn("closing connection: short request", "remote", cs.remote, "size", n, "err", err)
 			return
 		}
+		cs.pipelining, cs.deferred = true, nil
 		resp, keep := b.handleFrame(cs, frame)
+		r := reply{}
+		if resp != nil {
+			r.frame = append([]byte(nil), resp...)
+		}
+		if cs.deferred != nil && resp == nil {
+			r.wait, r.h = cs.deferred, cs.lastHeader
+			// The handler may still hold parts of frame; read the next
+			// request into a fresh buffer.
+			cs.buf = nil
+		}
 		if cap(cs.buf) > retainedBuffer {
 			cs.buf = nil
 		}
-		if resp != nil {
-			if _, err := c.Write(resp); err != nil {
-				b.logger.Debug("connection write", "remote", cs.remote, "err", err)
-				return
-			}
-		}
 		if cap(cs.out) > retainedBuffer {
 			cs.out = nil
+		}
+		if r.frame != nil || r.wait != nil {
+			replies <- r
 		}
 		if !keep {
 			return
@@ -151,6 +207,7 @@ func (b *Broker) handleFrame(cs *connState, frame []byte) (resp []byte, keep boo
 		return nil, false
 	}
 	cs.clientID = h.clientID
+	cs.lastHeader = h
 	req := kmsg.RequestForKey(h.key)
 	if req == nil {
 		b.logger.Warn("closing connection: unknown api key", "remote", cs.remote, "key", h.key, "version", h.version)
@@ -199,14 +256,18 @@ func (b *Broker) handleFrame(cs *connState, frame []byte) (resp []byte, keep boo
 // flexible versions except ApiVersions (whose response header is always
 // v0), body.
 func (cs *connState) encode(h requestHeader, r kmsg.Response) []byte {
-	out := append(cs.out[:0], 0, 0, 0, 0, 0, 0, 0, 0)
+	cs.out = encodeResponse(cs.out[:0], h, r)
+	return cs.out
+}
+
+func encodeResponse(dst []byte, h requestHeader, r kmsg.Response) []byte {
+	out := append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
 	binary.BigEndian.PutUint32(out[4:], uint32(h.correlation))
 	if r.IsFlexible() && r.Key() != apiKeyApiVersions {
 		out = append(out, 0)
 	}
 	out = r.AppendTo(out)
 	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
-	cs.out = out
 	return out
 }
 

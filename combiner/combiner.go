@@ -118,21 +118,44 @@ type Metrics struct {
 	ObjectsFailed  int64 // given up: their slices got Done(err)
 }
 
-type item struct {
-	s    Slice
-	size int64 // len(Data)
+// batch holds slices in queue order, as the encoder and the Done callbacks
+// need them and no more (a Slice's other fields are not used here). The
+// queue is one batch; each cut object gets its own from Combiner.mu.spare,
+// and it goes back there once released, so cutting does not allocate and
+// no batch is in two places at once.
+type batch struct {
+	in   []objformat.Input
+	done []func(UploadedObject, error) // parallel to in; nil where no Done
 }
 
+// bytes is what the batch counts against QueueBytes: Σ len(Data).
+func (b *batch) bytes() int64 {
+	var n int64
+	for i := range b.in {
+		n += int64(len(b.in[i].Data))
+	}
+	return n
+}
+
+// reset empties b, dropping its references to slice data and callbacks
+// but keeping its capacity.
+func (b *batch) reset() {
+	clear(b.in)
+	clear(b.done)
+	b.in, b.done = b.in[:0], b.done[:0]
+}
+
+// job is one cut object.
 type job struct {
-	seq   uint64
-	items []item
+	seq uint64
+	b   *batch
 }
 
 type result struct {
-	seq   uint64
-	items []item
-	obj   UploadedObject
-	err   error
+	seq uint64
+	b   *batch
+	obj UploadedObject
+	err error
 }
 
 // Combiner packs slices of many partitions into combined objects, uploads
@@ -152,14 +175,30 @@ type Combiner struct {
 
 	mu struct {
 		sync.Mutex
-		queue       []item
+		// queue and view are compacted in place after each cut, so their
+		// backing arrays are reused; cut slices are copied out into jobs.
+		queue       batch
 		view        []Queued // parallel to queue, for Pack
-		queuedBytes int64
-		heldSlices  int
-		heldBytes   int64
-		space       chan struct{} // closed and replaced when room frees up
-		closed      bool
-		inFlight    map[string]struct{}
+		queuedBytes int64    // Σ len(Data) of queue
+		// open is the size of the last object Pack would make of the
+		// queue, still open (Policy.place, emptyObject when none): Submit
+		// follows Pack's walk so it knows where objects begin and end.
+		// openStamp is the time stamped on that object's first slice
+		// that came without AppendedAt, zero if none.
+		open      int64
+		openStamp time.Time
+		// armedFor is the AppendedAt of the oldest slice the cutter left
+		// queued, for which its interval timer is armed; zero when it left
+		// nothing. An older slice pokes the cutter so the interval holds
+		// for it too.
+		armedFor   time.Time
+		heldSlices int
+		heldBytes  int64
+		space      chan struct{} // closed and replaced when room frees up
+		waiting    bool          // a Submit may be waiting on space
+		spare      []*batch      // released jobs' batches, emptied, for the cutter
+		closed     bool
+		inFlight   map[string]struct{}
 	}
 	randMu sync.Mutex // guards cfg.Rand
 
@@ -186,6 +225,7 @@ func New(cfg Config) (*Combiner, error) {
 	c.abort, c.cancel = context.WithCancel(context.Background())
 	c.mu.space = make(chan struct{})
 	c.mu.inFlight = make(map[string]struct{})
+	c.mu.open = emptyObject
 	var workers sync.WaitGroup
 	for range cfg.ThreadPoolSize {
 		workers.Add(1)
@@ -207,10 +247,8 @@ func (c *Combiner) Submit(ctx context.Context, s Slice) error {
 		s.LeaderEpoch < 0 || s.BaseOffset < 0 || s.LastOffset < s.BaseOffset || len(s.Data) > objformat.MaxRawLength {
 		return fmt.Errorf("%w: %v epoch %d offsets [%d, %d], %d bytes", ErrInvalidSlice, s.TopicPartition, s.LeaderEpoch, s.BaseOffset, s.LastOffset, len(s.Data))
 	}
-	if s.AppendedAt.IsZero() {
-		s.AppendedAt = c.clock.Now()
-	}
 	size := int64(len(s.Data))
+	view := Queued{Size: size + int64(objformat.EntrySize(s.Topic)), AppendedAt: s.AppendedAt}
 	blocked := false
 	for {
 		c.mu.Lock()
@@ -224,6 +262,7 @@ func (c *Combiner) Submit(ctx context.Context, s Slice) error {
 			break
 		}
 		space := c.mu.space
+		c.mu.waiting = true
 		c.mu.Unlock()
 		if !blocked {
 			blocked = true
@@ -235,15 +274,44 @@ func (c *Combiner) Submit(ctx context.Context, s Slice) error {
 			return ctx.Err()
 		}
 	}
-	wasEmpty := len(c.mu.queue) == 0
-	c.mu.queue = append(c.mu.queue, item{s: s, size: size})
-	c.mu.view = append(c.mu.view, Queued{Size: size + int64(objformat.EntrySize(s.Topic)), AppendedAt: s.AppendedAt})
+	wasEmpty := len(c.mu.queue.in) == 0
+	closedBefore, closedAfter, open := c.policy.place(c.mu.open, view.Size)
+	if closedBefore {
+		c.mu.openStamp = time.Time{}
+	}
+	stamped := view.AppendedAt.IsZero()
+	if stamped {
+		// A slice without AppendedAt is stamped at Submit. Only the
+		// oldest stamp of the object Pack leaves open decides when it is
+		// cut, and stamps only grow, so later slices of the same object
+		// share its first stamp: Pack decides exactly as with a clock
+		// read per slice, which would cost more than the rest of Submit.
+		if c.mu.openStamp.IsZero() {
+			c.mu.openStamp = c.clock.Now()
+		}
+		view.AppendedAt = c.mu.openStamp
+	}
+	c.mu.open = open
+	if closedAfter {
+		c.mu.openStamp = time.Time{}
+	}
+	c.mu.queue.in = append(c.mu.queue.in, objformat.Input{TopicPartition: s.TopicPartition, LeaderEpoch: s.LeaderEpoch,
+		BaseOffset: s.BaseOffset, LastOffset: s.LastOffset, Data: s.Data})
+	c.mu.queue.done = append(c.mu.queue.done, s.Done)
+	c.mu.view = append(c.mu.view, view)
 	c.mu.queuedBytes += size
 	c.mu.heldSlices++
 	c.mu.heldBytes += size
-	full := c.mu.queuedBytes >= c.cfg.UploadBytes
+	// Wake the cutter only when its decision may change: the queue was
+	// empty (it arms the interval timer), an object just closed (Pack
+	// would cut it), or this slice is older than the one the timer is
+	// armed for (never so for one stamped now). Otherwise the slice waits
+	// for the next cut without a wakeup, so small slices cost no channel
+	// operation each.
+	wake := wasEmpty || closedAfter ||
+		(!stamped && !c.mu.armedFor.IsZero() && view.AppendedAt.Before(c.mu.armedFor))
 	c.mu.Unlock()
-	if wasEmpty || full {
+	if wake {
 		c.poke()
 	}
 	return nil
@@ -259,7 +327,7 @@ func (c *Combiner) poke() {
 // Metrics returns a snapshot.
 func (c *Combiner) Metrics() Metrics {
 	c.mu.Lock()
-	m := Metrics{QueuedSlices: len(c.mu.queue), QueuedBytes: c.mu.queuedBytes, HeldSlices: c.mu.heldSlices, HeldBytes: c.mu.heldBytes}
+	m := Metrics{QueuedSlices: len(c.mu.queue.in), QueuedBytes: c.mu.queuedBytes, HeldSlices: c.mu.heldSlices, HeldBytes: c.mu.heldBytes}
 	c.mu.Unlock()
 	m.SubmitsBlocked = c.m.submitsBlocked.Load()
 	m.ObjectsCut = c.m.cut.Load()
@@ -314,40 +382,60 @@ func (c *Combiner) cutter() {
 	timer.Stop()
 	defer timer.Stop()
 	var seq uint64
+	var cut []job
 	for {
 		c.mu.Lock()
 		closing := c.mu.closed
-		plan := Pack(c.mu.view, c.clock.Now(), c.policy, closing)
-		var cut [][]item
+		now := c.clock.Now()
+		plan := Pack(c.mu.view, now, c.policy, closing)
+		cut = cut[:0]
 		n := 0
+		q := &c.mu.queue
 		for _, k := range plan.Cuts {
-			cut = append(cut, c.mu.queue[n:n+k:n+k])
+			// Copy the slices out so the queue's arrays can be reused at
+			// once; the job's batch is recycled after release.
+			b := c.spareBatch()
+			b.in = append(b.in, q.in[n:n+k]...)
+			b.done = append(b.done, q.done[n:n+k]...)
+			c.mu.queuedBytes -= b.bytes()
+			cut = append(cut, job{b: b})
 			n += k
 		}
 		if n > 0 {
-			for _, it := range c.mu.queue[:n] {
-				c.mu.queuedBytes -= it.size
-			}
-			// Copy the rest down so the backing arrays do not grow forever
-			// and the cut items are no longer shared with the queue.
-			c.mu.queue = append([]item(nil), c.mu.queue[n:]...)
-			c.mu.view = append(c.mu.view[:0], c.mu.view[n:]...)
+			m := copy(q.in, q.in[n:])
+			copy(q.done, q.done[n:])
+			// Drop the references left behind by the move down.
+			clear(q.in[m:])
+			clear(q.done[m:])
+			q.in, q.done = q.in[:m], q.done[:m]
+			c.mu.view = c.mu.view[:copy(c.mu.view, c.mu.view[n:])]
 		}
-		empty := len(c.mu.queue) == 0
+		c.mu.armedFor = time.Time{}
+		if plan.Wait > 0 {
+			c.mu.armedFor = now.Add(plan.Wait - c.cfg.Interval)
+		}
+		// What Pack left is the open object Submit follows, unless the
+		// interval or a flush cut that too.
+		empty := len(q.in) == 0
+		if empty {
+			c.mu.open, c.mu.openStamp = emptyObject, time.Time{}
+		}
 		c.mu.Unlock()
 
-		for i, items := range cut {
+		for i := range cut {
+			cut[i].seq = seq
 			select {
-			case c.jobs <- job{seq: seq, items: items}:
+			case c.jobs <- cut[i]:
 				seq++
 				c.m.cut.Add(1)
 			case <-c.abort.Done():
 				for _, rest := range cut[i:] {
-					c.release(rest, UploadedObject{}, ErrClosed)
+					c.release(rest.b, UploadedObject{}, ErrClosed)
 				}
 				c.failQueue()
 				return
 			}
+			cut[i] = job{}
 		}
 		if closing && empty {
 			return
@@ -366,34 +454,54 @@ func (c *Combiner) cutter() {
 	}
 }
 
+// spareBatch returns an empty batch, reused if one is spare. Called with
+// c.mu held.
+func (c *Combiner) spareBatch() *batch {
+	if n := len(c.mu.spare); n > 0 {
+		b := c.mu.spare[n-1]
+		c.mu.spare[n-1] = nil
+		c.mu.spare = c.mu.spare[:n-1]
+		return b
+	}
+	return new(batch)
+}
+
 func (c *Combiner) failQueue() {
 	c.mu.Lock()
 	q := c.mu.queue
-	c.mu.queue, c.mu.view, c.mu.queuedBytes = nil, nil, 0
+	c.mu.queue, c.mu.view, c.mu.queuedBytes, c.mu.armedFor = batch{}, nil, 0, time.Time{}
+	c.mu.open, c.mu.openStamp = emptyObject, time.Time{}
 	c.mu.Unlock()
-	c.release(q, UploadedObject{}, ErrClosed)
+	c.release(&q, UploadedObject{}, ErrClosed)
 }
 
-// release gives up the budget of items and tells their callers.
-func (c *Combiner) release(items []item, obj UploadedObject, err error) {
-	if len(items) == 0 {
+// release gives up the budget of b's slices and tells their callers. b
+// is then recycled for a later job: the caller must not use it again.
+func (c *Combiner) release(b *batch, obj UploadedObject, err error) {
+	if len(b.in) == 0 {
 		return
 	}
-	var b int64
-	for _, it := range items {
-		b += it.size
-	}
+	n := b.bytes()
 	c.mu.Lock()
-	c.mu.heldSlices -= len(items)
-	c.mu.heldBytes -= b
-	close(c.mu.space)
-	c.mu.space = make(chan struct{})
+	c.mu.heldSlices -= len(b.in)
+	c.mu.heldBytes -= n
+	if c.mu.waiting {
+		close(c.mu.space)
+		c.mu.space = make(chan struct{})
+		c.mu.waiting = false
+	}
 	c.mu.Unlock()
-	for _, it := range items {
-		if it.s.Done != nil {
-			it.s.Done(obj, err)
+	for _, done := range b.done {
+		if done != nil {
+			done(obj, err)
 		}
 	}
+	// The spare list never holds more slots than were held at once,
+	// which the queue bound limits.
+	b.reset()
+	c.mu.Lock()
+	c.mu.spare = append(c.mu.spare, b)
+	c.mu.Unlock()
 }
 
 func (c *Combiner) jitter(d time.Duration) time.Duration {
@@ -429,30 +537,28 @@ func (c *Combiner) backoff(attempt int) time.Duration {
 	return c.jitter(min(d, c.cfg.BackoffMax))
 }
 
-// worker encodes and uploads objects. Its encode buffer is reused: the
-// writer does not retain the body.
+// worker encodes and uploads objects. Its encode buffer is reused for the
+// next object only after upload returned, that is after the last PUT
+// attempt of this object returned (ObjectWriter does not retain the body),
+// so no buffer still being uploaded or retried is ever overwritten. A
+// buffer grown past MaxObjectBytes by one oversized slice is not kept.
 func (c *Combiner) worker() {
 	var enc objformat.Encoder
 	defer enc.Close()
 	var buf []byte
-	var in []objformat.Input
 	for j := range c.jobs {
-		in = in[:0]
-		for _, it := range j.items {
-			s := &it.s
-			in = append(in, objformat.Input{TopicPartition: s.TopicPartition, LeaderEpoch: s.LeaderEpoch,
-				BaseOffset: s.BaseOffset, LastOffset: s.LastOffset, Data: s.Data})
+		if int64(cap(buf)) > c.cfg.MaxObjectBytes {
+			buf = nil
 		}
-		body, entries, err := enc.Append(buf, in, c.cfg.Codec)
+		body, entries, err := enc.Append(buf, j.b.in, c.cfg.Codec)
 		if err != nil {
-			c.log.Error("combiner: encode", "err", err, "slices", len(in))
-			c.results <- result{seq: j.seq, items: j.items, err: err}
+			c.log.Error("combiner: encode", "err", err, "slices", len(j.b.in))
+			c.results <- result{seq: j.seq, b: j.b, err: err}
 			continue
 		}
 		buf = body
 		obj, err := c.upload(body, entries)
-		clear(in) // drop references to slice data
-		c.results <- result{seq: j.seq, items: j.items, obj: obj, err: err}
+		c.results <- result{seq: j.seq, b: j.b, obj: obj, err: err}
 	}
 }
 
@@ -550,18 +656,18 @@ func (c *Combiner) publisher() {
 func (c *Combiner) finish(r result) {
 	if r.err != nil {
 		c.m.failed.Add(1)
-		c.release(r.items, UploadedObject{}, r.err)
+		c.release(r.b, UploadedObject{}, r.err)
 		return
 	}
 	err := c.publish(r.obj)
 	c.setInFlight(r.obj.Key, false)
 	if err != nil {
 		c.m.failed.Add(1)
-		c.release(r.items, UploadedObject{}, err)
+		c.release(r.b, UploadedObject{}, err)
 		return
 	}
 	c.m.pub.Add(1)
-	c.release(r.items, r.obj, nil)
+	c.release(r.b, r.obj, nil)
 }
 
 func (c *Combiner) publish(obj UploadedObject) error {

@@ -32,6 +32,12 @@ type rig struct {
 
 func newRig(t *testing.T, cfg Config, faults func(int) fault, pubFail func(int) error) *rig {
 	t.Helper()
+	return newRigWrapped(t, cfg, faults, pubFail, nil)
+}
+
+// newRigWrapped is newRig with the combiner writing through wrap(r.fw).
+func newRigWrapped(t *testing.T, cfg Config, faults func(int) fault, pubFail func(int) error, wrap func(ObjectWriter) ObjectWriter) *rig {
+	t.Helper()
 	r := &rig{clk: clock.NewManual(t0), stop: make(chan struct{})}
 	r.store = newMemStore(r.clk)
 	if faults == nil {
@@ -40,6 +46,9 @@ func newRig(t *testing.T, cfg Config, faults func(int) fault, pubFail func(int) 
 	r.fw = &faultWriter{w: StoreWriter{Store: r.store}, fn: faults}
 	r.pub = &recPublisher{t: t, store: r.store, failFor: pubFail}
 	cfg.Writer, cfg.Publisher, cfg.Clock = r.fw, r.pub, r.clk
+	if wrap != nil {
+		cfg.Writer = wrap(r.fw)
+	}
 	cfg.Rand = rand.New(rand.NewPCG(1, 2))
 	if cfg.BrokerID == 0 {
 		cfg.BrokerID = 7

@@ -4,11 +4,13 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
@@ -171,7 +173,16 @@ func DefaultRetriable(err error) bool {
 // <prefix>wal/<broker-id>/<yyyymmddhh>/<id>.kwal. Every key has the same
 // depth and ends in a leaf name, so none is a "/"-prefix of another.
 func Key(prefix string, broker int32, t time.Time, id string) string {
-	return fmt.Sprintf("%swal/%d/%s/%s.kwal", prefix, broker, t.UTC().Format("2006010215"), id)
+	b := make([]byte, 0, len(prefix)+len("wal/")+11+len("/2006010215/")+len(id)+len(".kwal"))
+	b = append(b, prefix...)
+	b = append(b, "wal/"...)
+	b = strconv.AppendInt(b, int64(broker), 10)
+	b = append(b, '/')
+	b = t.UTC().AppendFormat(b, "2006010215")
+	b = append(b, '/')
+	b = append(b, id...)
+	b = append(b, ".kwal"...)
+	return string(b)
 }
 
 // WALPrefix is the prefix every key of prefix's WAL objects starts with.
@@ -207,5 +218,15 @@ func newID(r *rand.Rand) string {
 	binary.BigEndian.PutUint64(b[8:], r.Uint64())
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:36], b[10:16])
+	return string(s[:])
 }

@@ -45,17 +45,17 @@ type Plan struct {
 // flush is set.
 func Pack(queue []Queued, now time.Time, p Policy, flush bool) Plan {
 	var plan Plan
-	base := int64(objformat.Overhead(0))
-	start, size := 0, base
+	start, open := 0, emptyObject
 	for i, q := range queue {
-		if i > start && size+q.Size > p.MaxObjectBytes {
+		var before, after bool
+		before, after, open = p.place(open, q.Size)
+		if before {
 			plan.Cuts = append(plan.Cuts, i-start)
-			start, size = i, base
+			start = i
 		}
-		size += q.Size
-		if size >= p.UploadBytes {
+		if after {
 			plan.Cuts = append(plan.Cuts, i+1-start)
-			start, size = i+1, base
+			start = i + 1
 		}
 	}
 	rest := queue[start:]
@@ -77,4 +77,24 @@ func Pack(queue []Queued, now time.Time, p Policy, flush bool) Plan {
 	}
 	plan.Wait = p.Interval - age
 	return plan
+}
+
+// emptyObject is the size of an object before any slice joins it.
+const emptyObject = int64(objformat.FixedOverhead)
+
+// place is one step of Pack's greedy walk: a slice of size joins the open
+// object, which holds open bytes (emptyObject when it has no slice yet).
+// closedBefore: the open object was cut before the slice, which starts the
+// next one; closedAfter: the object is cut with the slice as its last.
+// next is the open object's size afterwards. Pure; Combiner.Submit runs the
+// same steps as slices arrive, so it knows where Pack's objects begin.
+func (p Policy) place(open, size int64) (closedBefore, closedAfter bool, next int64) {
+	if open > emptyObject && open+size > p.MaxObjectBytes {
+		closedBefore, open = true, emptyObject
+	}
+	open += size
+	if open >= p.UploadBytes {
+		return closedBefore, true, emptyObject
+	}
+	return closedBefore, false, open
 }

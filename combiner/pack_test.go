@@ -1,6 +1,7 @@
 package combiner
 
 import (
+	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
@@ -53,5 +54,45 @@ func TestPack(t *testing.T) {
 				n += k
 			}
 		})
+	}
+}
+
+func TestPlaceFollowsPack(t *testing.T) {
+	// Submit walks Policy.place as slices arrive and trusts that what Pack
+	// leaves queued is exactly its open object. Check that against Pack
+	// under random arrivals, size cuts and interval (or flush) cuts.
+	rng := rand.New(rand.NewPCG(5, 6))
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for round := range 300 {
+		up := emptyObject + 1 + rng.Int64N(400)
+		p := Policy{UploadBytes: up, MaxObjectBytes: up + rng.Int64N(300), Interval: time.Second}
+		var queue []Queued
+		open := emptyObject
+		for step := range 400 {
+			switch k := rng.IntN(10); {
+			case k < 7:
+				size := 1 + rng.Int64N(250) // sometimes bigger than an object
+				_, _, open = p.place(open, size)
+				queue = append(queue, Queued{Size: size, AppendedAt: t0})
+				continue
+			case k < 9:
+				plan := Pack(queue, t0, p, false)
+				n := 0
+				for _, c := range plan.Cuts {
+					n += c
+				}
+				queue = queue[n:]
+			default:
+				Pack(queue, t0, p, true) // cuts everything, as the interval does
+				queue, open = nil, emptyObject
+			}
+			want := emptyObject
+			for _, q := range queue {
+				want += q.Size
+			}
+			if open != want {
+				t.Fatalf("round %d step %d: Submit's open object is %d bytes, Pack left %d", round, step, open, want)
+			}
+		}
 	}
 }

@@ -68,3 +68,39 @@ func BenchmarkWatchComplete(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSteadyState is workload P's purgatory work without the clock:
+// pending operations over 100 keys, 3 keys each; every op completes a
+// random pending one with ForceComplete and hands in a new one, 200 ms
+// timeout. Allocations include the operation itself.
+func BenchmarkSteadyState(b *testing.B) {
+	for _, pending := range []int{1_000, 20_000} {
+		b.Run(fmt.Sprintf("pending=%d", pending), func(b *testing.B) {
+			b.ReportAllocs()
+			c := &ManualClock{}
+			p, err := New[int](Config{Timer: TimerConfig{Clock: c, Manual: true}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			add := func() *benchOp {
+				o := &benchOp{}
+				o.Timeout = 200 * time.Millisecond
+				k0 := rng.IntN(100)
+				keys := [3]int{k0, (k0 + 1 + rng.IntN(99)) % 100, (k0 + 50) % 100}
+				p.TryCompleteElseWatch(o, keys[:])
+				return o
+			}
+			ops := make([]*benchOp, pending)
+			for i := range ops {
+				ops[i] = add()
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				j := rng.IntN(pending)
+				ops[j].ForceComplete()
+				ops[j] = add()
+			}
+		})
+	}
+}

@@ -69,17 +69,23 @@ type Op struct {
 	// at the next tick unless it completes first.
 	Timeout time.Duration
 
-	entry   TimerEntry
-	outcome atomic.Uint32
-	mu      sync.Mutex // serialises TryComplete
-	self    Operation
-	owner   releaser
-	nodes   [inlineKeys]watchNode
-	more    []watchNode
-	nkeys   int
+	entry    TimerEntry
+	deadline int64
+	outcome  atomic.Uint32
+	mu       sync.Mutex // serialises TryComplete
+	self     Operation
+	owner    releaser
+	nodes    [inlineKeys]watchNode
+	more     []watchNode
+	nkeys    int
 }
 
 func (o *Op) base() *Op { return o }
+
+// Deadline returns when the operation's timeout falls due, on the
+// purgatory's clock. It is set by TryCompleteElseWatch before the timeout is
+// armed, so OnExpiration may read it.
+func (o *Op) Deadline() int64 { return o.deadline }
 
 // IsCompleted reports whether the operation has completed.
 func (o *Op) IsCompleted() bool { return o.outcome.Load() != uint32(Pending) }
@@ -108,6 +114,14 @@ func (o *Op) finish(out Outcome) bool {
 	return true
 }
 
+// home is the stripe that counts o: its first key's, 0 without keys.
+func (o *Op) home() uint32 {
+	if o.nkeys == 0 {
+		return 0
+	}
+	return o.nodes[0].stripe
+}
+
 func (o *Op) node(i int) *watchNode {
 	if i < inlineKeys {
 		return &o.nodes[i]
@@ -120,25 +134,45 @@ type opTask Op
 
 func (t *opTask) Expire() { (*Op)(t).finish(Expired) }
 
-// watchNode links an Op into the watcher list of one key.
+// watchNode is an Op's place in the watcher list of one key.
 type watchNode struct {
-	prev, next *watchNode
-	op         *Op
-	stripe     unlinker // fixed before the Op is visible to others
-	list       any      // *watchList[K]; guarded by the stripe's lock
+	list   any    // *watchList[K] while watched; guarded by the stripe's lock
+	idx    int32  // position in list.ops; guarded by the stripe's lock
+	stripe uint32 // index of the key's stripe, fixed before the Op is visible
 }
 
-type unlinker interface {
-	unlink(n *watchNode)
+// Timeouts arms and disarms the timeouts of a purgatory's operations. The
+// purgatory's own Timer does this unless Config.Timeouts is set; another
+// implementation puts a different timer under the same watcher layer, which
+// is how `kwal bench purgatory` compares timers. The broker leaves it nil.
+type Timeouts interface {
+	// Arm makes expire.Expire run once, at or after deadline (nanoseconds
+	// on Config.Timer.Clock), unless Disarm stops it first. It returns
+	// ErrClosed after Close.
+	Arm(op Operation, deadline int64, expire Expirer) error
+	// Disarm stops op's timeout and reports whether it did. The purgatory
+	// may call it on another goroutine while Arm for the same op is still
+	// running (a completion racing with TryCompleteElseWatch), so it must
+	// be safe then; it calls Disarm again after Arm returns if the op
+	// completed meanwhile.
+	Disarm(op Operation) bool
+	// Close stops the timer and returns the Expirers of timeouts still
+	// armed, which will never run. An implementation that cannot list them
+	// returns nil; Shutdown then leaves those operations pending.
+	Close() []Expirer
 }
 
 // Config configures a Purgatory.
 type Config struct {
-	// Timer configures the purgatory's own timing wheel.
+	// Timer configures the purgatory's own timing wheel. With Timeouts set,
+	// only its Clock is used.
 	Timer TimerConfig
 	// Stripes is the number of watcher-list stripes, a power of two.
 	// Default 64.
 	Stripes int
+	// Timeouts, if set, arms operation timeouts instead of the purgatory's
+	// own Timer (see Timeouts).
+	Timeouts Timeouts
 }
 
 // Validate fills defaults and rejects nonsense.
@@ -165,20 +199,20 @@ type Metrics struct {
 	// ExpirationsPerSecond is the expiry rate since the previous call to
 	// Metrics (since New for the first call).
 	ExpirationsPerSecond float64
-	// TimerEntries is the number of entries in the timing wheel.
+	// TimerEntries is the number of entries in the timing wheel not yet
+	// due; 0 with Config.Timeouts.
 	TimerEntries int
 }
 
 // Purgatory holds delayed operations watched under keys of type K.
 type Purgatory[K comparable] struct {
-	timer   *Timer
+	timer   *Timer   // nil with Config.Timeouts
+	ext     Timeouts // Config.Timeouts
 	clock   Clock
 	seed    maphash.Seed
 	mask    uint64
 	stripes []stripe[K]
 	closed  atomic.Bool
-	pending atomic.Int64
-	expired atomic.Uint64
 	pool    sync.Pool // *[]*Op snapshots for CheckAndComplete
 	rate    struct {
 		sync.Mutex
@@ -192,17 +226,33 @@ type stripe[K comparable] struct {
 		sync.Mutex
 		lists    map[K]*watchList[K]
 		watchers int64
+		// empty lists stay in the map, so a key that keeps going from one
+		// watcher to none costs no allocation; they are swept when they
+		// outnumber the others.
+		empty int
 	}
-	_ [64]byte // keep stripes on separate cache lines
+	// Counts of the operations whose first key maps here, kept beside the
+	// lock that watching them takes anyway: a single purgatory-wide
+	// counter would bounce between the cores adding and completing.
+	pending atomic.Int64
+	expired atomic.Uint64
+	_       [64]byte // keep stripes on separate cache lines
 }
 
+// watchList is a key's watchers as a slice: adding appends, removing moves
+// the last watcher into the hole. Unlike a linked list, removal touches no
+// other operation but the last one added, which is usually still in cache.
+// Order is not kept; CheckAndComplete tries every watcher anyway.
 type watchList[K comparable] struct {
-	key  K
-	root watchNode
-	n    int
+	key K
+	ops []watchRef
 }
 
-var _ unlinker = (*stripe[int])(nil)
+type watchRef struct {
+	op *Op
+	i  int // which of op's keys
+}
+
 var _ releaser = (*Purgatory[int])(nil)
 var _ Expirer = (*opTask)(nil)
 
@@ -211,12 +261,16 @@ func New[K comparable](cfg Config) (*Purgatory[K], error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	t, err := NewTimer(cfg.Timer)
-	if err != nil {
-		return nil, err
+	var t *Timer
+	if cfg.Timeouts == nil {
+		var err error
+		if t, err = NewTimer(cfg.Timer); err != nil {
+			return nil, err
+		}
 	}
 	p := &Purgatory[K]{
 		timer:   t,
+		ext:     cfg.Timeouts,
 		clock:   cfg.Timer.Clock,
 		seed:    maphash.MakeSeed(),
 		mask:    uint64(cfg.Stripes - 1),
@@ -231,14 +285,35 @@ func New[K comparable](cfg Config) (*Purgatory[K], error) {
 }
 
 // Timer returns the purgatory's timing wheel (for Poll with a manual
-// clock, and for inspection).
+// clock, and for inspection); nil with Config.Timeouts.
 func (p *Purgatory[K]) Timer() *Timer { return p.timer }
 
-// Poll advances the timer; see Timer.Poll.
-func (p *Purgatory[K]) Poll() int { return p.timer.Poll() }
+// Poll advances the timer; see Timer.Poll. It returns 0 with
+// Config.Timeouts.
+func (p *Purgatory[K]) Poll() int {
+	if p.timer == nil {
+		return 0
+	}
+	return p.timer.Poll()
+}
 
-func (p *Purgatory[K]) stripe(key K) *stripe[K] {
-	return &p.stripes[maphash.Comparable(p.seed, key)&p.mask]
+func (p *Purgatory[K]) arm(o *Op, deadline int64) error {
+	if p.timer != nil {
+		return p.timer.Schedule(&o.entry, deadline, (*opTask)(o))
+	}
+	return p.ext.Arm(o.self, deadline, (*opTask)(o))
+}
+
+func (p *Purgatory[K]) disarm(o *Op) {
+	if p.timer != nil {
+		p.timer.Cancel(&o.entry)
+	} else {
+		p.ext.Disarm(o.self)
+	}
+}
+
+func (p *Purgatory[K]) stripeIndex(key K) uint32 {
+	return uint32(maphash.Comparable(p.seed, key) & p.mask)
 }
 
 // TryCompleteElseWatch tries op; if it cannot complete, watches it under
@@ -253,10 +328,9 @@ func (p *Purgatory[K]) TryCompleteElseWatch(op Operation, keys []K) bool {
 		o.more = make([]watchNode, len(keys)-inlineKeys)
 	}
 	for i, k := range keys {
-		n := o.node(i)
-		n.op, n.stripe = o, p.stripe(k)
+		o.node(i).stripe = p.stripeIndex(k)
 	}
-	p.pending.Add(1)
+	p.stripes[o.home()].pending.Add(1)
 	if p.closed.Load() {
 		o.finish(ShutDown)
 		return true
@@ -268,20 +342,20 @@ func (p *Purgatory[K]) TryCompleteElseWatch(op Operation, keys []K) bool {
 		if o.IsCompleted() {
 			return true
 		}
-		p.watch(o.node(i), k)
+		p.watch(o, i, k)
 	}
 	if p.try(o) {
 		return true
 	}
-	deadline := p.clock.Now() + int64(o.Timeout)
-	if err := p.timer.Schedule(&o.entry, deadline, (*opTask)(o)); err != nil {
+	o.deadline = p.clock.Now() + int64(o.Timeout)
+	if err := p.arm(o, o.deadline); err != nil {
 		// Closed: Shutdown came first.
 		o.finish(ShutDown)
 		return true
 	}
-	// A completion racing with Schedule may have missed the entry.
+	// A completion racing with arm may have missed the timeout.
 	if o.IsCompleted() {
-		p.timer.Cancel(&o.entry)
+		p.disarm(o)
 		return true
 	}
 	return false
@@ -298,70 +372,89 @@ func (p *Purgatory[K]) try(o *Op) bool {
 	return o.IsCompleted()
 }
 
-func (p *Purgatory[K]) watch(n *watchNode, key K) {
-	s := n.stripe.(*stripe[K])
+func (p *Purgatory[K]) watch(o *Op, i int, key K) {
+	n := o.node(i)
+	s := &p.stripes[n.stripe]
 	s.mu.Lock()
 	// Checked under the stripe lock: release unlinks under it too, after
 	// the outcome is set, so a completed op is never left linked.
-	if !n.op.IsCompleted() {
+	if !o.IsCompleted() {
 		l := s.mu.lists[key]
 		if l == nil {
 			l = &watchList[K]{key: key}
-			l.root.prev, l.root.next = &l.root, &l.root
 			s.mu.lists[key] = l
+		} else if len(l.ops) == 0 {
+			s.mu.empty--
 		}
-		last := l.root.prev
-		n.prev, n.next = last, &l.root
-		last.next, l.root.prev = n, n
-		n.list = l
-		l.n++
+		n.list, n.idx = l, int32(len(l.ops))
+		l.ops = append(l.ops, watchRef{o, i})
 		s.mu.watchers++
 	}
 	s.mu.Unlock()
 }
 
-func (s *stripe[K]) unlink(n *watchNode) {
+// unwatch takes node i of o out of its list.
+func (s *stripe[K]) unwatch(n *watchNode) {
 	s.mu.Lock()
-	if n.list != nil {
-		l := n.list.(*watchList[K])
-		n.prev.next, n.next.prev = n.next, n.prev
-		n.prev, n.next, n.list = nil, nil, nil
-		l.n--
+	if l, _ := n.list.(*watchList[K]); l != nil {
+		last := len(l.ops) - 1
+		if int(n.idx) != last {
+			moved := l.ops[last]
+			l.ops[n.idx] = moved
+			moved.op.node(moved.i).idx = n.idx
+		}
+		l.ops[last] = watchRef{}
+		l.ops = l.ops[:last]
+		n.list = nil
 		s.mu.watchers--
-		if l.n == 0 {
-			delete(s.mu.lists, l.key)
+		if last == 0 {
+			s.mu.empty++
+			if s.mu.empty > 8 && s.mu.empty > len(s.mu.lists)/2 {
+				s.sweepLocked()
+			}
 		}
 	}
 	s.mu.Unlock()
 }
 
+func (s *stripe[K]) sweepLocked() {
+	for k, l := range s.mu.lists {
+		if len(l.ops) == 0 {
+			delete(s.mu.lists, k)
+		}
+	}
+	s.mu.empty = 0
+}
+
 // release runs once per op, right after its outcome is set.
 func (p *Purgatory[K]) release(o *Op) {
-	p.timer.Cancel(&o.entry)
+	p.disarm(o)
 	for i := 0; i < o.nkeys; i++ {
 		n := o.node(i)
-		n.stripe.unlink(n)
+		p.stripes[n.stripe].unwatch(n)
 	}
+	home := &p.stripes[o.home()]
 	if Outcome(o.outcome.Load()) == Expired {
-		p.expired.Add(1)
+		home.expired.Add(1)
 	}
-	p.pending.Add(-1)
+	home.pending.Add(-1)
 }
 
 // CheckAndComplete retries the operations watching key and returns how many
-// it completed. Kafka: checkAndComplete.
+// it completed (those whose TryComplete returned true, or completed
+// themselves with ForceComplete inside it). Kafka: checkAndComplete.
 func (p *Purgatory[K]) CheckAndComplete(key K) int {
-	s := p.stripe(key)
+	s := &p.stripes[p.stripeIndex(key)]
 	s.mu.Lock()
 	l := s.mu.lists[key]
-	if l == nil {
+	if l == nil || len(l.ops) == 0 {
 		s.mu.Unlock()
 		return 0
 	}
 	bp := p.pool.Get().(*[]*Op)
 	ops := (*bp)[:0]
-	for n := l.root.next; n != &l.root; n = n.next {
-		ops = append(ops, n.op)
+	for _, r := range l.ops {
+		ops = append(ops, r.op)
 	}
 	s.mu.Unlock()
 	done := 0
@@ -370,8 +463,12 @@ func (p *Purgatory[K]) CheckAndComplete(key K) int {
 			continue
 		}
 		o.mu.Lock()
-		if !o.IsCompleted() && o.self.TryComplete() && o.finish(Completed) {
-			done++
+		if !o.IsCompleted() && o.self.TryComplete() {
+			// TryComplete may have called ForceComplete itself; only an
+			// expiry racing with it leaves another outcome.
+			if o.finish(Completed) || o.Outcome() == Completed {
+				done++
+			}
 		}
 		o.mu.Unlock()
 	}
@@ -389,24 +486,31 @@ func (p *Purgatory[K]) Shutdown() {
 	if p.closed.Swap(true) {
 		return
 	}
-	for _, t := range p.timer.Close() {
+	var left []Expirer
+	if p.timer != nil {
+		left = p.timer.Close()
+	} else {
+		left = p.ext.Close()
+	}
+	for _, t := range left {
 		(*Op)(t.(*opTask)).finish(ShutDown)
 	}
 }
 
 // Metrics returns a snapshot.
 func (p *Purgatory[K]) Metrics() Metrics {
-	m := Metrics{
-		Pending:      p.pending.Load(),
-		Expired:      p.expired.Load(),
-		TimerEntries: p.timer.Len(),
+	m := Metrics{}
+	if p.timer != nil {
+		m.TimerEntries = p.timer.Len()
 	}
 	for i := range p.stripes {
 		s := &p.stripes[i]
 		s.mu.Lock()
 		m.Watchers += s.mu.watchers
-		m.Keys += len(s.mu.lists)
+		m.Keys += len(s.mu.lists) - s.mu.empty
 		s.mu.Unlock()
+		m.Pending += s.pending.Load()
+		m.Expired += s.expired.Load()
 	}
 	now := p.clock.Now()
 	p.rate.Lock()

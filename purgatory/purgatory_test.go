@@ -1,6 +1,7 @@
 package purgatory
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -336,4 +337,189 @@ func liveHeap() uint64 {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// fakeTimeouts is a Timeouts that fires only when told.
+type fakeTimeouts struct {
+	mu     sync.Mutex
+	armed  map[Operation]Expirer
+	dls    map[Operation]int64
+	closed bool
+}
+
+var _ Timeouts = (*fakeTimeouts)(nil)
+
+func (f *fakeTimeouts) Arm(op Operation, deadline int64, x Expirer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return ErrClosed
+	}
+	f.armed[op], f.dls[op] = x, deadline
+	return nil
+}
+
+func (f *fakeTimeouts) Disarm(op Operation) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.armed[op]
+	delete(f.armed, op)
+	return ok
+}
+
+func (f *fakeTimeouts) Close() []Expirer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	var out []Expirer
+	for _, x := range f.armed {
+		out = append(out, x)
+	}
+	clear(f.armed)
+	return out
+}
+
+// fire runs op's timeout as a timer would.
+func (f *fakeTimeouts) fire(op Operation) {
+	f.mu.Lock()
+	x := f.armed[op]
+	delete(f.armed, op)
+	f.mu.Unlock()
+	if x != nil {
+		x.Expire()
+	}
+}
+
+func TestCustomTimeouts(t *testing.T) {
+	c := &ManualClock{}
+	c.Set(int64(time.Second))
+	ft := &fakeTimeouts{armed: map[Operation]Expirer{}, dls: map[Operation]int64{}}
+	p, err := New[string](Config{Timer: TimerConfig{Clock: c, Manual: true}, Timeouts: ft})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Timer() != nil || p.Poll() != 0 {
+		t.Fatal("a purgatory with Timeouts has no Timer of its own")
+	}
+	done, expiring, left := newOp(time.Second), newOp(2*time.Second), newOp(time.Minute)
+	for _, op := range []*fakeOp{done, expiring, left} {
+		if p.TryCompleteElseWatch(op, []string{"k"}) {
+			t.Fatal("unready op completed")
+		}
+		if want := c.Now() + int64(op.Timeout); op.Deadline() != want || ft.dls[op] != want {
+			t.Fatalf("deadline %d, armed at %d, want %d", op.Deadline(), ft.dls[op], want)
+		}
+	}
+	done.ready.Store(true)
+	if n := p.CheckAndComplete("k"); n != 1 {
+		t.Fatalf("completed %d, want 1", n)
+	}
+	if _, armed := ft.armed[done]; armed {
+		t.Fatal("completion did not disarm the timeout")
+	}
+	ft.fire(expiring)
+	if expiring.Outcome() != Expired || expiring.expirations.Load() != 1 {
+		t.Fatalf("expiring: %v", expiring.Outcome())
+	}
+	if m := p.Metrics(); m.Pending != 1 || m.Expired != 1 || m.Watchers != 1 || m.TimerEntries != 0 {
+		t.Fatalf("metrics %+v", m)
+	}
+	p.Shutdown()
+	if left.Outcome() != ShutDown {
+		t.Fatalf("left: %v, want shut down from the timeouts Close returned", left.Outcome())
+	}
+	late := newOp(time.Second)
+	if !p.TryCompleteElseWatch(late, []string{"k"}) || late.Outcome() != ShutDown {
+		t.Fatalf("op after shutdown: %v", late.Outcome())
+	}
+}
+
+// selfCompleter completes itself inside TryComplete, Kafka style.
+type selfCompleter struct {
+	fakeOp
+}
+
+func (s *selfCompleter) TryComplete() bool {
+	return s.ready.Load() && s.ForceComplete()
+}
+
+func TestCheckAndCompleteCountsSelfCompletion(t *testing.T) {
+	p, _ := manualPurgatory(t)
+	op := &selfCompleter{}
+	op.Timeout = time.Second
+	p.TryCompleteElseWatch(op, []string{"k"})
+	op.ready.Store(true)
+	if n := p.CheckAndComplete("k"); n != 1 || op.Outcome() != Completed || op.completes.Load() != 1 {
+		t.Fatalf("completed %d, outcome %v, OnComplete %d times", n, op.Outcome(), op.completes.Load())
+	}
+}
+
+// TestWatchListRemovalKeepsTheRest completes random watchers of one key out
+// of order (each removal moves the last watcher into the hole), then checks
+// that CheckAndComplete still reaches every one left, once.
+func TestWatchListRemovalKeepsTheRest(t *testing.T) {
+	p, _ := manualPurgatory(t)
+	rng := rand.New(rand.NewPCG(5, 5))
+	ops := make([]*fakeOp, 500)
+	for i := range ops {
+		ops[i] = newOp(time.Hour)
+		p.TryCompleteElseWatch(ops[i], []string{"hot", string(rune('a' + i%7))})
+	}
+	left := 0
+	for _, op := range ops {
+		if rng.IntN(2) == 0 {
+			op.ForceComplete()
+		} else {
+			left++
+		}
+	}
+	if m := p.Metrics(); m.Pending != int64(left) || m.Watchers != int64(2*left) {
+		t.Fatalf("metrics %+v, want %d pending", m, left)
+	}
+	for _, op := range ops {
+		op.ready.Store(true)
+	}
+	if n := p.CheckAndComplete("hot"); n != left {
+		t.Fatalf("completed %d, want %d", n, left)
+	}
+	for i, op := range ops {
+		if op.completes.Load() != 1 {
+			t.Fatalf("op %d completed %d times", i, op.completes.Load())
+		}
+	}
+	if m := p.Metrics(); m.Pending != 0 || m.Watchers != 0 || m.Keys != 0 {
+		t.Fatalf("metrics %+v", m)
+	}
+}
+
+// TestKeysComeAndGo: a key whose only watcher keeps completing costs no
+// allocation, and the empty lists of keys gone for good are swept.
+func TestKeysComeAndGo(t *testing.T) {
+	p, _ := manualPurgatory(t)
+	ops := make([]*fakeOp, 1000)
+	for i := range ops {
+		ops[i] = newOp(time.Hour)
+	}
+	i := 0
+	keys := []string{"p-0"}
+	allocs := testing.AllocsPerRun(len(ops)-1, func() {
+		p.TryCompleteElseWatch(ops[i], keys)
+		ops[i].ForceComplete()
+		i++
+	})
+	if allocs != 0 {
+		t.Fatalf("%.1f allocations per watch and complete on a known key", allocs)
+	}
+	for k := 0; k < 10_000; k++ {
+		op := newOp(time.Hour)
+		p.TryCompleteElseWatch(op, []string{fmt.Sprint("gone-", k)})
+		op.ForceComplete()
+	}
+	lists := 0
+	for s := range p.stripes {
+		lists += len(p.stripes[s].mu.lists)
+	}
+	if m := p.Metrics(); m.Keys != 0 || lists > 4*(8+1) {
+		t.Fatalf("keys %d, %d lists kept after 10000 keys came and went", m.Keys, lists)
+	}
 }

@@ -12,16 +12,19 @@ import (
 var (
 	// ErrClosed: the Timer was closed; the entry was not scheduled.
 	ErrClosed = errors.New("purgatory: timer closed")
-	// ErrBusy: the entry is scheduled or waiting to run; cancel it first.
+	// ErrBusy: the entry is scheduled or due and not yet run; cancel it
+	// first.
 	ErrBusy = errors.New("purgatory: timer entry already scheduled")
 )
 
 // TimerConfig configures a Timer. The zero value, after Validate, is a
-// 1 ms × 20 wheel on the real clock with 2 executor workers.
+// 1 ms × 512 wheel on the real clock with 2 executor workers.
 type TimerConfig struct {
 	// Tick is the resolution of the lowest level. Default 1ms.
 	Tick time.Duration
-	// WheelSize is the number of buckets per level. Default 20.
+	// WheelSize is the number of buckets per level. Default 512, so level 0
+	// spans 512 ms at the default tick and the timeouts of fetches and of
+	// most produce requests never cascade (Kafka uses 20).
 	WheelSize int
 	// Workers is the number of executor goroutines that run expired
 	// entries. Default 2. Ignored when Manual.
@@ -39,7 +42,7 @@ func (c *TimerConfig) Validate() error {
 		c.Tick = time.Millisecond
 	}
 	if c.WheelSize == 0 {
-		c.WheelSize = 20
+		c.WheelSize = 512
 	}
 	if c.Workers == 0 {
 		c.Workers = 2
@@ -70,8 +73,6 @@ type Timer struct {
 		w      wheel
 		armed  int64 // expiry the driver sleeps until; MaxInt64 when none
 		closed bool
-		// due entries waiting for Poll (Manual only).
-		dueHead, dueTail *TimerEntry
 	}
 	wake chan struct{}
 	stop chan struct{}
@@ -107,9 +108,11 @@ func (t *Timer) After(e *TimerEntry, d time.Duration, task Expirer) error {
 }
 
 // Schedule arms e to run task.Expire at or after deadline (clock
-// nanoseconds), at most about one tick later. A deadline already passed runs
-// the task soon, on the executor (or in the next Poll when Manual), never
-// inline. It returns ErrBusy if e is scheduled or due, ErrClosed after Close.
+// nanoseconds), at most about one tick later. A deadline already passed
+// goes to the bucket due now: the task runs soon, on the executor (or in
+// the next Poll when Manual), never inline, and Cancel can still stop it
+// until then. It returns ErrBusy if e is scheduled or due and not yet run,
+// ErrClosed after Close.
 func (t *Timer) Schedule(e *TimerEntry, deadline int64, task Expirer) error {
 	t.mu.Lock()
 	if t.mu.closed {
@@ -121,51 +124,32 @@ func (t *Timer) Schedule(e *TimerEntry, deadline int64, task Expirer) error {
 		return ErrBusy
 	}
 	e.deadline, e.task = deadline, task
-	ok, armed := t.mu.w.add(e)
-	wake := false
-	if ok {
-		if armed != 0 && armed < t.mu.armed {
-			t.mu.armed = armed
-			wake = true
-		}
-		t.mu.Unlock()
-		if wake && !t.manual {
-			select {
-			case t.wake <- struct{}{}:
-			default:
-			}
-		}
-		return nil
+	exp, moved := t.mu.w.add(e)
+	wake := moved && exp < t.mu.armed
+	if wake {
+		t.mu.armed = exp
 	}
-	e.state.Store(entryDue)
-	if t.manual {
-		t.appendDueLocked(e, e, 1)
-		t.mu.Unlock()
-		return nil
-	}
-	// Pushed under the lock so Close cannot stop the executor in between.
-	t.exec.push(e, e, 1)
 	t.mu.Unlock()
+	if wake && !t.manual {
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
+	}
 	return nil
-}
-
-func (t *Timer) appendDueLocked(head, tail *TimerEntry, n int) {
-	if n == 0 {
-		return
-	}
-	if t.mu.dueTail == nil {
-		t.mu.dueHead = head
-	} else {
-		t.mu.dueTail.next = head
-	}
-	t.mu.dueTail = tail
 }
 
 // Cancel removes e from the wheel. It returns false if e was not scheduled
 // (never, already cancelled, or already due: then its task runs or ran).
 func (t *Timer) Cancel(e *TimerEntry) bool {
+	// Idle entries (the common case when an operation completes after its
+	// expiry started) need no lock. A Schedule racing with this load
+	// simply orders after the Cancel.
+	if e.state.Load() != entryScheduled {
+		return false
+	}
 	t.mu.Lock()
-	ok := t.mu.w.remove(e)
+	ok := e.state.Load() == entryScheduled && t.mu.w.remove(e)
 	if ok {
 		e.task = nil
 		e.state.Store(entryIdle)
@@ -174,7 +158,7 @@ func (t *Timer) Cancel(e *TimerEntry) bool {
 	return ok
 }
 
-// Len returns the number of scheduled entries.
+// Len returns the number of scheduled entries not yet due.
 func (t *Timer) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -190,35 +174,35 @@ func (t *Timer) Levels() int {
 }
 
 // Poll advances the wheel to the clock's time and returns how many entries
-// became due. When Manual it also runs them, and any due from Schedule, on
-// the caller's goroutine before returning; otherwise the executor runs them
-// (the driver calls Poll by itself).
+// became due. When Manual it also runs them on the caller's goroutine
+// before returning; otherwise the executor runs them (the driver calls Poll
+// by itself).
 func (t *Timer) Poll() int {
 	head, tail, n, _ := t.poll()
-	if n == 0 {
-		return 0
-	}
-	if t.manual {
-		runList(head)
-	} else {
-		t.exec.push(head, tail, n)
-	}
+	t.dispatch(head, tail, n)
 	return n
 }
 
-func (t *Timer) poll() (head, tail *TimerEntry, n int, next int64) {
+func (t *Timer) dispatch(head, tail *bucket, n int) {
+	if n == 0 {
+		return
+	}
+	if !t.manual {
+		t.exec.push(head, tail, n)
+		return
+	}
+	for b := head; b != nil; {
+		nx := b.nextDue
+		b.nextDue = nil
+		runBucket(b, math.MaxInt)
+		b = nx
+	}
+}
+
+func (t *Timer) poll() (head, tail *bucket, n int, next int64) {
 	now := t.clock.Now()
 	t.mu.Lock()
-	if t.manual {
-		head, tail = t.mu.dueHead, t.mu.dueTail
-		for e := head; e != nil; e = e.next {
-			n++
-		}
-		t.mu.dueHead, t.mu.dueTail = nil, nil
-	}
-	var m int
-	head, tail, m = t.mu.w.poll(now, head, tail)
-	n += m
+	head, tail, n = t.mu.w.poll(now, nil, nil)
 	next, ok := t.mu.w.next()
 	if !ok {
 		next = math.MaxInt64
@@ -229,16 +213,16 @@ func (t *Timer) poll() (head, tail *TimerEntry, n int, next int64) {
 }
 
 // drive is the one goroutine that moves the wheel: it sleeps until the
-// earliest bucket is due, or until Schedule files an earlier one.
+// earliest bucket is due, or until Schedule files an earlier one. Under
+// the lock it only swaps due level-0 buckets out (O(1) each) and cascades
+// higher ones; the executor does the per-entry work.
 func (t *Timer) drive() {
 	defer close(t.done)
 	sleep := time.NewTimer(time.Hour)
 	sleep.Stop()
 	for {
 		head, tail, n, next := t.poll()
-		if n > 0 {
-			t.exec.push(head, tail, n)
-		}
+		t.dispatch(head, tail, n)
 		if next != math.MaxInt64 {
 			d := next - t.clock.Now()
 			if d <= 0 {
@@ -257,10 +241,10 @@ func (t *Timer) drive() {
 	}
 }
 
-// Close stops the driver, lets the executor finish the entries already due
-// (when Manual, runs them here), and returns the tasks of the entries still
-// scheduled, which will never run. Later Schedules fail with ErrClosed.
-// Close is idempotent; later calls return nil.
+// Close stops the driver, runs the entries already due (on the executor,
+// which it then stops; when Manual, here), and returns the tasks of the
+// entries still scheduled, which will never run. Later Schedules fail with
+// ErrClosed. Close is idempotent; later calls return nil.
 func (t *Timer) Close() []Expirer {
 	t.mu.Lock()
 	if t.mu.closed {
@@ -272,14 +256,14 @@ func (t *Timer) Close() []Expirer {
 	if !t.manual {
 		close(t.stop)
 		<-t.done
+	}
+	t.Poll()
+	if !t.manual {
 		t.exec.close()
 	}
 	t.mu.Lock()
 	entries := t.mu.w.drain()
-	dueHead := t.mu.dueHead
-	t.mu.dueHead, t.mu.dueTail = nil, nil
 	t.mu.Unlock()
-	runList(dueHead)
 	tasks := make([]Expirer, 0, len(entries))
 	for _, e := range entries {
 		tasks = append(tasks, e.task)
@@ -289,32 +273,21 @@ func (t *Timer) Close() []Expirer {
 	return tasks
 }
 
-// runList runs a due list. Each entry is made idle before its task runs, so
-// the task may schedule it again.
-func runList(e *TimerEntry) {
-	for e != nil {
-		nx, task := e.next, e.task
-		e.next, e.task = nil, nil
-		e.state.Store(entryIdle)
-		task.Expire()
-		e = nx
-	}
-}
-
-// executor runs due entries on a fixed set of goroutines sharing one
-// intrusive queue, so a burst of expiries starts no goroutine.
+// executor runs due buckets on a fixed set of goroutines sharing one queue,
+// so a burst of expiries starts no goroutine. A worker takes the bucket at
+// the head, runs up to batch of its entries and, if entries are left, puts
+// it back at the head for whichever worker is free: a large bucket spreads
+// over the workers without anyone walking it under the lock.
 type executor struct {
 	mu struct {
 		sync.Mutex
-		head, tail *TimerEntry
+		head, tail *bucket
 		closed     bool
 	}
 	cond *sync.Cond
 	wg   sync.WaitGroup
 }
 
-// batch bounds how many entries a worker takes at once, so a burst spreads
-// over the workers.
 const batch = 128
 
 func newExecutor(workers int) *executor {
@@ -327,12 +300,12 @@ func newExecutor(workers int) *executor {
 	return x
 }
 
-func (x *executor) push(head, tail *TimerEntry, n int) {
+func (x *executor) push(head, tail *bucket, n int) {
 	x.mu.Lock()
 	if x.mu.tail == nil {
 		x.mu.head = head
 	} else {
-		x.mu.tail.next = head
+		x.mu.tail.nextDue = head
 	}
 	x.mu.tail = tail
 	x.mu.Unlock()
@@ -345,31 +318,32 @@ func (x *executor) push(head, tail *TimerEntry, n int) {
 
 func (x *executor) work() {
 	defer x.wg.Done()
+	x.mu.Lock()
 	for {
-		x.mu.Lock()
 		for x.mu.head == nil && !x.mu.closed {
 			x.cond.Wait()
 		}
-		if x.mu.head == nil {
+		b := x.mu.head
+		if b == nil {
 			x.mu.Unlock()
 			return
 		}
-		head := x.mu.head
-		last := head
-		for i := 1; i < batch && last.next != nil; i++ {
-			last = last.next
-		}
-		x.mu.head = last.next
+		x.mu.head = b.nextDue
 		if x.mu.head == nil {
 			x.mu.tail = nil
 		}
-		last.next = nil
-		more := x.mu.head != nil
+		b.nextDue = nil
 		x.mu.Unlock()
+		more := runBucket(b, batch)
+		x.mu.Lock()
 		if more {
-			x.cond.Signal()
+			b.nextDue = x.mu.head
+			x.mu.head = b
+			if x.mu.tail == nil {
+				x.mu.tail = b
+			}
+			x.cond.Signal() // an idle worker may share the rest
 		}
-		runList(head)
 	}
 }
 

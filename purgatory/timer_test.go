@@ -2,6 +2,7 @@ package purgatory
 
 import (
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -218,5 +219,131 @@ func TestConfigValidate(t *testing.T) {
 	pc := Config{Stripes: 3}
 	if err := pc.Validate(); err == nil {
 		t.Error("stripes 3 accepted")
+	}
+}
+
+// funcTask runs a function.
+type funcTask func()
+
+func (f funcTask) Expire() { f() }
+
+// TestTimerDueBucketBelongsToExecutor: once a bucket is due, its entries
+// are out of the wheel: Cancel fails and Schedule says ErrBusy until the
+// entry's own task starts, after which it may be scheduled again.
+func TestTimerDueBucketBelongsToExecutor(t *testing.T) {
+	tm, c := manualTimer(t, time.Millisecond, 8)
+	var a, b TimerEntry
+	var fired []string
+	var cancelB bool
+	var scheduleB, rescheduleA error
+	_ = tm.Schedule(&a, int64(time.Millisecond), funcTask(func() {
+		fired = append(fired, "a")
+		cancelB = tm.Cancel(&b)
+		scheduleB = tm.Schedule(&b, int64(time.Hour), funcTask(func() {}))
+		rescheduleA = tm.Schedule(&a, int64(3*time.Millisecond), funcTask(func() { fired = append(fired, "a again") }))
+	}))
+	_ = tm.Schedule(&b, int64(time.Millisecond), funcTask(func() { fired = append(fired, "b") }))
+	c.Set(int64(time.Millisecond))
+	if n := tm.Poll(); n != 2 {
+		t.Fatalf("poll = %d, want 2", n)
+	}
+	if cancelB || scheduleB != ErrBusy || rescheduleA != nil {
+		t.Fatalf("inside a due bucket: cancel %v, schedule %v, reschedule own entry %v", cancelB, scheduleB, rescheduleA)
+	}
+	if len(fired) != 2 || fired[0] != "a" || fired[1] != "b" {
+		t.Fatalf("fired %v, want [a b]", fired)
+	}
+	if tm.Len() != 1 {
+		t.Fatalf("len = %d, want the rescheduled a", tm.Len())
+	}
+	c.Set(int64(3 * time.Millisecond))
+	tm.Poll()
+	if len(fired) != 3 {
+		t.Fatalf("fired %v, want a again", fired)
+	}
+	// b ran and is idle; its stale bucket must not confuse Cancel.
+	if tm.Cancel(&b) || tm.Cancel(&a) {
+		t.Fatal("cancel of idle entries succeeded")
+	}
+}
+
+// TestTimerPastDeadlineCancellableUntilPoll: a deadline already passed is
+// filed in the bucket due now, so it can still be cancelled before it is
+// handed over.
+func TestTimerPastDeadlineCancellableUntilPoll(t *testing.T) {
+	tm, c := manualTimer(t, time.Millisecond, 8)
+	c.Set(int64(time.Second))
+	var e TimerEntry
+	ran := false
+	if err := tm.Schedule(&e, 0, funcTask(func() { ran = true })); err != nil {
+		t.Fatal(err)
+	}
+	if !tm.Cancel(&e) {
+		t.Fatal("cancel of a past deadline before Poll failed")
+	}
+	tm.Poll()
+	if ran {
+		t.Fatal("cancelled entry ran")
+	}
+}
+
+// TestTimerCloseRunsDueReturnsRest: Close runs what is due and hands back
+// the rest.
+func TestTimerCloseRunsDueReturnsRest(t *testing.T) {
+	tm, c := manualTimer(t, time.Millisecond, 8)
+	var due, far TimerEntry
+	ran := false
+	_ = tm.Schedule(&due, int64(time.Millisecond), funcTask(func() { ran = true }))
+	_ = tm.Schedule(&far, int64(time.Hour), funcTask(func() { t.Error("far entry ran") }))
+	c.Set(int64(2 * time.Millisecond))
+	if left := tm.Close(); len(left) != 1 || !ran {
+		t.Fatalf("close returned %d tasks, due ran %v", len(left), ran)
+	}
+}
+
+// TestTimerExecutorRaceCancelWithBigBucket: many entries share one bucket,
+// so the workers split it, while another goroutine cancels half of them.
+// Every entry either fired once or was cancelled, never both.
+func TestTimerExecutorRaceCancelWithBigBucket(t *testing.T) {
+	tm, err := NewTimer(TimerConfig{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tm.Close()
+	const n = 20_000
+	entries := make([]TimerEntry, n)
+	fired := make([]atomic.Int32, n)
+	var total atomic.Int32
+	deadline := tm.Now() + int64(2*time.Millisecond)
+	for i := range entries {
+		_ = tm.Schedule(&entries[i], deadline, funcTask(func() {
+			fired[i].Add(1)
+			total.Add(1)
+		}))
+	}
+	cancelled := make([]bool, n)
+	ncancel := 0
+	for i := 0; i < n; i += 2 {
+		cancelled[i] = tm.Cancel(&entries[i])
+		if cancelled[i] {
+			ncancel++
+		}
+	}
+	// Entries whose Cancel lost the race fire; wait for all of them.
+	for give := time.Now().Add(10 * time.Second); total.Load() < int32(n-ncancel); {
+		if time.Now().After(give) {
+			t.Fatalf("%d fired, want %d", total.Load(), n-ncancel)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond)
+	for i := range entries {
+		f := fired[i].Load()
+		if cancelled[i] && f != 0 || !cancelled[i] && f != 1 {
+			t.Fatalf("entry %d: cancelled %v, fired %d times", i, cancelled[i], f)
+		}
+	}
+	if tm.Len() != 0 {
+		t.Fatalf("len %d", tm.Len())
 	}
 }

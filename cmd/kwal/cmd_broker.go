@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -69,9 +70,38 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 	// broker id and start time.
 	pidBase := int64(cfg.BrokerID)<<48 | (time.Now().UnixMilli() & (1<<47 - 1))
 	cfg.Controller = broker.NewMemController(sc.Cluster, pidBase)
+	var closeRemoteWAL func()
+	if cfg.RemoteWAL.SystemEnable {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		parts, err := broker.OpenRemoteWALParts(ctx, &cfg)
+		cancel()
+		if err != nil {
+			return err
+		}
+		r, err := broker.NewRemoteWALReplicatorFor(&cfg, parts, logger)
+		if err != nil {
+			parts.Close()
+			return err
+		}
+		cfg.Replicator = r
+		closeRemoteWAL = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := r.Close(ctx); err != nil {
+				logger.Error("closing the remote WAL", "err", err)
+			}
+			parts.Close()
+		}
+	}
 	b, err := broker.New(cfg)
 	if err != nil {
+		if closeRemoteWAL != nil {
+			closeRemoteWAL()
+		}
 		return err
+	}
+	if closeRemoteWAL != nil {
+		defer closeRemoteWAL()
 	}
 	fmt.Fprintf(stdout, "kwal broker %d (rack %q) listening on %s, logs in %s\n", cfg.BrokerID, cfg.Rack, b.Addr(), cfg.LogDir)
 	sig := make(chan os.Signal, 1)

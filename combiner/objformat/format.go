@@ -57,10 +57,14 @@ func CRC32C(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 // EntrySize is the footer bytes one entry for topic takes.
 func EntrySize(topic string) int { return EntryFixedSize + len(topic) }
 
+// FixedOverhead is the bytes every object has whatever its entries:
+// header, footer count and trailer.
+const FixedOverhead = HeaderSize + footerCountLen + TrailerSize
+
 // Overhead is the bytes an object of n entries adds around its slice bytes,
 // not counting the entries' topic names: header, footer count, fixed entry
 // parts and trailer.
-func Overhead(n int) int { return HeaderSize + footerCountLen + n*EntryFixedSize + TrailerSize }
+func Overhead(n int) int { return FixedOverhead + n*EntryFixedSize }
 
 // Input is one slice to encode: whole RecordBatch v2 batches of one
 // partition and one leader epoch, offsets [BaseOffset, LastOffset].
@@ -76,6 +80,39 @@ type Input struct {
 // value is ready to use; it is not safe for concurrent use.
 type Encoder struct {
 	zenc *zstd.Encoder
+	// Each partition's last offset so far in the object being encoded, for
+	// the offset-order check: index maps a partition to its slot in last,
+	// and a slot counts only if its gen is this call's. Both outlive a call,
+	// so a steady stream of objects over the same partitions costs one map
+	// lookup per slice and no allocation.
+	index map[metadata.TopicPartition]int32
+	last  []lastOffset
+	gen   uint64
+}
+
+type lastOffset struct {
+	gen    uint64
+	offset int64
+}
+
+// maxIndexed bounds the partitions an Encoder remembers between calls.
+const maxIndexed = 1 << 14
+
+// checkOrder records s as the latest slice of its partition in this call and
+// reports whether it starts after the partition's previous slice.
+func (e *Encoder) checkOrder(s *Input) (prev int64, ok bool) {
+	i, found := e.index[s.TopicPartition]
+	if !found {
+		i = int32(len(e.last))
+		e.index[s.TopicPartition] = i
+		e.last = append(e.last, lastOffset{})
+	}
+	l := &e.last[i]
+	if l.gen == e.gen && s.BaseOffset <= l.offset {
+		return l.offset, false
+	}
+	*l = lastOffset{gen: e.gen, offset: s.LastOffset}
+	return 0, true
 }
 
 // Close releases the zstd encoder, if one was made.
@@ -105,7 +142,11 @@ func (e *Encoder) Append(dst []byte, in []Input, codec metadata.Codec) ([]byte, 
 		return nil, nil, fmt.Errorf("%w: codec %v", ErrInvalidInput, codec)
 	}
 	size := Overhead(len(in))
-	last := make(map[metadata.TopicPartition]int64, 0)
+	if e.index == nil || len(e.index)+len(in) > maxIndexed {
+		e.index = make(map[metadata.TopicPartition]int32, len(in))
+		e.last = e.last[:0]
+	}
+	e.gen++
 	for i := range in {
 		s := &in[i]
 		switch {
@@ -119,11 +160,10 @@ func (e *Encoder) Append(dst []byte, in []Input, codec metadata.Codec) ([]byte, 
 		case len(s.Data) > MaxRawLength:
 			return nil, nil, fmt.Errorf("%w: slice %d of %v: %d bytes > %d", ErrInvalidInput, i, s.TopicPartition, len(s.Data), MaxRawLength)
 		}
-		if prev, ok := last[s.TopicPartition]; ok && s.BaseOffset <= prev {
+		if prev, ok := e.checkOrder(s); !ok {
 			return nil, nil, fmt.Errorf("%w: slice %d of %v: base offset %d not after %d",
 				ErrInvalidInput, i, s.TopicPartition, s.BaseOffset, prev)
 		}
-		last[s.TopicPartition] = s.LastOffset
 		size += len(s.Topic) + len(s.Data)
 	}
 	if codec == metadata.CodecZstd && e.zenc == nil {

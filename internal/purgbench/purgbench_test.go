@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/kwal/kwal/purgatory"
 )
 
 // BenchmarkT1 is workload T1 as a Go benchmark: 10,000 pending timers, each
@@ -69,7 +71,7 @@ func TestQuickWorkloadsProduceFigures(t *testing.T) {
 	if g.Fired != g.Expected || g.P99LateMs < 0 {
 		t.Fatalf("T2 %+v", g)
 	}
-	p := P(Kwal, 20_000, 100*time.Millisecond, Mixes[0], 1)
+	p := P(Kwal, 20_000, 100*time.Millisecond, Mixes[0], ViaForce, 1)
 	if p.Rate <= 0 || p.Expected <= 0 {
 		t.Fatalf("P %+v", p)
 	}
@@ -89,5 +91,58 @@ func TestMedianAndRatios(t *testing.T) {
 	ratios(rows)
 	if rows[0].Ratio != 3 || rows[2].Ratio != 1.0/3 || rows[3].Ratio != 0 {
 		t.Fatalf("ratios %+v", rows)
+	}
+}
+
+// TestPurgatoryUnderEveryTimer is the acceptance check of the timers P and
+// I plug into the purgatory: under each, requests complete or expire
+// exactly once, expiries are never early, and nothing is left pending.
+func TestPurgatoryUnderEveryTimer(t *testing.T) {
+	for _, c := range []string{Kwal, Runtime, Russell} {
+		t.Run("timer="+c, func(t *testing.T) {
+			clock := purgatory.NewRealClock()
+			p := newPurgatory(c, clock)
+			const n = 300
+			tl := newTally(n)
+			reqs := make([]*request, n)
+			for i := range reqs {
+				r := &request{clock: clock, tally: tl, id: int32(i), keys: [3]int{i % 5, 5 + i%3, 9}}
+				r.Timeout = time.Duration(1+i%5) * time.Millisecond
+				r.completesAt = clock.Now() + int64(time.Hour) // expires
+				if i%3 == 0 {
+					r.completesAt = 0 // completes at once
+				}
+				p.TryCompleteElseWatch(r, r.keys[:])
+				if i%3 == 1 {
+					r.ForceComplete() // the completer's path
+				}
+				reqs[i] = r
+			}
+			for give := time.Now().Add(5 * time.Second); tl.done.Load() < n; {
+				if time.Now().After(give) {
+					t.Fatalf("%d of %d done", tl.done.Load(), n)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			for i, r := range reqs {
+				want := purgatory.Completed
+				if i%3 == 2 {
+					want = purgatory.Expired
+				}
+				if r.Outcome() != want {
+					t.Fatalf("request %d: %v, want %v", i, r.Outcome(), want)
+				}
+				if want == purgatory.Expired && tl.late[i] < 0 {
+					t.Fatalf("request %d expired %v early", i, time.Duration(-tl.late[i]))
+				}
+			}
+			if tl.expired.Load() != n/3 || tl.done.Load() != n {
+				t.Fatalf("expired %d done %d", tl.expired.Load(), tl.done.Load())
+			}
+			if m := p.Metrics(); m.Pending != 0 || m.Watchers != 0 {
+				t.Fatalf("metrics %+v", m)
+			}
+			p.Shutdown()
+		})
 	}
 }

@@ -1,14 +1,15 @@
 package purgbench
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/RussellLuo/timingwheel"
 	"github.com/kwal/kwal/purgatory"
 )
 
-// op is the timed thing every contestant arms. The kwal entry is embedded,
-// the others keep their handle.
+// op is the timed thing every contestant arms in T1 and T2, on the bare
+// timer. The kwal entry is embedded, the others keep their handle.
 type op struct {
 	kw       purgatory.TimerEntry
 	rt       *time.Timer
@@ -17,8 +18,6 @@ type op struct {
 	onFire   func(*op)
 	deadline int64 // harness clock
 	late     int64
-	id       int32
-	pOp      *pOp // owner in workloads P and I
 }
 
 func (o *op) fire() { o.onFire(o) }
@@ -103,3 +102,80 @@ type nullSys struct{}
 func (nullSys) schedule(*op, time.Duration) bool { return true }
 func (nullSys) cancel(*op) bool                  { return true }
 func (nullSys) close()                           {}
+
+// newPurgatory makes the purgatory of workloads P and I for a contestant:
+// kwal's is the purgatory with its own Timer; the others are the same
+// purgatory with their timer plugged in through purgatory.Timeouts, so the
+// watcher layer is the same code for all.
+func newPurgatory(name string, clock *purgatory.RealClock) *purgatory.Purgatory[int] {
+	cfg := purgatory.Config{Timer: purgatory.TimerConfig{Clock: clock}}
+	switch name {
+	case Kwal:
+	case Runtime:
+		cfg.Timeouts = runtimeTimeouts{clock}
+	case Russell:
+		tw := timingwheel.NewTimingWheel(time.Millisecond, 20)
+		tw.Start()
+		cfg.Timeouts = &russellTimeouts{clock: clock, tw: tw}
+	default:
+		panic("purgbench: no purgatory for contestant " + name)
+	}
+	p, err := purgatory.New[int](cfg)
+	if err != nil {
+		panic(err) // defaults are valid
+	}
+	return p
+}
+
+// handles is where a request keeps another contestant's timer handle. The
+// purgatory may disarm on the completer's goroutine while arming on the
+// generator's, hence atomics.
+type handles struct {
+	rt atomic.Pointer[time.Timer]
+	tw atomic.Pointer[timingwheel.Timer]
+}
+
+// runtimeTimeouts arms each timeout with time.AfterFunc. Close cannot list
+// the armed timers; the workloads complete what is left themselves.
+type runtimeTimeouts struct{ clock *purgatory.RealClock }
+
+func (t runtimeTimeouts) Arm(op purgatory.Operation, deadline int64, x purgatory.Expirer) error {
+	op.(*request).h.rt.Store(time.AfterFunc(time.Duration(deadline-t.clock.Now()), x.Expire))
+	return nil
+}
+
+func (runtimeTimeouts) Disarm(op purgatory.Operation) bool {
+	if t := op.(*request).h.rt.Load(); t != nil {
+		return t.Stop()
+	}
+	return false
+}
+
+func (runtimeTimeouts) Close() []purgatory.Expirer { return nil }
+
+// russellTimeouts arms each timeout on RussellLuo/timingwheel (1 ms × 20,
+// Kafka's shape).
+type russellTimeouts struct {
+	clock *purgatory.RealClock
+	tw    *timingwheel.TimingWheel
+}
+
+func (t *russellTimeouts) Arm(op purgatory.Operation, deadline int64, x purgatory.Expirer) error {
+	op.(*request).h.tw.Store(t.tw.AfterFunc(time.Duration(deadline-t.clock.Now()), x.Expire))
+	return nil
+}
+
+func (*russellTimeouts) Disarm(op purgatory.Operation) bool {
+	if t := op.(*request).h.tw.Load(); t != nil {
+		return t.Stop()
+	}
+	return false
+}
+
+func (t *russellTimeouts) Close() []purgatory.Expirer {
+	t.tw.Stop()
+	return nil
+}
+
+var _ purgatory.Timeouts = runtimeTimeouts{}
+var _ purgatory.Timeouts = (*russellTimeouts)(nil)

@@ -1,0 +1,102 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/kwal/kwal/combiner"
+	"github.com/kwal/kwal/metadata"
+	"github.com/kwal/kwal/objstore"
+	"github.com/kwal/kwal/objstore/ledger"
+	"github.com/kwal/kwal/objstore/storeurl"
+	"github.com/kwal/kwal/remotewal"
+)
+
+// RemoteWALParts are the shared parts a remote-WAL broker runs against.
+// Brokers of one cluster must share both: one object store and one Kafka
+// cluster for __remote_wal_log_metadata.
+type RemoteWALParts struct {
+	Store     objstore.Store
+	Bootstrap []string
+	// Close releases what OpenRemoteWALParts started (the embedded
+	// metadata cluster).
+	Close func()
+}
+
+// OpenRemoteWALParts opens what cfg.RemoteWAL names: the object store of
+// remote.wal.storage.url (default: file://<log.dirs>/remote-wal) and the
+// Kafka of remote.wal.metadata.bootstrap.servers (default: an embedded
+// kfake in <log.dirs>/metadata-kfake). The defaults suit one broker on one
+// laptop; a multi-process cluster must point every broker at the same
+// store and Kafka.
+func OpenRemoteWALParts(ctx context.Context, cfg *Config) (*RemoteWALParts, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	rw := cfg.RemoteWAL
+	u := rw.StorageURL
+	if u == "" {
+		abs, err := filepath.Abs(filepath.Join(cfg.LogDir, "remote-wal"))
+		if err != nil {
+			return nil, err
+		}
+		u = "file://" + abs
+	}
+	store, err := storeurl.Open(ctx, u, storeurl.WithClock(cfg.Clock))
+	if err != nil {
+		return nil, fmt.Errorf("remote.wal.storage.url=%q: %w", u, err)
+	}
+	parts := &RemoteWALParts{Store: store, Close: func() {}}
+	if bs := strings.TrimSpace(rw.MetadataBootstrapServers); bs != "" {
+		for _, s := range strings.Split(bs, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				parts.Bootstrap = append(parts.Bootstrap, s)
+			}
+		}
+		return parts, nil
+	}
+	emb, err := metadata.StartEmbedded(filepath.Join(cfg.LogDir, "metadata-kfake"), cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("embedded metadata Kafka: %w", err)
+	}
+	parts.Bootstrap = emb.Bootstrap()
+	parts.Close = emb.Close
+	return parts, nil
+}
+
+// NewRemoteWALReplicatorFor builds a broker's replicator from its config
+// (the remote.wal.* keys) over shared parts; the store is wrapped with the
+// broker's ledger so every request is counted.
+func NewRemoteWALReplicatorFor(cfg *Config, parts *RemoteWALParts, logger *slog.Logger) (*RemoteWALReplicator, error) {
+	if parts == nil || parts.Store == nil {
+		return nil, errors.New("broker: remote WAL needs a store")
+	}
+	rw := cfg.RemoteWAL
+	l := cfg.Ledger
+	if l == nil {
+		l = ledger.New()
+		cfg.Ledger = l
+	}
+	return NewRemoteWALReplicator(RemoteWALReplicatorConfig{
+		BrokerID: cfg.BrokerID,
+		Rack:     cfg.Rack,
+		Store:    ledger.Wrap(parts.Store, l),
+		Metadata: metadata.TopicConfig{Bootstrap: parts.Bootstrap},
+		Tasks:    remotewal.Config{ThreadPoolSize: rw.ThreadPoolSize, Interval: rw.CombinerTaskInterval / 2},
+		Combiner: combiner.Config{
+			ThreadPoolSize: rw.CombinerThreadPoolSize,
+			QueueSlices:    rw.CombinerQueueSize,
+			Interval:       rw.CombinerTaskInterval,
+			UploadBytes:    rw.CombinerTaskUploadBytes,
+		},
+		Ledger:       l,
+		ReadyTimeout: 60 * time.Second,
+		Clock:        cfg.Clock,
+		Logger:       logger,
+	})
+}

@@ -1,0 +1,367 @@
+package combiner
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kwal/kwal/combiner/objformat"
+	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/metadata"
+)
+
+// bodyCheckWriter checks encode-buffer reuse from the writer's side: a body
+// must not change while its PUT is in flight, nor between the attempts of
+// one object's upload (retries after a 503 or an ambiguous PUT).
+type bodyCheckWriter struct {
+	t  *testing.T
+	w  ObjectWriter
+	mu struct {
+		sync.Mutex
+		first map[string][]byte // key → body of its first attempt
+	}
+}
+
+func (b *bodyCheckWriter) PutObject(ctx context.Context, key string, body []byte) error {
+	snap := bytes.Clone(body)
+	b.mu.Lock()
+	if prev, ok := b.mu.first[key]; !ok {
+		b.mu.first[key] = snap
+	} else if !bytes.Equal(prev, body) {
+		b.t.Errorf("a retry of %s PUTs a different body than its first attempt", key)
+	}
+	b.mu.Unlock()
+	err := b.w.PutObject(ctx, key, body)
+	// Give other workers time to encode: one reusing this buffer too early
+	// would overwrite it now.
+	for range 50 {
+		runtime.Gosched()
+	}
+	if !bytes.Equal(snap, body) {
+		b.t.Errorf("the body of %s changed while its PUT was in flight", key)
+	}
+	return err
+}
+
+func (b *bodyCheckWriter) ReadObjectTail(ctx context.Context, key string, n int64) ([]byte, error) {
+	return b.w.ReadObjectTail(ctx, key, n)
+}
+
+// sliceData is the distinct bytes of partition p's slice at base, so an
+// object built from a wrongly reused buffer cannot pass for the right one.
+func sliceData(p int32, base int64, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(int64(p)*31 + base*7 + int64(i))
+	}
+	return b
+}
+
+func TestBufferReuseKeepsInFlightBodies(t *testing.T) {
+	// Seeded faults: 503s before storing (retry after backoff), ambiguous
+	// PUTs that store and then fail (retry finds its own object), and PUTs
+	// held in flight while other workers encode the next objects.
+	rng := rand.New(rand.NewPCG(7, 7))
+	kinds := make([]int, 10000)
+	for i := range kinds {
+		kinds[i] = rng.IntN(5)
+	}
+	var gmu sync.Mutex
+	var held []chan struct{}
+	releaseAll := func() {
+		gmu.Lock()
+		for _, g := range held {
+			close(g)
+		}
+		held = nil
+		gmu.Unlock()
+	}
+	faults := func(n int) fault {
+		switch kinds[n] {
+		case 0:
+			return fault{before: httpErr{503}}
+		case 1:
+			return fault{after: httpErr{500}}
+		case 2:
+			gmu.Lock()
+			defer gmu.Unlock()
+			if len(held) < 2 {
+				g := make(chan struct{})
+				held = append(held, g)
+				return fault{gate: g}
+			}
+			return fault{}
+		}
+		releaseAll()
+		return fault{}
+	}
+	var bw *bodyCheckWriter
+	wrap := func(w ObjectWriter) ObjectWriter {
+		bw = &bodyCheckWriter{t: t, w: w}
+		bw.mu.first = map[string][]byte{}
+		return bw
+	}
+	const queueSlices = 48
+	r := newRigWrapped(t, Config{UploadBytes: 1500, ThreadPoolSize: 3, QueueSlices: queueSlices}, faults, nil, wrap)
+
+	// A held PUT also goes when the pipeline is full behind it, or once
+	// submission ends.
+	stop := make(chan struct{})
+	var releaser sync.WaitGroup
+	releaser.Add(1)
+	go func() {
+		defer releaser.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if r.c.Metrics().HeldSlices >= queueSlices {
+				releaseAll()
+			}
+			runtime.Gosched()
+		}
+	}()
+	var mu sync.Mutex
+	doneErrs := 0
+	done := func(_ UploadedObject, err error) {
+		if err != nil {
+			mu.Lock()
+			doneErrs++
+			mu.Unlock()
+		}
+	}
+	const parts, perPart = 8, 60
+	want := map[metadata.TopicPartition]int64{}
+	for i := range perPart {
+		for p := range int32(parts) {
+			tp := metadata.TopicPartition{Topic: "t", Partition: p}
+			base := want[tp]
+			n := int64(1 + (i+int(p))%3)
+			s := Slice{TopicPartition: tp, LeaderEpoch: 1, BaseOffset: base, LastOffset: base + n - 1,
+				Data: sliceData(p, base, 50+(i*37+int(p)*11)%250), Done: done}
+			if err := r.c.Submit(context.Background(), s); err != nil {
+				t.Fatal(err)
+			}
+			want[tp] = base + n
+		}
+	}
+	close(stop)
+	releaser.Wait()
+	go func() {
+		for r.c.Metrics().HeldSlices > 0 {
+			releaseAll()
+			runtime.Gosched()
+		}
+	}()
+	r.close(t)
+
+	if doneErrs != 0 {
+		t.Fatalf("%d slices failed", doneErrs)
+	}
+	m := r.c.Metrics()
+	if m.UploadRetries == 0 {
+		t.Fatalf("no upload retries: %+v", m)
+	}
+	objs := r.pub.published()
+	checkOrder(t, objs, want)
+	// Every stored object holds exactly the bytes submitted for its entries.
+	var sr objformat.SliceReader
+	defer sr.Close()
+	for _, o := range objs {
+		obj, err := r.store.GetRange(context.Background(), o.Key, 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, err := objformat.DecodeFooter(obj)
+		if err != nil {
+			t.Fatalf("%s: %v", o.Key, err)
+		}
+		for _, e := range entries {
+			stored, err := objformat.StoredBytes(obj, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := sr.Read(stored, e)
+			if err != nil {
+				t.Fatalf("%s: %v", o.Key, err)
+			}
+			if !bytes.Equal(raw, sliceData(e.Partition, e.BaseOffset, len(raw))) {
+				t.Fatalf("%s: %v at %d holds another slice's bytes", o.Key, e.TopicPartition, e.BaseOffset)
+			}
+		}
+	}
+	t.Logf("objects %d, metrics %+v", len(objs), m)
+}
+
+func TestReleasedBatchesHoldNoReferences(t *testing.T) {
+	// Recycled batches and the queue's arrays must not keep published
+	// slices' data or callbacks alive.
+	r := newRig(t, Config{UploadBytes: 600, ThreadPoolSize: 2}, nil, nil)
+	submitAll(t, r.c, 5, 40, 100, func(UploadedObject, error) {})
+	r.close(t)
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	if len(r.c.mu.spare) == 0 {
+		t.Fatal("no batch was recycled")
+	}
+	check := func(what string, b *batch) {
+		if len(b.in) != 0 || len(b.done) != 0 {
+			t.Errorf("%s holds %d slices", what, len(b.in))
+		}
+		for i, in := range b.in[:cap(b.in)] {
+			if in.Data != nil || in.Topic != "" {
+				t.Errorf("%s keeps slice %d's data past its length", what, i)
+				return
+			}
+		}
+		for i, d := range b.done[:cap(b.done)] {
+			if d != nil {
+				t.Errorf("%s keeps slice %d's Done past its length", what, i)
+				return
+			}
+		}
+	}
+	for i, b := range r.c.mu.spare {
+		check("spare batch "+string(rune('0'+i%10)), b)
+	}
+	check("queue", &r.c.mu.queue)
+}
+
+// bareCombiner is a combiner on a manual clock that only the test moves.
+func bareCombiner(t *testing.T, cfg Config) (*Combiner, *clock.Manual) {
+	t.Helper()
+	clk := clock.NewManual(t0)
+	store := newMemStore(clk)
+	cfg.BrokerID, cfg.Writer, cfg.Publisher, cfg.Clock = 7, StoreWriter{Store: store}, &recPublisher{t: t, store: store}, clk
+	cfg.Rand = rand.New(rand.NewPCG(1, 2))
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return c, clk
+}
+
+// armed returns the AppendedAt the cutter's interval timer is armed for,
+// once the timer is armed; zero before.
+func armed(c *Combiner, clk *clock.Manual) time.Time {
+	c.mu.Lock()
+	at := c.mu.armedFor
+	c.mu.Unlock()
+	// armedFor is set after the timer of the previous pass was stopped and
+	// before this pass arms it: read it first, then see the timer armed.
+	if at.IsZero() || clk.Pending() != 1 {
+		return time.Time{}
+	}
+	return at
+}
+
+func waitArmed(t *testing.T, c *Combiner, clk *clock.Manual, want time.Time) {
+	t.Helper()
+	waitFor(t, "the interval timer armed for "+want.String(), func() bool { return armed(c, clk).Equal(want) })
+}
+
+func TestIntervalCountsFromTheOpenObjectsFirstSlice(t *testing.T) {
+	// Submit stamps slices without AppendedAt once per object Pack leaves
+	// open. After a size cut, the next slice starts a new object and must
+	// get its own stamp, not one from the object cut before it.
+	one := int64(100 + objformat.EntrySize("t"))
+	c, clk := bareCombiner(t, Config{UploadBytes: emptyObject + 3*one, Interval: 10 * time.Millisecond})
+	done := make(chan int64, 4)
+	submit := func(off int64) {
+		err := c.Submit(context.Background(), Slice{TopicPartition: metadata.TopicPartition{Topic: "t"}, BaseOffset: off, LastOffset: off,
+			Data: bytes.Repeat([]byte{'x'}, 100), Done: func(_ UploadedObject, err error) {
+				if err != nil {
+					t.Error(err)
+				}
+				done <- off
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for off := range int64(3) {
+		submit(off)
+	}
+	for range 3 {
+		<-done // a full object goes without the clock moving
+	}
+	clk.Advance(8 * time.Millisecond)
+	submit(3)
+	waitArmed(t, c, clk, t0.Add(8*time.Millisecond))
+	clk.Advance(5 * time.Millisecond)
+	if clk.Pending() != 1 {
+		t.Fatal("the interval timer fired 5ms after the slice was submitted")
+	}
+	clk.Advance(5 * time.Millisecond)
+	if off := <-done; off != 3 {
+		t.Fatalf("done %d", off)
+	}
+}
+
+func TestOlderSliceWakesTheCutter(t *testing.T) {
+	// The timer is armed for the oldest slice queued; a slice appended
+	// longer ago must bring the cut forward, not wait for that timer.
+	c, clk := bareCombiner(t, Config{UploadBytes: 1 << 20, Interval: 10 * time.Millisecond})
+	done := make(chan struct{}, 2)
+	cb := func(_ UploadedObject, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		done <- struct{}{}
+	}
+	if err := c.Submit(context.Background(), Slice{TopicPartition: metadata.TopicPartition{Topic: "t"}, Data: []byte("a"), Done: cb}); err != nil {
+		t.Fatal(err)
+	}
+	waitArmed(t, c, clk, t0)
+	clk.Advance(2 * time.Millisecond)
+	older := t0.Add(-5 * time.Millisecond)
+	if err := c.Submit(context.Background(), Slice{TopicPartition: metadata.TopicPartition{Topic: "t", Partition: 1}, Data: []byte("b"),
+		AppendedAt: older, Done: cb}); err != nil {
+		t.Fatal(err)
+	}
+	waitArmed(t, c, clk, older)
+	clk.Advance(3 * time.Millisecond) // older + Interval
+	<-done
+	<-done
+}
+
+func TestSliceThatDoesNotFitWakesTheCutter(t *testing.T) {
+	// When a slice would push the open object past MaxObjectBytes, that
+	// object is complete and goes at once, before its interval.
+	one := int64(60 + objformat.EntrySize("t"))
+	c, clk := bareCombiner(t, Config{UploadBytes: emptyObject + one + one/2, MaxObjectBytes: emptyObject + one + one/2,
+		Interval: 10 * time.Millisecond})
+	done := make(chan int64, 2)
+	submit := func(off int64) {
+		err := c.Submit(context.Background(), Slice{TopicPartition: metadata.TopicPartition{Topic: "t"}, BaseOffset: off, LastOffset: off,
+			Data: bytes.Repeat([]byte{'y'}, 60), Done: func(_ UploadedObject, err error) {
+				if err != nil {
+					t.Error(err)
+				}
+				done <- off
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit(0)
+	waitArmed(t, c, clk, t0)
+	submit(1)
+	if off := <-done; off != 0 {
+		t.Fatalf("done %d first", off)
+	}
+	if clk.Since(t0) != 0 {
+		t.Fatal("the clock moved")
+	}
+}
