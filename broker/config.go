@@ -75,6 +75,10 @@ type RemoteWALConfig struct {
 	MetadataBootstrapServers string
 }
 
+// DialFunc opens a connection to another broker. Benchmarks replace it
+// to model the network between racks (latency, bandwidth).
+type DialFunc func(network, addr string, timeout time.Duration) (net.Conn, error)
+
 // Config configures one Broker. Zero fields take defaults in Validate.
 type Config struct {
 	// BrokerID: broker.id. Must be >= 0.
@@ -102,6 +106,9 @@ type Config struct {
 	MinInsyncReplicas int
 	// ReplicaLagTimeMax: replica.lag.time.max.ms. Default 30 s.
 	ReplicaLagTimeMax time.Duration
+	// Dial opens broker-to-broker connections (replica fetches, remote
+	// WAL leader requests). Default net.DialTimeout.
+	Dial DialFunc
 	// ReplicaFetchWaitMax: replica.fetch.wait.max.ms. Default 500 ms.
 	ReplicaFetchWaitMax time.Duration
 	// RemoteWALFetchWaitMax caps the long poll of a replica fetch that
@@ -156,6 +163,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ReplicaLagTimeMax == 0 {
 		c.ReplicaLagTimeMax = DefaultReplicaLagTimeMax
+	}
+	if c.Dial == nil {
+		c.Dial = net.DialTimeout
 	}
 	if c.RemoteWALFetchWaitMax == 0 {
 		c.RemoteWALFetchWaitMax = 2 * time.Millisecond

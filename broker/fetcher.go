@@ -246,7 +246,7 @@ func (f *replicaFetcher) connect() (*wireClient, error) {
 	if addr == "" {
 		return nil, errors.New("leader address unknown")
 	}
-	c, err := dialWire(addr, replicaFetcherClientIDPrefix+strconv.Itoa(int(f.b.cfg.BrokerID)), 10*time.Second, replicaFetchResponseMax)
+	c, err := dialWire(f.b.cfg.Dial, addr, replicaFetcherClientIDPrefix+strconv.Itoa(int(f.b.cfg.BrokerID)), 10*time.Second, replicaFetchResponseMax)
 	if err != nil {
 		return nil, err
 	}

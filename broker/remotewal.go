@@ -485,7 +485,7 @@ func (r *RemoteWALReplicator) roundTrip(ctx context.Context, leader int32, req k
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	if lc.c == nil {
-		c, err := dialWire(addr, fmt.Sprintf("kwal-remotewal-%d", r.cfg.BrokerID), time.Until(deadline), replicaFetchResponseMax)
+		c, err := dialWire(b.cfg.Dial, addr, fmt.Sprintf("kwal-remotewal-%d", r.cfg.BrokerID), time.Until(deadline), replicaFetchResponseMax)
 		if err != nil {
 			return nil, fmt.Errorf("broker: dial leader %d at %s: %w", leader, addr, err)
 		}

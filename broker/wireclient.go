@@ -21,8 +21,8 @@ type wireClient struct {
 	maxResp  int32
 }
 
-func dialWire(addr, clientID string, timeout time.Duration, maxResp int32) (*wireClient, error) {
-	c, err := net.DialTimeout("tcp", addr, timeout)
+func dialWire(dial DialFunc, addr, clientID string, timeout time.Duration, maxResp int32) (*wireClient, error) {
+	c, err := dial("tcp", addr, timeout)
 	if err != nil {
 		return nil, err
 	}
