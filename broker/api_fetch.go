@@ -89,6 +89,14 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 	replica := req.ReplicaID
 	now := b.clock.Now()
 	op := &fetchOp{b: b, req: req, replica: replica, ch: make(chan struct{}), fallback: replica >= 0 && req.Rack == FallbackRack}
+	switch {
+	case op.fallback:
+		b.reqs.fetchFallback.Add(1)
+	case replica >= 0:
+		b.reqs.fetchReplica.Add(1)
+	default:
+		b.reqs.fetchConsumer.Add(1)
+	}
 	var expand []struct {
 		p   *partition
 		isr []int32

@@ -83,6 +83,7 @@ func (o *produceOp) OnComplete() {
 func (o *produceOp) OnExpiration() {}
 
 func (b *Broker) handleProduce(cs *connState, req *kmsg.ProduceRequest) (kmsg.Response, bool) {
+	b.reqs.produce.Add(1)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var (
 		waits  []produceWait

@@ -32,6 +32,7 @@ type Broker struct {
 	fetchWait   *purgatory.Purgatory[TopicPartition]
 	fetchers    *fetcherManager
 	unsubscribe func()
+	reqs        requestCounters
 	stop        chan struct{}
 	wg          sync.WaitGroup
 
@@ -96,6 +97,14 @@ func New(cfg Config) (*Broker, error) {
 	b.wg.Add(2)
 	go b.acceptLoop()
 	go b.isrLoop()
+	if cfg.MetricsListener != "" {
+		addr, err := b.ServeMetrics(cfg.MetricsListener)
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+		b.logger.Info("serving Prometheus metrics", "url", "http://"+addr+"/metrics")
+	}
 	b.logger.Info("broker started", "addr", ln.Addr().String(), "rack", cfg.Rack, "log_dir", cfg.LogDir)
 	return b, nil
 }

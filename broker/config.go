@@ -106,6 +106,9 @@ type Config struct {
 	MinInsyncReplicas int
 	// ReplicaLagTimeMax: replica.lag.time.max.ms. Default 30 s.
 	ReplicaLagTimeMax time.Duration
+	// MetricsListener: kwal.metrics.listener, host:port of the Prometheus
+	// /metrics endpoint; empty serves none.
+	MetricsListener string
 	// Dial opens broker-to-broker connections (replica fetches, remote
 	// WAL leader requests). Default net.DialTimeout.
 	Dial DialFunc

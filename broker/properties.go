@@ -238,6 +238,10 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 		sc.Broker.DisableAutoCreateTopics = !b
 		return err
 	},
+	"kwal.metrics.listener": func(sc *ServerConfig, v string) error {
+		sc.Broker.MetricsListener = v
+		return nil
+	},
 	"cluster.id": func(sc *ServerConfig, v string) error {
 		sc.Broker.ClusterID = v
 		return nil

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -188,4 +191,32 @@ func segmentBytes(t *testing.T, segs []kafkalog.SegmentInfo, read func(int64, in
 		all = append(all, b...)
 	}
 	return all
+}
+
+func TestMetricsEndpoint(t *testing.T) {
+	store := mem.New()
+	c := startRemoteWALCluster(t, []string{"az1", "az2"}, store)
+	admin := newClient(t, c)
+	createTopic(t, admin, "m", 1, 2, map[string]string{TopicConfigRemoteWAL: "true"})
+	prod := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("m"))
+	if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range c.brokers {
+		addr, err := b.ServeMetrics("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, want := range []string{"kwal_requests_total", "kwal_purgatory_pending", "kwal_combiner", "kwal_follower_total", "kwal_partition_log_end_offset", "kwal_objstore_requests_total"} {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("broker %d /metrics lacks %s", b.cfg.BrokerID, want)
+			}
+		}
+	}
 }

@@ -1,0 +1,180 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kwal/kwal/purgatory"
+)
+
+// requestCounters count requests by API; bytes come from the ledger.
+type requestCounters struct {
+	produce, fetchConsumer, fetchReplica, fetchFallback atomic.Int64
+}
+
+// Collector exposes a broker's state as Prometheus metrics, read at scrape
+// time from the components' own counters: produce and fetch rates,
+// purgatory sizes, the combiner queue and uploads, object-store requests,
+// follower lag and fallbacks, and bytes by component and rack crossing.
+type Collector struct{ b *Broker }
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// NewCollector returns the collector of b.
+func NewCollector(b *Broker) *Collector { return &Collector{b: b} }
+
+var (
+	descRequests   = prometheus.NewDesc("kwal_requests_total", "Requests served, by API and kind.", []string{"api", "kind"}, nil)
+	descTransfer   = prometheus.NewDesc("kwal_network_bytes_total", "Record bytes moved over the network, by component and whether they crossed racks.", []string{"component", "cross_rack"}, nil)
+	descPurgatory  = prometheus.NewDesc("kwal_purgatory_pending", "Delayed operations waiting.", []string{"purgatory"}, nil)
+	descWatchers   = prometheus.NewDesc("kwal_purgatory_watchers", "Watch-list entries.", []string{"purgatory"}, nil)
+	descExpired    = prometheus.NewDesc("kwal_purgatory_expired_total", "Delayed operations that expired.", []string{"purgatory"}, nil)
+	descStore      = prometheus.NewDesc("kwal_objstore_requests_total", "Object-store requests, by kind and component.", []string{"kind", "component"}, nil)
+	descStoreBytes = prometheus.NewDesc("kwal_objstore_bytes_total", "Object-store bytes, by direction.", []string{"direction"}, nil)
+	descCombiner   = prometheus.NewDesc("kwal_combiner", "Combiner state and counters.", []string{"what"}, nil)
+	descTasks      = prometheus.NewDesc("kwal_remotewal_slices_total", "Slices cut by the leader's remote-WAL tasks, by reason.", []string{"reason"}, nil)
+	descFollower   = prometheus.NewDesc("kwal_follower_total", "Follower read-path counters.", []string{"what"}, nil)
+	descLagOffsets = prometheus.NewDesc("kwal_follower_lag_offsets", "Offsets the follower's log is behind the leader.", []string{"topic", "partition"}, nil)
+	descLagMs      = prometheus.NewDesc("kwal_follower_lag_ms", "How far the follower's log is behind the leader's appends, in ms.", []string{"topic", "partition"}, nil)
+	descLogEnd     = prometheus.NewDesc("kwal_partition_log_end_offset", "Log end offset of each local replica.", []string{"topic", "partition", "role"}, nil)
+	descHW         = prometheus.NewDesc("kwal_partition_high_watermark", "High watermark of each local replica.", []string{"topic", "partition", "role"}, nil)
+)
+
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRequests, descTransfer, descPurgatory, descWatchers, descExpired, descStore,
+		descStoreBytes, descCombiner, descTasks, descFollower, descLagOffsets, descLagMs, descLogEnd, descHW} {
+		ch <- d
+	}
+}
+
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	b := c.b
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter(descRequests, float64(b.reqs.produce.Load()), "produce", "all")
+	counter(descRequests, float64(b.reqs.fetchConsumer.Load()), "fetch", "consumer")
+	counter(descRequests, float64(b.reqs.fetchReplica.Load()), "fetch", "replica")
+	counter(descRequests, float64(b.reqs.fetchFallback.Load()), "fetch", "fallback")
+
+	snap := b.ledger.Snapshot()
+	type key struct {
+		comp  string
+		cross bool
+	}
+	moved := map[key]int64{}
+	for _, t := range snap.Transfers {
+		moved[key{t.Component, t.CrossRack()}] += t.Bytes
+	}
+	for k, v := range moved {
+		counter(descTransfer, float64(v), k.comp, strconv.FormatBool(k.cross))
+	}
+	stores := map[[2]string]int64{}
+	for _, r := range snap.Requests {
+		stores[[2]string{string(r.Kind), r.Component}] += r.Requests
+	}
+	for k, v := range stores {
+		counter(descStore, float64(v), k[0], k[1])
+	}
+	var written, read int64
+	for _, t := range snap.ByKind {
+		written += t.BytesWritten
+		read += t.BytesRead
+	}
+	counter(descStoreBytes, float64(written), "written")
+	counter(descStoreBytes, float64(read), "read")
+
+	for name, p := range map[string]*purgatory.Purgatory[TopicPartition]{"produce": b.produceWait, "fetch": b.fetchWait} {
+		m := p.Metrics()
+		gauge(descPurgatory, float64(m.Pending), name)
+		gauge(descWatchers, float64(m.Watchers), name)
+		counter(descExpired, float64(m.Expired), name)
+	}
+
+	if r, ok := b.cfg.Replicator.(*RemoteWALReplicator); ok {
+		cm := r.wp.Combiner.Metrics()
+		for what, v := range map[string]int64{
+			"queued_slices": int64(cm.QueuedSlices), "queued_bytes": cm.QueuedBytes,
+			"held_slices": int64(cm.HeldSlices), "held_bytes": cm.HeldBytes,
+			"submits_blocked": cm.SubmitsBlocked, "objects_cut": cm.ObjectsCut, "objects_uploaded": cm.ObjectsUp,
+			"objects_published": cm.ObjectsPub, "bytes_uploaded": cm.BytesUploaded, "upload_retries": cm.UploadRetries,
+			"publish_retries": cm.PublishRetries, "objects_failed": cm.ObjectsFailed,
+		} {
+			gauge(descCombiner, float64(v), what)
+		}
+		tm := r.wp.Manager.Metrics()
+		counter(descTasks, float64(tm.CutsBySize), "size")
+		counter(descTasks, float64(tm.CutsByInterval), "interval")
+		counter(descTasks, float64(tm.CutsByBoundary), "boundary")
+		fm := r.fol.Metrics()
+		for what, v := range map[string]int64{
+			"reads": fm.Reads, "gets": fm.GETs, "hedges": fm.Hedges, "hedge_wins": fm.HedgeWins, "read_errors": fm.ReadErrors,
+			"corrupt_slices": fm.CorruptSlices, "bytes_read": fm.BytesRead, "slices_applied": fm.SlicesApplied,
+			"bytes_applied": fm.BytesApplied, "duplicates": fm.Duplicates, "fenced": fm.Fenced, "fallbacks": fm.Fallbacks,
+			"leader_fetches": fm.LeaderFetches, "leader_bytes": fm.LeaderBytes, "truncations": fm.Truncations,
+		} {
+			counter(descFollower, float64(v), what)
+		}
+		r.mu.Lock()
+		var follows []TopicPartition
+		for _, v := range r.mu.follows {
+			follows = append(follows, v.tp)
+		}
+		r.mu.Unlock()
+		for _, tp := range follows {
+			if st, ok := r.fol.Status(mtp(tp)); ok {
+				p := strconv.Itoa(int(tp.Partition))
+				gauge(descLagOffsets, float64(st.LagOffsets), tp.Topic, p)
+				gauge(descLagMs, float64(st.LagMs), tp.Topic, p)
+			}
+		}
+	}
+	for _, p := range b.partitionsSnapshot() {
+		_, leader := p.snapshot()
+		role := "follower"
+		if leader {
+			role = "leader"
+		}
+		part := strconv.Itoa(int(p.tp.Partition))
+		gauge(descLogEnd, float64(p.log.LogEndOffset()), p.tp.Topic, part, role)
+		gauge(descHW, float64(p.log.HighWatermark()), p.tp.Topic, part, role)
+	}
+}
+
+// ServeMetrics serves /metrics (Prometheus text format) for b on addr until
+// the broker closes. It returns the address it listens on.
+func (b *Broker) ServeMetrics(addr string) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("broker: metrics listener %s: %w", addr, err)
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(NewCollector(b)); err != nil {
+		ln.Close()
+		return "", err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			b.logger.Error("metrics server", "err", err)
+		}
+	}()
+	go func() {
+		<-b.stop
+		srv.Close()
+	}()
+	return ln.Addr().String(), nil
+}
