@@ -66,7 +66,8 @@ type UploadedObject struct {
 // storage manager; StoreWriter adapts an objstore.Store.
 type ObjectWriter interface {
 	// PutObject writes body under key create-only, failing with an error
-	// that wraps objstore.ErrExists if key exists. body is not retained.
+	// that wraps objstore.ErrExists if key exists. body is not retained or
+	// read after PutObject returns: the combiner reuses it.
 	PutObject(ctx context.Context, key string, body []byte) error
 	// ReadObjectTail returns the last n bytes of key (fewer if the object is
 	// shorter), or an error wrapping objstore.ErrNotFound.
@@ -308,7 +309,7 @@ func (c *Combiner) Submit(ctx context.Context, s Slice) error {
 	// armed for (never so for one stamped now). Otherwise the slice waits
 	// for the next cut without a wakeup, so small slices cost no channel
 	// operation each.
-	wake := wasEmpty || closedAfter ||
+	wake := wasEmpty || closedBefore || closedAfter ||
 		(!stamped && !c.mu.armedFor.IsZero() && view.AppendedAt.Before(c.mu.armedFor))
 	c.mu.Unlock()
 	if wake {

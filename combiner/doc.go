@@ -57,4 +57,28 @@
 // context aborts retries. Time comes from the injected clock (backoff,
 // interval, upload timeout); only per-attempt deadlines are real-time
 // contexts.
+//
+// # Cost per slice
+//
+// The ingest path is built so that a small slice costs little more than
+// copying and checksumming its bytes once:
+//
+//   - Submit appends to the queue under Combiner.mu and wakes the cutter
+//     only when Pack's answer may change: the queue was empty, an object
+//     just became complete, or the slice is older than the one the
+//     interval timer is armed for. To know when an object is complete it
+//     runs the same step as Pack (Policy.place) as slices arrive.
+//   - A slice without AppendedAt is stamped at Submit, but the clock is
+//     read once per object: later slices of the object Pack leaves open
+//     share its first stamp, which is always the oldest there, so Pack
+//     decides exactly as with a stamp per slice.
+//   - A cut object's slices are copied out of the queue into a batch that
+//     is recycled after the publisher released it; the queue's arrays are
+//     compacted in place. Released batches are cleared, so nothing keeps a
+//     published slice's data alive.
+//   - Each worker encodes into its own buffer, copying each slice once and
+//     computing its CRC32C over the copy. The buffer is reused for the
+//     worker's next object only after upload returned, after the last PUT
+//     attempt of the object: ObjectWriter must not retain or read body
+//     after PutObject returns (objstore.Store's contract).
 package combiner

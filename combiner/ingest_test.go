@@ -233,12 +233,17 @@ func TestReleasedBatchesHoldNoReferences(t *testing.T) {
 	check("queue", &r.c.mu.queue)
 }
 
-// bareCombiner is a combiner on a manual clock that only the test moves.
-func bareCombiner(t *testing.T, cfg Config) (*Combiner, *clock.Manual) {
+// bareCombiner is a combiner on a manual clock that only the test moves,
+// writing through a faultWriter with faults (nil: none).
+func bareCombiner(t *testing.T, cfg Config, faults func(int) fault) (*Combiner, *clock.Manual) {
 	t.Helper()
 	clk := clock.NewManual(t0)
 	store := newMemStore(clk)
-	cfg.BrokerID, cfg.Writer, cfg.Publisher, cfg.Clock = 7, StoreWriter{Store: store}, &recPublisher{t: t, store: store}, clk
+	if faults == nil {
+		faults = func(int) fault { return fault{} }
+	}
+	cfg.BrokerID, cfg.Publisher, cfg.Clock = 7, &recPublisher{t: t, store: store}, clk
+	cfg.Writer = &faultWriter{w: StoreWriter{Store: store}, fn: faults}
 	cfg.Rand = rand.New(rand.NewPCG(1, 2))
 	c, err := New(cfg)
 	if err != nil {
@@ -271,48 +276,86 @@ func waitArmed(t *testing.T, c *Combiner, clk *clock.Manual, want time.Time) {
 	waitFor(t, "the interval timer armed for "+want.String(), func() bool { return armed(c, clk).Equal(want) })
 }
 
+// doneLog collects the base offsets of slices as their Done reports
+// success.
+type doneLog struct {
+	t  *testing.T
+	mu struct {
+		sync.Mutex
+		offs []int64
+	}
+}
+
+func (d *doneLog) slice(off int64, size int) Slice {
+	return Slice{TopicPartition: metadata.TopicPartition{Topic: "t"}, BaseOffset: off, LastOffset: off,
+		Data: bytes.Repeat([]byte{'x'}, size), Done: func(_ UploadedObject, err error) {
+			if err != nil {
+				d.t.Error(err)
+			}
+			d.mu.Lock()
+			d.mu.offs = append(d.mu.offs, off)
+			d.mu.Unlock()
+		}}
+}
+
+func (d *doneLog) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.mu.offs)
+}
+
 func TestIntervalCountsFromTheOpenObjectsFirstSlice(t *testing.T) {
 	// Submit stamps slices without AppendedAt once per object Pack leaves
-	// open. After a size cut, the next slice starts a new object and must
-	// get its own stamp, not one from the object cut before it.
+	// open. A slice after a full object starts a new object and must get
+	// its own stamp, not that of the object before it, even while that
+	// object is still queued. One worker whose first PUT is held keeps the
+	// cutter from cutting meanwhile.
+	gate := make(chan struct{})
+	faults := func(n int) fault {
+		if n == 0 {
+			return fault{gate: gate}
+		}
+		return fault{}
+	}
 	one := int64(100 + objformat.EntrySize("t"))
-	c, clk := bareCombiner(t, Config{UploadBytes: emptyObject + 3*one, Interval: 10 * time.Millisecond})
-	done := make(chan int64, 4)
+	c, clk := bareCombiner(t, Config{UploadBytes: emptyObject + 3*one, Interval: 10 * time.Millisecond, ThreadPoolSize: 1}, faults)
+	d := &doneLog{t: t}
 	submit := func(off int64) {
-		err := c.Submit(context.Background(), Slice{TopicPartition: metadata.TopicPartition{Topic: "t"}, BaseOffset: off, LastOffset: off,
-			Data: bytes.Repeat([]byte{'x'}, 100), Done: func(_ UploadedObject, err error) {
-				if err != nil {
-					t.Error(err)
-				}
-				done <- off
-			}})
-		if err != nil {
+		if err := c.Submit(context.Background(), d.slice(off, 100)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for off := range int64(3) {
+	// Object 0 goes to the worker and its PUT is held; the cutter cuts
+	// object 1 and waits to hand it over.
+	for off := range int64(6) {
 		submit(off)
 	}
-	for range 3 {
-		<-done // a full object goes without the clock moving
+	waitFor(t, "object 1 cut", func() bool { return c.Metrics().QueuedSlices == 0 })
+	// Object 2 stays queued, complete, stamped t0.
+	for off := int64(6); off < 9; off++ {
+		submit(off)
 	}
 	clk.Advance(8 * time.Millisecond)
-	submit(3)
-	waitArmed(t, c, clk, t0.Add(8*time.Millisecond))
+	submit(9)
+	close(gate)
+	waitFor(t, "objects 0-2 published", func() bool { return d.count() == 9 })
+	var at time.Time
+	waitFor(t, "the interval timer armed", func() bool { at = armed(c, clk); return !at.IsZero() })
+	if want := t0.Add(8 * time.Millisecond); !at.Equal(want) {
+		t.Fatalf("the slice submitted at %v is stamped %v", want, at)
+	}
 	clk.Advance(5 * time.Millisecond)
-	if clk.Pending() != 1 {
+	if clk.Pending() != 1 || d.count() != 9 {
 		t.Fatal("the interval timer fired 5ms after the slice was submitted")
 	}
 	clk.Advance(5 * time.Millisecond)
-	if off := <-done; off != 3 {
-		t.Fatalf("done %d", off)
-	}
+	waitFor(t, "the last slice published", func() bool { return d.count() == 10 })
 }
 
 func TestOlderSliceWakesTheCutter(t *testing.T) {
 	// The timer is armed for the oldest slice queued; a slice appended
 	// longer ago must bring the cut forward, not wait for that timer.
-	c, clk := bareCombiner(t, Config{UploadBytes: 1 << 20, Interval: 10 * time.Millisecond})
+	c, clk := bareCombiner(t, Config{UploadBytes: 1 << 20, Interval: 10 * time.Millisecond}, nil)
 	done := make(chan struct{}, 2)
 	cb := func(_ UploadedObject, err error) {
 		if err != nil {
@@ -341,27 +384,18 @@ func TestSliceThatDoesNotFitWakesTheCutter(t *testing.T) {
 	// object is complete and goes at once, before its interval.
 	one := int64(60 + objformat.EntrySize("t"))
 	c, clk := bareCombiner(t, Config{UploadBytes: emptyObject + one + one/2, MaxObjectBytes: emptyObject + one + one/2,
-		Interval: 10 * time.Millisecond})
-	done := make(chan int64, 2)
-	submit := func(off int64) {
-		err := c.Submit(context.Background(), Slice{TopicPartition: metadata.TopicPartition{Topic: "t"}, BaseOffset: off, LastOffset: off,
-			Data: bytes.Repeat([]byte{'y'}, 60), Done: func(_ UploadedObject, err error) {
-				if err != nil {
-					t.Error(err)
-				}
-				done <- off
-			}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		Interval: 10 * time.Millisecond}, nil)
+	d := &doneLog{t: t}
+	if err := c.Submit(context.Background(), d.slice(0, 60)); err != nil {
+		t.Fatal(err)
 	}
-	submit(0)
 	waitArmed(t, c, clk, t0)
-	submit(1)
-	if off := <-done; off != 0 {
-		t.Fatalf("done %d first", off)
+	clk.Advance(4 * time.Millisecond)
+	if err := c.Submit(context.Background(), d.slice(1, 60)); err != nil {
+		t.Fatal(err)
 	}
-	if clk.Since(t0) != 0 {
-		t.Fatal("the clock moved")
-	}
+	// The first object goes 4ms after its slice, not 10ms; the second
+	// slice starts the next object and has its own stamp.
+	waitFor(t, "the first object published", func() bool { return d.count() == 1 })
+	waitArmed(t, c, clk, t0.Add(4*time.Millisecond))
 }
