@@ -136,6 +136,10 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts objstore.
 	if key == "" {
 		return fmt.Errorf("miniostore: put: empty key: %w", objstore.ErrInvalidKey)
 	}
+	// net/http may still read a request body after RoundTrip returns (an
+	// early 412 or 503 answer), and the caller may reuse body once Put
+	// returns (objstore.Store's contract): send a private copy.
+	body = bytes.Clone(body)
 	var po minio.PutObjectOptions
 	po.DisableMultipart = true
 	if opts.IfNoneMatch {

@@ -206,6 +206,10 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts objstore.
 	if key == "" {
 		return fmt.Errorf("s3store: put: empty key: %w", objstore.ErrInvalidKey)
 	}
+	// net/http may still read a request body after RoundTrip returns (an
+	// early 412 or 503 answer), and the caller may reuse body once Put
+	// returns (objstore.Store's contract): send a private copy.
+	body = bytes.Clone(body)
 	in := &s3.PutObjectInput{
 		Bucket:        &s.cfg.Bucket,
 		Key:           aws.String(s.key(key)),
