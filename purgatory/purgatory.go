@@ -405,6 +405,10 @@ func (s *stripe[K]) unwatch(n *watchNode) {
 		}
 		l.ops[last] = watchRef{}
 		l.ops = l.ops[:last]
+		// After a burst, give back what a quarter of it would not use.
+		if c := cap(l.ops); c > 1024 && last < c/4 {
+			l.ops = append(make([]watchRef, 0, c/2), l.ops...)
+		}
 		n.list = nil
 		s.mu.watchers--
 		if last == 0 {

@@ -523,3 +523,27 @@ func TestKeysComeAndGo(t *testing.T) {
 		t.Fatalf("keys %d, %d lists kept after 10000 keys came and went", m.Keys, lists)
 	}
 }
+
+// TestWatchListShrinksAfterBurst: a key's list gives back most of its room
+// once a burst of watchers is gone, and still finds those left.
+func TestWatchListShrinksAfterBurst(t *testing.T) {
+	p, _ := manualPurgatory(t)
+	ops := make([]*fakeOp, 20_000)
+	for i := range ops {
+		ops[i] = newOp(time.Hour)
+		p.TryCompleteElseWatch(ops[i], []string{"burst"})
+	}
+	for _, op := range ops[10:] {
+		op.ForceComplete()
+	}
+	s := &p.stripes[p.stripeIndex("burst")]
+	if c := cap(s.mu.lists["burst"].ops); c > 2048 {
+		t.Fatalf("capacity %d left for 10 watchers", c)
+	}
+	for _, op := range ops[:10] {
+		op.ready.Store(true)
+	}
+	if n := p.CheckAndComplete("burst"); n != 10 {
+		t.Fatalf("completed %d, want 10", n)
+	}
+}

@@ -195,10 +195,15 @@ var Mixes = []Mix{
 	{Name: "high", Median: 200 * time.Millisecond, P75: 400 * time.Millisecond, Timeout: 200 * time.Millisecond},
 }
 
+// delay draws a completion latency, truncated to whole milliseconds as
+// Kafka's LatencySamples does: a request queued for completion (latency
+// under the timeout) then completes at least a millisecond before it would
+// expire, which the completer's millisecond sleeps need.
 func (m Mix) delay(rng *rand.Rand) time.Duration {
 	mu := math.Log(float64(m.Median))
 	sigma := (math.Log(float64(m.P75)) - mu) / 0.6744897501960817
-	return time.Duration(math.Exp(mu + sigma*rng.NormFloat64()))
+	d := time.Duration(math.Exp(mu + sigma*rng.NormFloat64()))
+	return d.Truncate(time.Millisecond)
 }
 
 // Completion is how P's completer completes a request whose time has come.
@@ -270,11 +275,15 @@ func P(name string, rate float64, dur time.Duration, mix Mix, via Completion, se
 			r.completesAt = now + int64(d)
 			// Handed in before it is queued: ForceComplete is for
 			// operations already in a purgatory. (Kafka queues first.)
-			if p != nil && p.TryCompleteElseWatch(r, r.keys[:]) {
-				// Completed at once (latency under a microsecond or so).
-			} else if d >= mix.Timeout {
+			switch {
+			case p != nil && p.TryCompleteElseWatch(r, r.keys[:]):
+				// Completed at once: its latency truncated to 0 ms, or the
+				// generator is that far behind.
+			case p == nil && d == 0:
+				// The same, without a purgatory.
+			case d >= mix.Timeout:
 				expected++
-			} else {
+			default:
 				feed <- r
 			}
 			next += rng.ExpFloat64() / rate * 1e9
