@@ -47,7 +47,10 @@
 // partition epoch. MemController keeps it in memory: shared by the brokers
 // of one process, or, given the same static cluster.brokers list, computed
 // alike by every process (AssignReplicas is deterministic and rack-aware).
-// A controller backed by the metadata Kafka cluster can replace it.
+// KafkaController keeps it in a one-partition compacted topic of the
+// metadata Kafka cluster, applied in log order by every broker (the log
+// order is the consensus; see controller_kafka.go); kwal broker uses it
+// when remote.wal.metadata.bootstrap.servers is set.
 //
 // # Concurrency
 //

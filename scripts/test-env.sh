@@ -2,9 +2,16 @@
 # Installs and starts what kwal's tests need on a fresh machine, then runs
 # the command given as arguments with the integration environment set:
 #   KWAL_S3_ENDPOINT, KWAL_S3_ACCESS_KEY, KWAL_S3_SECRET_KEY, KWAL_S3_BUCKET
+#   KWAL_KCAT (kcat binary), KWAL_KAFKAJS_DIR (integration/kafkajs, with
+#   kafkajs 2.2.4 in its node_modules)
 # versitygw (an S3-compatible server) is installed once into $(go env GOPATH)/bin
-# and stopped by PID when the command ends.
+# and stopped by PID when the command ends. kcat and Node.js come from Debian
+# (apt-get, only when missing; needs root or sudo), kafkajs from npm (npm ci,
+# only when integration/kafkajs/node_modules is missing). Any failed install
+# stops the script: CI must never skip the compatibility tests.
 set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 VERSITYGW_VERSION=v1.8.0
 GOBIN_DIR="$(go env GOPATH)/bin"
@@ -18,6 +25,44 @@ if [[ ! -x "$VGW" ]] || ! go version -m "$VGW" 2>/dev/null | grep -Eq "^[[:space
 	log "installing versitygw $VERSITYGW_VERSION (about 70 s on a cold cache)"
 	GOFLAGS=-mod=mod go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
 fi
+
+as_root() {
+	if [[ $EUID -eq 0 ]]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+		log "need root (or sudo) to run: $*"; exit 1
+	fi
+}
+APT_UPDATED=
+apt_install() {
+	if [[ -z "$APT_UPDATED" ]]; then
+		as_root apt-get update
+		APT_UPDATED=1
+	fi
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@"
+}
+
+if ! command -v kcat >/dev/null; then
+	log "installing kcat from Debian"
+	apt_install kcat
+fi
+KWAL_KCAT="$(command -v kcat)"
+export KWAL_KCAT
+log "kcat: $KWAL_KCAT, $("$KWAL_KCAT" -V 2>&1 | grep -m1 -o 'Version [0-9.]*' || echo 'version unknown')"
+
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+	log "installing Node.js and npm from Debian"
+	apt_install nodejs npm
+fi
+export KWAL_KAFKAJS_DIR="$ROOT/integration/kafkajs"
+if [[ ! -f "$KWAL_KAFKAJS_DIR/node_modules/kafkajs/package.json" ]]; then
+	log "installing kafkajs into $KWAL_KAFKAJS_DIR/node_modules (npm ci)"
+	(cd "$KWAL_KAFKAJS_DIR" && npm ci --no-audit --no-fund)
+fi
+KAFKAJS_VERSION="$(node -p "require('$KWAL_KAFKAJS_DIR/node_modules/kafkajs/package.json').version")"
+if [[ "$KAFKAJS_VERSION" != 2.2.4 ]]; then
+	log "kafkajs $KAFKAJS_VERSION in $KWAL_KAFKAJS_DIR/node_modules, want 2.2.4: remove node_modules and rerun"
+	exit 1
+fi
+log "node $(node --version), kafkajs $KAFKAJS_VERSION"
 
 WORK="$(mktemp -d -t kwal-test-XXXXXX)"
 mkdir -p "$WORK/s3" "$WORK/s3/kwal-test"

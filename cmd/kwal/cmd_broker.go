@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -64,12 +65,12 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg := sc.Broker
 	cfg.Logger = logger
-	// Harness stand-in for a controller that keeps its state in the
-	// metadata Kafka cluster: every broker given the same cluster.brokers
-	// computes the same assignment; producer ids are made disjoint by
-	// broker id and start time.
-	pidBase := int64(cfg.BrokerID)<<48 | (time.Now().UnixMilli() & (1<<47 - 1))
-	cfg.Controller = broker.NewMemController(sc.Cluster, pidBase)
+	ctrl, closeCtrl, err := openController(sc, logger)
+	if err != nil {
+		return err
+	}
+	defer closeCtrl()
+	cfg.Controller = ctrl
 	var closeRemoteWAL func()
 	if cfg.RemoteWAL.SystemEnable {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -109,4 +110,39 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 	<-sig
 	signal.Stop(sig)
 	return b.Close()
+}
+
+// openController picks the controller. With
+// remote.wal.metadata.bootstrap.servers set, the cluster state lives in
+// that Kafka (topic broker.DefaultClusterStateTopic), shared by every
+// broker pointed at it: a topic created on one broker is learned by all,
+// and a restarted broker finds its topics again. The static cluster.brokers
+// list fixes the broker set, so every process assigns alike. Without it
+// the broker runs alone (or with a static list, computing the same
+// assignment as its peers but learning nothing from them) on an in-memory
+// controller; producer ids are then made disjoint by broker id and start
+// time.
+func openController(sc broker.ServerConfig, logger *slog.Logger) (broker.Controller, func(), error) {
+	var bootstrap []string
+	for _, s := range strings.Split(sc.Broker.RemoteWAL.MetadataBootstrapServers, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			bootstrap = append(bootstrap, s)
+		}
+	}
+	if len(bootstrap) == 0 {
+		pidBase := int64(sc.Broker.BrokerID)<<48 | (time.Now().UnixMilli() & (1<<47 - 1))
+		return broker.NewMemController(sc.Cluster, pidBase), func() {}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := broker.NewKafkaController(ctx, broker.KafkaControllerConfig{
+		Bootstrap: bootstrap,
+		Brokers:   sc.Cluster,
+		ClientID:  fmt.Sprintf("kwal-controller-%d", sc.Broker.BrokerID),
+		Logger:    logger,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("controller on %s: %w", strings.Join(bootstrap, ","), err)
+	}
+	return c, func() { c.Close() }, nil
 }

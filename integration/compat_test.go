@@ -1,0 +1,641 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kwal/kwal/metadata"
+	"github.com/kwal/kwal/objstore"
+	"github.com/kwal/kwal/objstore/objstoretest"
+	"github.com/kwal/kwal/objstore/storeurl"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestCompat runs real clients against a real three-process cluster:
+// three `kwal broker` processes in two racks (1@az1, 2@az2, 3@az1), one
+// versitygw for the remote WAL and one kfake (in this process) for the
+// remote-WAL metadata and the controller state (__kwal_cluster_state), in
+// classic and in remotewal mode:
+//
+//   - franz-go produces 100,000 records with acks=all to a partition led in
+//     az1 while broker 2 (the follower in az2) is killed with SIGKILL and
+//     restarted; kcat then consumes the partition with client.rack=az2
+//     (fetch from follower) and the bytes must equal every acknowledged
+//     record, exactly once and in order;
+//   - kcat -P and kafkajs 2.2.4 produce, franz-go reads back.
+//
+// It needs versitygw (KWAL_S3_ENDPOINT), kcat (KWAL_KCAT or PATH) and node
+// with kafkajs (KWAL_KAFKAJS_DIR); scripts/test-env.sh provides all three.
+// Each missing one skips what needs it, loudly.
+func TestCompat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIPPED: -short: the cross-process compatibility tests did not run")
+	}
+	env := objstoretest.S3Env(t)
+	bin := buildKwal(t)
+	logger := testLogger(t)
+	emb, err := metadata.StartEmbedded(t.TempDir(), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	store := url.URL{Scheme: "s3", Host: env.Bucket, Path: "/compat-" + objstoretest.RandomPrefix()}
+	store.RawQuery = url.Values{
+		"endpoint": {env.Endpoint}, "region": {"us-east-1"}, "path_style": {"true"},
+		"access_key": {env.AccessKey}, "secret_key": {env.SecretKey}, "create_bucket": {"true"},
+	}.Encode()
+	c := startCompatCluster(t, bin, []string{"az1", "az2", "az1"}, map[string]string{
+		"default.replication.factor":            "3",
+		"min.insync.replicas":                   "2",
+		"replica.lag.time.max.ms":               "3000",
+		"remote.log.wal.storage.system.enable":  "true",
+		"remote.wal.storage.url":                store.String(),
+		"remote.wal.metadata.bootstrap.servers": strings.Join(emb.Bootstrap(), ","),
+	})
+	defer c.stopAll(t)
+
+	for _, mode := range []string{"classic", "remotewal"} {
+		configs := map[string]*string{}
+		if mode == "remotewal" {
+			on := "true"
+			configs["remote.wal.storage.enable"] = &on
+		}
+		t.Run(mode, func(t *testing.T) {
+			t.Run("franz-go-produce-kcat-consume-az2-follower-killed", func(t *testing.T) {
+				kcat := kcatPath(t)
+				topic := "compat-" + mode + "-kill"
+				c.createTopic(t, topic, 3, configs)
+				p := c.partitionLedIn(t, topic, "az1")
+				testKillFollower(t, c, kcat, topic, p, 1) // broker 2, az2
+				// classic runs first: only remotewal topics upload objects.
+				n := countStoreObjects(t, store.String())
+				if (mode == "remotewal") != (n > 0) {
+					t.Fatalf("%d objects in the remote WAL store after the %s run", n, mode)
+				}
+				t.Logf("%d combined objects in the remote WAL store", n)
+			})
+			t.Run("kcat-produce-franz-go-consume", func(t *testing.T) {
+				kcat := kcatPath(t)
+				topic := "compat-" + mode + "-kcat"
+				c.createTopic(t, topic, 1, configs)
+				const n = 5000
+				var in bytes.Buffer
+				want := make([][]byte, n)
+				for i := range want {
+					want[i] = fmt.Appendf(nil, "kcat-%s-%08d-%s", mode, i, strings.Repeat("k", 60))
+					in.Write(want[i])
+					in.WriteByte('\n')
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				cmd := exec.CommandContext(ctx, kcat, "-P", "-b", c.bootstrap(), "-t", topic, "-p", "0",
+					"-X", "acks=all", "-X", "enable.idempotence=true")
+				cmd.Stdin = &in
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("kcat -P: %v\n%s", err, out)
+				}
+				checkValues(t, consumeFranz(t, c, topic, 0, n), want)
+			})
+			t.Run("kafkajs-produce-franz-go-consume", func(t *testing.T) {
+				node, dir := kafkajsPath(t)
+				topic := "compat-" + mode + "-kafkajs"
+				c.createTopic(t, topic, 1, configs)
+				const n = 5000
+				prefix := "kafkajs-" + mode
+				ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+				defer cancel()
+				cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "produce.js"), c.bootstrap(), topic, "0", strconv.Itoa(n), prefix)
+				cmd.Dir = dir
+				out, err := cmd.Output()
+				if err != nil {
+					var ee *exec.ExitError
+					if errors.As(err, &ee) {
+						t.Fatalf("kafkajs: %v\n%s%s", err, out, ee.Stderr)
+					}
+					t.Fatalf("kafkajs: %v", err)
+				}
+				var res struct{ Acked int }
+				if err := json.Unmarshal(bytes.TrimSpace(out), &res); err != nil || res.Acked != n {
+					t.Fatalf("kafkajs said %q (%v), want %d acknowledged", out, err, n)
+				}
+				want := make([][]byte, n)
+				for i := range want {
+					want[i] = fmt.Appendf(nil, "%s-%08d", prefix, i)
+				}
+				checkValues(t, consumeFranz(t, c, topic, 0, n), want)
+			})
+		})
+	}
+}
+
+// testKillFollower produces 100,000 records to tp with acks=all, kills the
+// broker victim (a follower of the partition) after a third of them are
+// acknowledged and restarts it after two thirds; then it waits for the
+// victim to be back in the ISR and reads the partition with kcat from the
+// victim's rack. The log must hold every record once, in order.
+func testKillFollower(t *testing.T, c *compatCluster, kcat, topic string, p int32, victim int) {
+	const n = 100_000
+	want := make([][]byte, n)
+	for i := range want {
+		want[i] = fmt.Appendf(nil, "%s-%08d-%s", topic, i, strings.Repeat("v", 70))
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs()...),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.MaxBufferedRecords(20_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var acked, failed atomic.Int64
+	var firstErr atomic.Pointer[error]
+	go func() {
+		for i := range want {
+			cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Value: want[i]}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, &err)
+					return
+				}
+				acked.Add(1)
+			})
+		}
+	}()
+	start := time.Now()
+	waitUntil(t, ctx, "a third acknowledged", func() bool { return acked.Load() >= n/3 })
+	c.kill(t, victim)
+	t.Logf("killed broker %d (SIGKILL) after %d acks in %v", c.brokers[victim].id, acked.Load(), time.Since(start))
+	waitUntil(t, ctx, "two thirds acknowledged", func() bool { return acked.Load()+failed.Load() >= 2*n/3 })
+	c.start(t, victim)
+	t.Logf("restarted broker %d after %d acks", c.brokers[victim].id, acked.Load())
+	waitUntil(t, ctx, "every record answered", func() bool { return acked.Load()+failed.Load() == n })
+	if f := failed.Load(); f > 0 {
+		t.Fatalf("%d of %d records not acknowledged; first error: %v", f, n, *firstErr.Load())
+	}
+	t.Logf("%d records acknowledged in %v", n, time.Since(start))
+	waitUntil(t, ctx, fmt.Sprintf("broker %d back in the ISR of %s-%d", c.brokers[victim].id, topic, p), func() bool {
+		return slices.Contains(c.isr(t, topic, p), c.brokers[victim].id)
+	})
+
+	// kcat from the follower's rack; -f '%s\n' prints each raw value.
+	out, err := exec.CommandContext(ctx, kcat, "-C", "-b", c.bootstrap(), "-t", topic, "-p", strconv.Itoa(int(p)),
+		"-o", "beginning", "-e", "-q", "-f", `%s\n`, "-X", "client.rack="+c.brokers[victim].rack).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("kcat -C: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("kcat -C: %v", err)
+	}
+	var expect bytes.Buffer
+	for _, v := range want {
+		expect.Write(v)
+		expect.WriteByte('\n')
+	}
+	if !bytes.Equal(out, expect.Bytes()) {
+		got := bytes.Split(bytes.TrimSuffix(out, []byte("\n")), []byte("\n"))
+		checkValues(t, got, want) // names the first difference
+		t.Fatalf("kcat output differs from the produced bytes (%d vs %d bytes)", len(out), expect.Len())
+	}
+	// The restarted follower's own log, read with Fetch requests sent to it
+	// alone (a consumer fetch from a follower, v11+).
+	checkValues(t, fetchFromBroker(t, ctx, c.brokers[victim].addr(), topic, p), want)
+}
+
+// fetchFromBroker reads partition p from offset 0 to the high watermark
+// of the broker at addr with Fetch requests sent to that broker only, and
+// checks offsets are dense.
+func fetchFromBroker(t *testing.T, ctx context.Context, addr, topic string, p int32) [][]byte {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	br := cl.SeedBrokers()[0]
+	var out [][]byte
+	var next int64
+	for {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version = 12
+		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 1, 8<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.CurrentLeaderEpoch, rp.PartitionMaxBytes = p, next, -1, 4<<20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, br)
+		if err != nil {
+			t.Fatalf("fetch %s-%d at %d from %s: %v", topic, p, next, addr, err)
+		}
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			t.Fatalf("fetch from %s: %d topics in the answer", addr, len(resp.Topics))
+		}
+		fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Offset: next, Topic: topic, Partition: p},
+			&resp.Topics[0].Partitions[0], kgo.DefaultDecompressor(), nil)
+		if fp.Err != nil {
+			t.Fatalf("fetch %s-%d at %d from %s: %v", topic, p, next, addr, fp.Err)
+		}
+		for _, r := range fp.Records {
+			if r.Offset != next {
+				t.Fatalf("%s: offset %d after %d: a gap or a duplicate", addr, r.Offset, next-1)
+			}
+			next++
+			out = append(out, r.Value)
+		}
+		if next >= fp.HighWatermark {
+			return out
+		}
+		if len(fp.Records) == 0 {
+			t.Fatalf("%s: no progress at offset %d, high watermark %d", addr, next, fp.HighWatermark)
+		}
+	}
+}
+
+// countStoreObjects counts the objects of the store at storeURL.
+func countStoreObjects(t *testing.T, storeURL string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := storeurl.Open(ctx, storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, after := 0, ""
+	for {
+		page, err := st.List(ctx, objstore.ListOptions{StartAfter: after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(page.Objects)
+		if !page.Truncated || len(page.Objects) == 0 {
+			return n
+		}
+		after = page.Objects[len(page.Objects)-1].Key
+	}
+}
+
+// checkValues fails at the first value that differs.
+func checkValues(t *testing.T, got, want [][]byte) {
+	t.Helper()
+	for i := range min(len(got), len(want)) {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("record %d: got %q, want %q", i, got[i], want[i])
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d records, want %d", len(got), len(want))
+	}
+}
+
+// consumeFranz reads partition p from the start until n records and then
+// until the high watermark, so extra records are seen too.
+func consumeFranz(t *testing.T, c *compatCluster, topic string, p int32, n int) [][]byte {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs()...), kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out [][]byte
+	var next int64
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d records of %s-%d: %v", len(out), n, topic, p, err)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
+		done := false
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			for _, r := range fp.Records {
+				if r.Offset != next {
+					t.Fatalf("offset %d after %d: a gap or a duplicate", r.Offset, next-1)
+				}
+				next++
+				out = append(out, r.Value)
+			}
+			done = len(out) >= n && next >= fp.HighWatermark
+		})
+		if done {
+			return out
+		}
+	}
+}
+
+func waitUntil(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func kcatPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("KWAL_KCAT"); p != "" {
+		return p
+	}
+	p, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Skip("SKIPPED: kcat not found (set KWAL_KCAT or run under scripts/test-env.sh, which installs it); the librdkafka compatibility test did not run")
+	}
+	return p
+}
+
+func kafkajsPath(t *testing.T) (node, dir string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("SKIPPED: node not found (scripts/test-env.sh installs it); the kafkajs compatibility test did not run")
+	}
+	dir = os.Getenv("KWAL_KAFKAJS_DIR")
+	if dir == "" {
+		dir, _ = filepath.Abs("kafkajs")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "kafkajs", "package.json")); err != nil {
+		t.Skipf("SKIPPED: kafkajs is not installed in %s/node_modules (run scripts/test-env.sh, which runs npm ci); the kafkajs compatibility test did not run", dir)
+	}
+	return node, dir
+}
+
+// buildKwal builds the kwal binary once into a temporary directory.
+func buildKwal(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "kwal")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/kwal")
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/kwal: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type compatBroker struct {
+	id      int32
+	rack    string
+	port    int
+	dir     string
+	props   string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	logPath string
+}
+
+func (b *compatBroker) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(b.port)) }
+
+// compatCluster is a cluster of `kwal broker` processes.
+type compatCluster struct {
+	bin     string
+	brokers []*compatBroker
+}
+
+func startCompatCluster(t *testing.T, bin string, racks []string, props map[string]string) *compatCluster {
+	t.Helper()
+	c := &compatCluster{bin: bin}
+	var list []string
+	for i, rack := range racks {
+		b := &compatBroker{id: int32(i + 1), rack: rack, port: freePort(t), dir: t.TempDir()}
+		c.brokers = append(c.brokers, b)
+		list = append(list, fmt.Sprintf("%d@%s#%s", b.id, b.addr(), rack))
+	}
+	for _, b := range c.brokers {
+		var sb strings.Builder
+		fmt.Fprintf(&sb, "broker.id=%d\nlisteners=PLAINTEXT://%s\nlog.dirs=%s\ncluster.brokers=%s\n",
+			b.id, b.addr(), filepath.Join(b.dir, "logs"), strings.Join(list, ","))
+		keys := make([]string, 0, len(props))
+		for k := range props {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&sb, "%s=%s\n", k, props[k])
+		}
+		b.props = filepath.Join(b.dir, "server.properties")
+		if err := os.WriteFile(b.props, []byte(sb.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b.logPath = filepath.Join(b.dir, "broker.log")
+	}
+	for i := range c.brokers {
+		c.start(t, i)
+	}
+	return c
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// start starts broker i and waits until it accepts connections.
+func (c *compatCluster) start(t *testing.T, i int) {
+	t.Helper()
+	b := c.brokers[i]
+	logf, err := os.OpenFile(b.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.cmd = exec.Command(c.bin, "broker", "-config", b.props)
+	b.cmd.Stdout, b.cmd.Stderr = logf, logf
+	if err := b.cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatal(err)
+	}
+	b.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		cmd.Wait()
+		logf.Close()
+		close(done)
+	}(b.cmd, b.exited)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", b.addr(), time.Second)
+		if err == nil {
+			conn.Close()
+			return
+		}
+		select {
+		case <-b.exited:
+			t.Fatalf("broker %d exited at start:\n%s", b.id, tail(b.logPath))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("broker %d not listening after 60 s:\n%s", b.id, tail(b.logPath))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// kill sends SIGKILL to broker i and waits for it to die.
+func (c *compatCluster) kill(t *testing.T, i int) {
+	t.Helper()
+	b := c.brokers[i]
+	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-b.exited
+}
+
+// stopAll stops every running broker with SIGTERM (SIGKILL after 15 s)
+// and logs the tail of each broker's log if the test failed.
+func (c *compatCluster) stopAll(t *testing.T) {
+	for _, b := range c.brokers {
+		if b.cmd == nil {
+			continue
+		}
+		select {
+		case <-b.exited:
+			continue
+		default:
+		}
+		b.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-b.exited:
+		case <-time.After(15 * time.Second):
+			t.Logf("broker %d did not stop on SIGTERM in 15 s; killing it", b.id)
+			b.cmd.Process.Signal(syscall.SIGKILL)
+			<-b.exited
+		}
+	}
+	if t.Failed() {
+		for _, b := range c.brokers {
+			t.Logf("broker %d log tail:\n%s", b.id, tail(b.logPath))
+		}
+	}
+}
+
+func tail(path string) string {
+	data, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-40):], "\n")
+}
+
+func (c *compatCluster) addrs() []string {
+	var out []string
+	for _, b := range c.brokers {
+		out = append(out, b.addr())
+	}
+	return out
+}
+
+func (c *compatCluster) bootstrap() string { return strings.Join(c.addrs(), ",") }
+
+func (c *compatCluster) admin(t *testing.T) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// createTopic creates topic through one broker and waits until every
+// broker's metadata shows it with a leader for each partition: the
+// controller state reaches the other processes through the metadata Kafka.
+func (c *compatCluster) createTopic(t *testing.T, topic string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.admin(t).CreateTopic(ctx, partitions, 3, configs, topic); err != nil {
+		t.Fatalf("create %s: %v", topic, err)
+	}
+	for _, b := range c.brokers {
+		waitUntil(t, ctx, fmt.Sprintf("broker %d to learn %s", b.id, topic), func() bool {
+			md, err := brokerMetadata(ctx, b.addr(), topic)
+			if err != nil || len(md.Topics) != 1 || md.Topics[0].ErrorCode != 0 || len(md.Topics[0].Partitions) != int(partitions) {
+				return false
+			}
+			for _, pd := range md.Topics[0].Partitions {
+				if pd.Leader < 0 {
+					return false
+				}
+			}
+			return true
+		})
+	}
+}
+
+// brokerMetadata asks the broker at addr (only it) about topic.
+func brokerMetadata(ctx context.Context, addr, topic string) (*kmsg.MetadataResponse, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	return req.RequestWith(ctx, cl.SeedBrokers()[0])
+}
+
+// partitionLedIn returns a partition of topic whose leader is in rack.
+func (c *compatCluster) partitionLedIn(t *testing.T, topic, rack string) int32 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	md, err := c.admin(t).Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	racks := map[int32]string{}
+	for _, b := range c.brokers {
+		racks[b.id] = b.rack
+	}
+	for _, pd := range md.Topics[topic].Partitions.Sorted() {
+		if racks[pd.Leader] == rack {
+			return pd.Partition
+		}
+	}
+	t.Fatalf("no partition of %s led in %s: %+v", topic, rack, md.Topics[topic].Partitions)
+	return 0
+}
+
+// isr is the ISR of topic-p as the partition's leader reports it.
+func (c *compatCluster) isr(t *testing.T, topic string, p int32) []int32 {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, b := range c.brokers {
+		md, err := brokerMetadata(ctx, b.addr(), topic)
+		if err != nil || len(md.Topics) != 1 || int(p) >= len(md.Topics[0].Partitions) {
+			continue
+		}
+		pd := md.Topics[0].Partitions[p]
+		if pd.Leader != b.id {
+			continue
+		}
+		return pd.ISR
+	}
+	return nil
+}
