@@ -14,15 +14,20 @@ import (
 
 // Defaults, Kafka's where Kafka has one.
 const (
-	DefaultNumPartitions            = 1
-	DefaultReplicationFactor        = 1
-	DefaultMinInsyncReplicas        = 1
-	DefaultReplicaLagTimeMax        = 30 * time.Second       // replica.lag.time.max.ms
-	DefaultReplicaFetchWaitMax      = 500 * time.Millisecond // replica.fetch.wait.max.ms
-	DefaultReplicaFetchMaxBytes     = 1 << 20                // replica.fetch.max.bytes
-	DefaultReplicaFetchResponseMax  = 10 << 20               // replica.fetch.response.max.bytes
-	DefaultSocketRequestMaxBytes    = 100 << 20              // socket.request.max.bytes
-	DefaultReplicaFetchBackoff      = time.Second            // replica.fetch.backoff.ms
+	DefaultNumPartitions           = 1
+	DefaultReplicationFactor       = 1
+	DefaultMinInsyncReplicas       = 1
+	DefaultReplicaLagTimeMax       = 30 * time.Second       // replica.lag.time.max.ms
+	DefaultReplicaFetchWaitMax     = 500 * time.Millisecond // replica.fetch.wait.max.ms
+	DefaultReplicaFetchMaxBytes    = 1 << 20                // replica.fetch.max.bytes
+	DefaultReplicaFetchResponseMax = 10 << 20               // replica.fetch.response.max.bytes
+	DefaultSocketRequestMaxBytes   = 100 << 20              // socket.request.max.bytes
+	// DefaultReplicaFetchBackoff is replica.fetch.backoff.ms. Kafka's default
+	// is 1 s; the harness uses 100 ms because its controller tells a new
+	// topic's followers about it before its leaders, and a follower's first
+	// OffsetForLeaderEpoch then fails once and would otherwise stall the
+	// topic's first acks=all produces for a second.
+	DefaultReplicaFetchBackoff      = 100 * time.Millisecond
 	DefaultClusterID                = "kwal-cluster"
 	DefaultListener                 = "127.0.0.1:9092"
 	DefaultCombinerThreadPoolSize   = 2
@@ -121,7 +126,7 @@ type Config struct {
 	RemoteWALFetchWaitMax time.Duration
 	// ReplicaFetchMaxBytes: replica.fetch.max.bytes per partition. Default 1 MiB.
 	ReplicaFetchMaxBytes int32
-	// ReplicaFetchBackoff: replica.fetch.backoff.ms. Default 1 s.
+	// ReplicaFetchBackoff: replica.fetch.backoff.ms. Default 100 ms.
 	ReplicaFetchBackoff time.Duration
 	// SocketRequestMaxBytes: socket.request.max.bytes; larger frames close
 	// the connection. Default 100 MiB.
