@@ -73,6 +73,9 @@ type RemoteWALConfig struct {
 	CombinerTaskInterval time.Duration
 	// CombinerTaskUploadBytes: remote.wal.log.manager.combiner.task.upload.bytes.
 	CombinerTaskUploadBytes int64
+	// Retention: remote.wal.retention.ms, how long an object is kept after
+	// its upload once every in-sync replica holds it. Default 10 minutes.
+	Retention time.Duration
 	// StorageURL: remote.wal.storage.url (mem://, file:///dir, s3://…, minio://…).
 	StorageURL string
 	// MetadataBootstrapServers: remote.wal.metadata.bootstrap.servers;

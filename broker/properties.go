@@ -271,6 +271,9 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 	"remote.wal.log.manager.combiner.task.upload.bytes": func(sc *ServerConfig, v string) error {
 		return parseInt64(v, &sc.Broker.RemoteWAL.CombinerTaskUploadBytes)
 	},
+	"remote.wal.retention.ms": func(sc *ServerConfig, v string) error {
+		return parseMs(v, &sc.Broker.RemoteWAL.Retention)
+	},
 	"remote.wal.storage.url": func(sc *ServerConfig, v string) error {
 		sc.Broker.RemoteWAL.StorageURL = v
 		return nil

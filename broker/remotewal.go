@@ -77,6 +77,17 @@ type RemoteWALReplicatorConfig struct {
 	// ReadyTimeout bounds the wait for the metadata consumer to catch up
 	// at start. Default 30 s.
 	ReadyTimeout time.Duration
+	// Retention decides when this broker deletes the objects it uploaded
+	// (every in-sync replica past their entries, and the WAL retention
+	// passed): DELETE_SEGMENT_STARTED, delete, DELETE_SEGMENT_FINISHED,
+	// tombstone. BrokerID is set to this broker.
+	Retention metadata.RetentionPolicy
+	// OrphanGrace: an object no live metadata references is deleted this
+	// long after its upload. Default 5 minutes (see combiner.OrphanConfig).
+	OrphanGrace time.Duration
+	// MaintenanceInterval is how often retention and orphan collection
+	// run. Default 30 s.
+	MaintenanceInterval time.Duration
 	Clock        clock.Clock
 	Logger       *slog.Logger
 }
@@ -94,6 +105,11 @@ type RemoteWALReplicator struct {
 	wp    *remotewal.WritePath
 	fol   *follower.Follower
 	log   *slog.Logger
+
+	retainer *metadata.Retainer
+	orphans  *combiner.OrphanCollector
+	stopMnt  context.CancelFunc
+	mntDone  chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -192,6 +208,13 @@ func NewRemoteWALReplicator(cfg RemoteWALReplicatorConfig) (*RemoteWALReplicator
 		r.pub.Close()
 		return nil, err
 	}
+	if err := r.startMaintenance(); err != nil {
+		r.fol.Close()
+		r.wp.Close(context.Background())
+		r.cons.Close()
+		r.pub.Close()
+		return nil, err
+	}
 	if d, ok := r.cons.BootstrapDuration(); ok {
 		r.log.Info("remote WAL metadata ready", "bootstrap", d, "metadata_partitions", r.cons.NumPartitions())
 	}
@@ -282,9 +305,83 @@ func (r *RemoteWALReplicator) WritePath() *remotewal.WritePath { return r.wp }
 // State exposes the metadata index this broker rebuilt.
 func (r *RemoteWALReplicator) State() *metadata.State { return r.state }
 
+// startMaintenance runs retention and orphan collection in the background.
+func (r *RemoteWALReplicator) startMaintenance() error {
+	pol := r.cfg.Retention
+	pol.BrokerID = r.cfg.BrokerID
+	ret, err := metadata.NewRetainer(pol, r.state, r.pub, r.cfg.Store, r.safeOffset, r.cfg.Clock, r.log)
+	if err != nil {
+		return err
+	}
+	grace := r.cfg.OrphanGrace
+	if grace == 0 {
+		grace = 5 * time.Minute
+	}
+	oc, err := combiner.NewOrphanCollector(combiner.OrphanConfig{
+		Store: r.cfg.Store, KeyPrefix: r.cfg.Combiner.KeyPrefix, Refs: remotewal.StateReferences{State: r.state},
+		InFlight: r.wp.Combiner.InFlight, Grace: grace, UploadTimeout: r.cfg.Combiner.UploadTimeout,
+		Clock: r.cfg.Clock, Logger: r.log,
+	})
+	if err != nil {
+		return err
+	}
+	r.retainer, r.orphans = ret, oc
+	every := r.cfg.MaintenanceInterval
+	if every == 0 {
+		every = 30 * time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stopMnt, r.mntDone = cancel, make(chan struct{})
+	go func() {
+		defer close(r.mntDone)
+		t := r.cfg.Clock.NewTimer(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C():
+			}
+			if n, err := r.retainer.RunOnce(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("remote WAL retention run failed; will retry", "err", err)
+			} else if n > 0 {
+				r.log.Info("remote WAL retention deleted objects", "objects", n)
+			}
+			if keys, err := r.orphans.RunOnce(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("orphan collection failed; will retry", "err", err)
+			} else if len(keys) > 0 {
+				r.log.Info("deleted orphaned objects", "objects", len(keys))
+			}
+			t.Reset(every)
+		}
+	}()
+	return nil
+}
+
+// safeOffset is the offset below which every in-sync replica of tp holds
+// the data: the high watermark, known only where this broker leads tp.
+func (r *RemoteWALReplicator) safeOffset(tp metadata.TopicPartition) (int64, bool) {
+	b := r.broker()
+	if b == nil {
+		return 0, false
+	}
+	p := b.partition(TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+	if p == nil {
+		return 0, false
+	}
+	if _, leader := p.snapshot(); !leader {
+		return 0, false
+	}
+	return p.log.HighWatermark(), true
+}
+
 // Close stops the follower, then lets the write path upload and publish
 // what it holds until ctx ends, then closes the metadata clients.
 func (r *RemoteWALReplicator) Close(ctx context.Context) error {
+	if r.stopMnt != nil {
+		r.stopMnt()
+		<-r.mntDone
+	}
 	ferr := r.fol.Close()
 	werr := r.wp.Close(ctx)
 	r.cons.Close()

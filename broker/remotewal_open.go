@@ -95,6 +95,7 @@ func NewRemoteWALReplicatorFor(cfg *Config, parts *RemoteWALParts, logger *slog.
 			UploadBytes:    rw.CombinerTaskUploadBytes,
 		},
 		Ledger:       l,
+		Retention:    metadata.RetentionPolicy{Retention: rw.Retention},
 		ReadyTimeout: 60 * time.Second,
 		Clock:        cfg.Clock,
 		Logger:       logger,

@@ -26,13 +26,18 @@ import (
 // embedded metadata cluster, each with its own remote-WAL replicator.
 func startRemoteWALCluster(t *testing.T, racks []string, store objstore.Store) *testCluster {
 	t.Helper()
+	return startRemoteWALClusterWith(t, racks, store, nil)
+}
+
+func startRemoteWALClusterWith(t *testing.T, racks []string, store objstore.Store, tweak func(*RemoteWALReplicatorConfig)) *testCluster {
+	t.Helper()
 	emb, err := metadata.StartEmbedded(t.TempDir(), quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(emb.Close)
 	return startCluster(t, racks, func(cfg *Config) {
-		r, err := NewRemoteWALReplicator(RemoteWALReplicatorConfig{
+		rc := RemoteWALReplicatorConfig{
 			BrokerID: cfg.BrokerID, Rack: cfg.Rack,
 			Store:    ledger.Wrap(store, cfg.Ledger),
 			Metadata: metadata.TopicConfig{Bootstrap: emb.Bootstrap(), Partitions: 4},
@@ -40,7 +45,11 @@ func startRemoteWALCluster(t *testing.T, racks []string, store objstore.Store) *
 			Combiner: combiner.Config{Interval: 5 * time.Millisecond, UploadBytes: 128 << 10},
 			Ledger:   cfg.Ledger,
 			Logger:   quietLogger(),
-		})
+		}
+		if tweak != nil {
+			tweak(&rc)
+		}
+		r, err := NewRemoteWALReplicator(rc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,4 +228,66 @@ func TestMetricsEndpoint(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Invariant 6 (nothing leaks): once every in-sync replica holds an
+// object's slices and the WAL retention has passed, the uploading leader
+// deletes the object (DELETE_SEGMENT_STARTED, delete, FINISHED,
+// tombstone). The store ends empty, the metadata names no live object, and
+// the followers' logs keep every record.
+func TestRemoteWALRetentionDeletesObjects(t *testing.T) {
+	store := mem.New()
+	c := startRemoteWALClusterWith(t, []string{"az1", "az2", "az2"}, store, func(rc *RemoteWALReplicatorConfig) {
+		rc.Retention = metadata.RetentionPolicy{Retention: time.Millisecond}
+		rc.MaintenanceInterval = 20 * time.Millisecond
+	})
+	admin := newClient(t, c)
+	createTopic(t, admin, "ret", 2, 3, map[string]string{TopicConfigRemoteWAL: "true"})
+	prod := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("ret"))
+	const n = 300
+	for i := range n {
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: value(i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	countObjects := func() int {
+		k := 0
+		if err := objstore.ListAll(context.Background(), store, "", func(objstore.ObjectInfo) error { k++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	waitFor(t, "retention to empty the store", 20*time.Second, func() bool { return countObjects() == 0 })
+	var total int64
+	ts, _ := c.ctrl.Topic("ret")
+	for _, ps := range ts.Partitions {
+		for _, rid := range ps.Replicas {
+			l, _ := c.broker(rid).PartitionLog(TopicPartition{"ret", ps.Partition})
+			if rid == ps.Leader {
+				total += l.LogEndOffset()
+			}
+		}
+		ll, _ := c.broker(ps.Leader).PartitionLog(TopicPartition{"ret", ps.Partition})
+		for _, rid := range ps.Replicas {
+			fl, _ := c.broker(rid).PartitionLog(TopicPartition{"ret", ps.Partition})
+			if fl.LogEndOffset() != ll.LogEndOffset() {
+				t.Errorf("broker %d holds %d of %d offsets of partition %d after retention", rid, fl.LogEndOffset(), ll.LogEndOffset(), ps.Partition)
+			}
+		}
+	}
+	if total != n {
+		t.Fatalf("leaders hold %d records, want %d", total, n)
+	}
+	waitFor(t, "metadata to drop the deleted objects", 10*time.Second, func() bool {
+		for _, b := range c.brokers {
+			for _, o := range b.cfg.Replicator.(*RemoteWALReplicator).State().Objects() {
+				for _, part := range o.Parts {
+					if part.State != metadata.DeleteSegmentFinished {
+						return false
+					}
+				}
+			}
+		}
+		return true
+	})
 }
