@@ -88,8 +88,8 @@ type RemoteWALReplicatorConfig struct {
 	// MaintenanceInterval is how often retention and orphan collection
 	// run. Default 30 s.
 	MaintenanceInterval time.Duration
-	Clock        clock.Clock
-	Logger       *slog.Logger
+	Clock               clock.Clock
+	Logger              *slog.Logger
 }
 
 // RemoteWALReplicator is the broker's remotewal replication mode: the
