@@ -15,16 +15,16 @@ import (
 	"net"
 	"os"
 	"runtime"
-	"slices"
 	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kwal/kwal/broker"
+	"github.com/kwal/kwal/internal/kclient"
+	"github.com/kwal/kwal/internal/stats"
 )
 
 // Config is one invocation.
@@ -126,7 +126,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	rep := &Report{CPUs: runtime.NumCPU(), Records: cfg.Records, RecordBytes: cfg.RecordBytes, Partitions: cfg.Partitions, LatencyModel: cfg.LatencyModel}
 	for _, k := range order {
 		r := rows[k]
-		r.MedianMBps = median(r.MBps)
+		r.MedianMBps = stats.Median(r.MBps)
 		if r.Target != "loopback-tcp" {
 			r.RecordsPerS = r.MedianMBps * 1e6 / float64(cfg.RecordBytes)
 		}
@@ -144,24 +144,12 @@ func produce(ctx context.Context, seeds []string, topic, mode, acks string, cfg 
 		return 0, err
 	}
 	defer admin.Close()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, cfg.Partitions, 3
+	configs := map[string]string{}
 	if mode == "remotewal" {
-		c := kmsg.NewCreateTopicsRequestTopicConfig()
-		c.Name = broker.TopicConfigRemoteWAL
-		v := "true"
-		c.Value = &v
-		rt.Configs = append(rt.Configs, c)
+		configs[broker.TopicConfigRemoteWAL] = "true"
 	}
-	req.Topics = append(req.Topics, rt)
-	req.TimeoutMillis = 10000
-	resp, err := req.RequestWith(ctx, admin)
-	if err != nil {
+	if err := kclient.CreateTopic(ctx, admin, topic, cfg.Partitions, 3, configs, false); err != nil {
 		return 0, err
-	}
-	if code := resp.Topics[0].ErrorCode; code != 0 {
-		return 0, fmt.Errorf("create topic: error code %d", code)
 	}
 	ack := kgo.LeaderAck()
 	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5 * time.Millisecond),
@@ -265,18 +253,6 @@ func loopbackMBps(total int) (float64, error) {
 		return 0, err
 	}
 	return float64(total) / time.Since(start).Seconds() / 1e6, nil
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // WriteTable prints the report with ratios to kfake and to loopback TCP.

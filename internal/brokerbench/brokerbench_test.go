@@ -7,10 +7,7 @@ import (
 	"testing"
 )
 
-func TestMedianAndLoopback(t *testing.T) {
-	if median([]float64{3, 1, 2}) != 2 || median([]float64{1, 2, 3, 4}) != 2.5 || median(nil) != 0 {
-		t.Fatal("median")
-	}
+func TestLoopback(t *testing.T) {
 	bw, err := loopbackMBps(8 << 20)
 	if err != nil || bw <= 0 {
 		t.Fatalf("loopback: %v MB/s, %v", bw, err)

@@ -24,9 +24,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kwal/kwal/broker"
+	"github.com/kwal/kwal/internal/kclient"
+	"github.com/kwal/kwal/internal/stats"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/objstore/ledger"
 )
@@ -119,7 +120,7 @@ func orDefault(s, d string) string {
 	return s
 }
 
-type stats struct {
+type runStats struct {
 	mu        sync.Mutex
 	produce   []time.Duration
 	e2e       []time.Duration
@@ -141,8 +142,8 @@ func runClients(ctx context.Context, cfg Config, seeds []string, lc *broker.Loca
 	if cfg.Mode == "remotewal" {
 		configs[broker.TopicConfigRemoteWAL] = "true"
 	}
-	if err := createTopic(ctx, admin, cfg.Topic, cfg.Partitions, 3, configs); err != nil {
-		return err
+	if err := kclient.CreateTopic(ctx, admin, cfg.Topic, cfg.Partitions, 3, configs, true); err != nil {
+		return fmt.Errorf("demo: %w", err)
 	}
 	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.DefaultProduceTopic(cfg.Topic), kgo.ProducerLinger(2*time.Millisecond),
@@ -188,7 +189,7 @@ func runClients(ctx context.Context, cfg Config, seeds []string, lc *broker.Loca
 		}
 	}
 
-	var st stats
+	var st runStats
 	start := time.Now()
 	var ledgerStart []ledger.Snapshot
 	if lc != nil {
@@ -263,7 +264,7 @@ func runClients(ctx context.Context, cfg Config, seeds []string, lc *broker.Loca
 	return summary(w, cfg, &st, lc, ledgerStart, produceTime)
 }
 
-func consume(ctx context.Context, cons *kgo.Client, cfg Config, st *stats) error {
+func consume(ctx context.Context, cons *kgo.Client, cfg Config, st *runStats) error {
 	next := map[int32]int64{}
 	seen := make([]bool, cfg.Records)
 	for st.consumed.Load() < int64(cfg.Records) {
@@ -298,7 +299,7 @@ func consume(ctx context.Context, cons *kgo.Client, cfg Config, st *stats) error
 	return nil
 }
 
-func progress(w io.Writer, st *stats, total int, lc *broker.LocalCluster, base []ledger.Snapshot, el time.Duration) {
+func progress(w io.Writer, st *runStats, total int, lc *broker.LocalCluster, base []ledger.Snapshot, el time.Duration) {
 	line := fmt.Sprintf("\r%5.1fs  produced+acked %6d/%d  consumed %6d/%d", el.Seconds(), st.acked.Load(), total, st.consumed.Load(), total)
 	if lc != nil {
 		puts, gets, cross := ledgerTotals(lc, base)
@@ -320,7 +321,7 @@ func ledgerTotals(lc *broker.LocalCluster, base []ledger.Snapshot) (puts, gets, 
 	return
 }
 
-func summary(w io.Writer, cfg Config, st *stats, lc *broker.LocalCluster, base []ledger.Snapshot, produceTime time.Duration) error {
+func summary(w io.Writer, cfg Config, st *runStats, lc *broker.LocalCluster, base []ledger.Snapshot, produceTime time.Duration) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "summary (%s mode, measured)\t\n", cfg.Mode)
 	fmt.Fprintf(tw, "  records\t%d of %d B, %d partitions, RF 3\n", cfg.Records, cfg.RecordBytes, cfg.Partitions)
@@ -431,17 +432,8 @@ func allBytes(segs []kafkalog.SegmentInfo, read func(int64, int64, int64) ([]byt
 	return all, nil
 }
 
-func pct(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := (len(s)*p + 99) / 100
-	if i > 0 {
-		i--
-	}
-	return s[min(i, len(s)-1)].Round(10 * time.Microsecond)
+func pct(ds []time.Duration, p float64) time.Duration {
+	return stats.DurationPercentile(ds, p).Round(10 * time.Microsecond)
 }
 
 func human(b int64) string {
@@ -454,27 +446,4 @@ func human(b int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", b)
-}
-
-func createTopic(ctx context.Context, cl *kgo.Client, name string, partitions int32, rf int16, configs map[string]string) error {
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, rf
-	for k, v := range configs {
-		c := kmsg.NewCreateTopicsRequestTopicConfig()
-		c.Name = k
-		val := v
-		c.Value = &val
-		rt.Configs = append(rt.Configs, c)
-	}
-	req.Topics = append(req.Topics, rt)
-	req.TimeoutMillis = 10000
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return fmt.Errorf("demo: create topic %s: %w", name, err)
-	}
-	if code := resp.Topics[0].ErrorCode; code != 0 && code != 36 { // 36: TOPIC_ALREADY_EXISTS
-		return fmt.Errorf("demo: create topic %s: error code %d", name, code)
-	}
-	return nil
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/kwal/kwal/combiner"
 	"github.com/kwal/kwal/follower"
 	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/internal/stats"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"
 	"github.com/kwal/kwal/metadata"
@@ -415,7 +416,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	}
 	rec.mu.Unlock()
 	for _, s := range Stages {
-		res.P50[s], res.P99[s] = pct(stages[s], 50), pct(stages[s], 99)
+		res.P50[s], res.P99[s] = stats.Percentile(stages[s], 50), stats.Percentile(stages[s], 99)
 	}
 	return res, nil
 }
@@ -429,16 +430,6 @@ func laterOf(a, b time.Time) time.Time {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func pct(v []float64, p int) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	i := (len(s)*p+99)/100 - 1
-	return s[max(0, min(i, len(s)-1))]
-}
-
 // Median returns, per stage, the median over runs of each run's p50 and p99.
 func Median(runs []*Result) (p50, p99 map[string]float64) {
 	p50, p99 = map[string]float64{}, map[string]float64{}
@@ -447,21 +438,9 @@ func Median(runs []*Result) (p50, p99 map[string]float64) {
 		for _, r := range runs {
 			a, b = append(a, r.P50[s]), append(b, r.P99[s])
 		}
-		p50[s], p99[s] = median(a), median(b)
+		p50[s], p99[s] = stats.Median(a), stats.Median(b)
 	}
 	return
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // WriteTable prints the medians of runs as a stage table.

@@ -8,22 +8,6 @@ import (
 	"time"
 )
 
-func TestPercentilesAndMedian(t *testing.T) {
-	v := []float64{5, 1, 4, 2, 3}
-	if got := pct(v, 50); got != 3 {
-		t.Fatalf("p50 = %v", got)
-	}
-	if got := pct(v, 99); got != 5 {
-		t.Fatalf("p99 = %v", got)
-	}
-	if got := median([]float64{1, 9, 3, 7}); got != 5 {
-		t.Fatalf("median = %v", got)
-	}
-	if pct(nil, 50) != 0 || median(nil) != 0 {
-		t.Fatal("empty inputs must give 0")
-	}
-}
-
 // A short real run: every stage is measured for the slices that made it
 // through, and the table names them all.
 func TestTinyRun(t *testing.T) {
