@@ -2,6 +2,8 @@ package broker
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -190,5 +192,27 @@ func TestAssignReplicasRackAware(t *testing.T) {
 	}
 	if _, err := AssignReplicas("t", 1, 5, brokers); !errors.Is(err, ErrInvalidReplicationFactor) {
 		t.Errorf("rf 5 of 4 brokers: %v", err)
+	}
+}
+
+// The broker configs docker-compose.yml mounts load cleanly.
+func TestDeployPropertiesLoad(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "deploy", "broker-*.properties"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no deploy/broker-*.properties: %v", err)
+	}
+	for _, f := range files {
+		r, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := LoadServerProperties(r)
+		r.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if !sc.Broker.RemoteWAL.SystemEnable || sc.Broker.RemoteWAL.MetadataBootstrapServers == "" || len(sc.Cluster) != 3 {
+			t.Fatalf("%s: remote WAL not wired to shared parts: %+v", f, sc.Broker.RemoteWAL)
+		}
 	}
 }

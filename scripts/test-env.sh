@@ -40,6 +40,14 @@ apt_install() {
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@"
 }
 
+# docker-compose validates docker-compose.yml (no Docker engine is needed
+# for `docker-compose config -q`).
+if ! command -v docker-compose >/dev/null; then
+	log "installing docker-compose from Debian (to validate docker-compose.yml)"
+	apt_install docker-compose
+fi
+export KWAL_DOCKER_COMPOSE="$(command -v docker-compose)"
+
 if ! command -v kcat >/dev/null; then
 	log "installing kcat from Debian"
 	apt_install kcat
