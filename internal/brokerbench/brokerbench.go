@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"runtime"
@@ -153,7 +154,11 @@ func produce(ctx context.Context, seeds []string, topic, mode, acks string, cfg 
 	}
 	ack := kgo.LeaderAck()
 	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5 * time.Millisecond),
-		kgo.ProducerBatchMaxBytes(1 << 20), kgo.MaxBufferedRecords(50000), kgo.ProduceRequestTimeout(30 * time.Second)}
+		kgo.ProducerBatchMaxBytes(1 << 20), kgo.MaxBufferedRecords(50000), kgo.ProduceRequestTimeout(30 * time.Second),
+		// Uncompressed, incompressible records: the broker must move and
+		// check every byte, as with real payloads (franz-go would otherwise
+		// snappy-compress, and zeros shrink to nothing).
+		kgo.ProducerBatchCompression(kgo.NoCompression())}
 	if acks == "all" {
 		ack = kgo.AllISRAcks()
 	} else {
@@ -183,6 +188,10 @@ func produce(ctx context.Context, seeds []string, topic, mode, acks string, cfg 
 		return 0, fmt.Errorf("warm-up: %w", err)
 	}
 	value := make([]byte, cfg.RecordBytes)
+	rng := rand.New(rand.NewPCG(uint64(len(topic)), 7))
+	for i := range value {
+		value[i] = byte(rng.Uint32())
+	}
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
