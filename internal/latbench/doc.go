@@ -1,0 +1,38 @@
+// Package latbench is `kwal bench latency`: the remote write-ahead log
+// (KIP-1176) against classic replication on the workloads of the KIP's
+// performance appendix, measured side by side on one in-process cluster,
+// with modelled object-store and cross-AZ latencies, and priced from the
+// brokers' ledgers with package cost.
+//
+// It owns the workloads (end-to-end latency, producer and consumer perf
+// tests, each with acks=1 and acks=all; a paced stream for the sweep of
+// the combiner interval and object size), the plan that alternates the two
+// modes over repetitions, the network model between racks, and the
+// report: markdown, JSON and PNG plots (latency CDFs per mode; cost
+// against p99 latency).
+//
+// It does not own the cluster (broker.StartLocalCluster), the object-store
+// latency model (objstore/latency), the counts (objstore/ledger) or the
+// prices (cost).
+//
+// Layout of a run:
+//
+//	          az1                    │                 az2
+//	producer ──► broker 1 (leader) ──┼── classic: replica fetch ──► broker 2 (follower) ──► consumer
+//	                │                │                                    ▲
+//	                └─ remotewal: PUT ──► object store ──► range GET ─────┘
+//	                                 │                                  broker 3 (RF 3 only)
+//
+// Every byte sent across the │ (broker to broker through broker.Config.Dial,
+// client to broker through kgo.Dialer) is delivered one configured one-way
+// delay later; the store adds its first-byte latency.
+//
+// Pure parts: Plan, TopicName, the statistics (Percentile, Summarize,
+// Median, CDF), Report.Aggregate and the renderers. Run is the driver.
+//
+// Concurrency: Run is sequential, one step at a time; inside a step the
+// producer's callbacks and one consumer goroutine share only atomics and a
+// result channel. A delayConn has one delivering goroutine, stopped by
+// Close; the progress display has one redrawing goroutine, stopped at the
+// end of Run.
+package latbench

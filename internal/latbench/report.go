@@ -1,0 +1,477 @@
+package latbench
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kwal/kwal/cost"
+	"github.com/kwal/kwal/objstore/latency"
+)
+
+// Env is the machine a report ran on.
+type Env struct {
+	NumCPU     int    `json:"num_cpu"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	GoVersion  string `json:"go_version"`
+	GOOS       string `json:"goos"`
+	GOARCH     string `json:"goarch"`
+	Started    string `json:"started"`
+}
+
+// ReportConfig is what a report states about how it was made.
+type ReportConfig struct {
+	Quick             bool          `json:"quick"`
+	Reps              int           `json:"reps"`
+	LatencyModel      latency.Model `json:"latency_model"`
+	CrossAZOneWay     time.Duration `json:"cross_az_one_way_ns"`
+	ReplicationFactor int16         `json:"replication_factor"`
+	Racks             []string      `json:"racks"`
+	Headline          Setting       `json:"headline_setting"`
+	E2ERecords        int           `json:"e2e_records"`
+	E2ERate           int           `json:"e2e_rate"`
+	PerfRecords       int           `json:"perf_records"`
+	PerfRecordBytes   int           `json:"perf_record_bytes"`
+	StreamRate        int           `json:"stream_rate"`
+	StreamDuration    time.Duration `json:"stream_duration_ns"`
+	// Prices: the object-store and network sheets and the model's
+	// conventions.
+	StoreSheet              string  `json:"store_sheet"`
+	StoreSheetTitle         string  `json:"store_sheet_title"`
+	NetworkSheet            string  `json:"network_sheet"`
+	HoursPerMonth           float64 `json:"hours_per_month"`
+	CrossAZDirectionsBilled int     `json:"cross_az_directions_billed"`
+	Brokers                 int     `json:"brokers_priced"`
+}
+
+func reportConfig(c Config, lat latency.Model, sheet cost.Sheet, m cost.Model) ReportConfig {
+	return ReportConfig{
+		Quick: c.Quick, Reps: c.Reps, LatencyModel: lat, CrossAZOneWay: c.CrossAZ,
+		ReplicationFactor: c.ReplicationFactor, Racks: brokerRacks(), Headline: c.Headline,
+		E2ERecords: c.E2ERecords, E2ERate: c.E2ERate, PerfRecords: c.PerfRecords, PerfRecordBytes: c.PerfRecordBytes,
+		StreamRate: c.StreamRate, StreamDuration: c.StreamDuration,
+		StoreSheet: sheet.Name, StoreSheetTitle: sheet.Title, NetworkSheet: m.Network.Name,
+		HoursPerMonth: m.HoursPerMonth, CrossAZDirectionsBilled: m.CrossAZDirectionsBilled, Brokers: brokersForCost,
+	}
+}
+
+// LinkFigures compare the configured cross-rack delay with what the
+// network model applied in one phase.
+type LinkFigures struct {
+	Phase              int           `json:"phase"`
+	ConfiguredOneWay   time.Duration `json:"configured_one_way_ns"`
+	MeasuredMeanOneWay time.Duration `json:"measured_mean_one_way_ns"`
+	DelayedWrites      int64         `json:"delayed_writes"`
+}
+
+// LedgerFigures are one run's counts from the brokers' ledgers, summed
+// over the brokers.
+type LedgerFigures struct {
+	Puts          int64 `json:"puts"`
+	Gets          int64 `json:"gets"`
+	OtherRequests int64 `json:"other_requests"`
+	BytesPut      int64 `json:"bytes_put"`
+	BytesGot      int64 `json:"bytes_got"`
+	CrossAZBytes  int64 `json:"cross_az_bytes"`
+	// CrossAZByComponent splits CrossAZBytes by what sent them
+	// (replica-fetch, consume, produce, fallback).
+	CrossAZByComponent map[string]int64 `json:"cross_az_by_component"`
+	PutsPerSec         float64          `json:"puts_per_sec"`
+	GetsPerSec         float64          `json:"gets_per_sec"`
+}
+
+// RunResult is one measured run.
+type RunResult struct {
+	Phase    int     `json:"phase"`
+	Headline bool    `json:"headline"`
+	Setting  Setting `json:"setting"`
+	Step
+	Topic   string `json:"topic"`
+	Records int    `json:"records"`
+	Bytes   int64  `json:"bytes"`
+	// Elapsed is the throughput window: first send to last ack (Produce),
+	// first send to last record consumed (E2E, Stream), client start to
+	// last record (Consume).
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// Window is the ledger's window: from the start to when every
+	// follower had the leader's log end.
+	Window        time.Duration   `json:"window_ns"`
+	RecordsPerSec float64         `json:"records_per_sec"`
+	MBPerSec      float64         `json:"mb_per_sec"`
+	Latency       Summary         `json:"latency"`
+	Samples       []time.Duration `json:"-"`
+	Ledger        LedgerFigures   `json:"ledger"`
+	// CostUSD is the run's ledger priced per broker-month; CostLines its
+	// non-zero line items.
+	CostUSD    float64            `json:"cost_usd_per_broker_month"`
+	CostLines  map[string]float64 `json:"cost_lines"`
+	Duplicates int64              `json:"duplicates"`
+	OutOfOrder int64              `json:"out_of_order"`
+}
+
+// Row is the medians over the repetitions of one (phase, workload, mode).
+type Row struct {
+	Phase         int           `json:"phase"`
+	Headline      bool          `json:"headline"`
+	Setting       Setting       `json:"setting"`
+	Workload      Workload      `json:"workload"`
+	Mode          string        `json:"mode"`
+	Reps          int           `json:"reps"`
+	P50           time.Duration `json:"p50_ns"`
+	P99           time.Duration `json:"p99_ns"`
+	P999          time.Duration `json:"p999_ns"`
+	RecordsPerSec float64       `json:"records_per_sec"`
+	MBPerSec      float64       `json:"mb_per_sec"`
+	PutsPerSec    float64       `json:"puts_per_sec"`
+	GetsPerSec    float64       `json:"gets_per_sec"`
+	BytesPut      float64       `json:"bytes_put"`
+	BytesGot      float64       `json:"bytes_got"`
+	CrossAZBytes  float64       `json:"cross_az_bytes"`
+	// AvgObjectBytes is BytesPut/Puts (median over runs with PUTs).
+	AvgObjectBytes float64            `json:"avg_object_bytes"`
+	CostUSD        float64            `json:"cost_usd_per_broker_month"`
+	CostLines      map[string]float64 `json:"cost_lines"`
+	Duplicates     int64              `json:"duplicates"`
+	OutOfOrder     int64              `json:"out_of_order"`
+}
+
+// Report is everything a run measured.
+type Report struct {
+	Env     Env           `json:"env"`
+	Config  ReportConfig  `json:"config"`
+	Phases  []Phase       `json:"phases"`
+	Link    []LinkFigures `json:"link"`
+	Runs    []RunResult   `json:"runs"`
+	Rows    []Row         `json:"rows"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+}
+
+// Aggregate computes Rows from Runs: medians over repetitions.
+func (r *Report) Aggregate() {
+	type key struct {
+		phase int
+		w     Workload
+		mode  string
+	}
+	groups := map[key][]RunResult{}
+	var order []key
+	for _, run := range r.Runs {
+		k := key{run.Phase, run.Workload, run.Mode}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], run)
+	}
+	r.Rows = r.Rows[:0]
+	for _, k := range order {
+		runs := groups[k]
+		med := func(f func(RunResult) float64) float64 {
+			xs := make([]float64, 0, len(runs))
+			for _, run := range runs {
+				xs = append(xs, f(run))
+			}
+			return Median(xs)
+		}
+		medD := func(f func(RunResult) time.Duration) time.Duration {
+			ds := make([]time.Duration, 0, len(runs))
+			for _, run := range runs {
+				ds = append(ds, f(run))
+			}
+			return MedianDuration(ds)
+		}
+		row := Row{Phase: k.phase, Headline: runs[0].Headline, Setting: runs[0].Setting, Workload: k.w, Mode: k.mode, Reps: len(runs),
+			P50:           medD(func(x RunResult) time.Duration { return x.Latency.P50 }),
+			P99:           medD(func(x RunResult) time.Duration { return x.Latency.P99 }),
+			P999:          medD(func(x RunResult) time.Duration { return x.Latency.P999 }),
+			RecordsPerSec: med(func(x RunResult) float64 { return x.RecordsPerSec }),
+			MBPerSec:      med(func(x RunResult) float64 { return x.MBPerSec }),
+			PutsPerSec:    med(func(x RunResult) float64 { return x.Ledger.PutsPerSec }),
+			GetsPerSec:    med(func(x RunResult) float64 { return x.Ledger.GetsPerSec }),
+			BytesPut:      med(func(x RunResult) float64 { return float64(x.Ledger.BytesPut) }),
+			BytesGot:      med(func(x RunResult) float64 { return float64(x.Ledger.BytesGot) }),
+			CrossAZBytes:  med(func(x RunResult) float64 { return float64(x.Ledger.CrossAZBytes) }),
+			CostUSD:       med(func(x RunResult) float64 { return x.CostUSD }),
+			CostLines:     map[string]float64{},
+		}
+		var objs []float64
+		items := map[string]bool{}
+		for _, run := range runs {
+			if run.Ledger.Puts > 0 {
+				objs = append(objs, float64(run.Ledger.BytesPut)/float64(run.Ledger.Puts))
+			}
+			row.Duplicates += run.Duplicates
+			row.OutOfOrder += run.OutOfOrder
+			for it := range run.CostLines {
+				items[it] = true
+			}
+		}
+		row.AvgObjectBytes = Median(objs)
+		for it := range items {
+			row.CostLines[it] = med(func(x RunResult) float64 { return x.CostLines[it] })
+		}
+		r.Rows = append(r.Rows, row)
+	}
+	wi := func(w Workload) int {
+		if i := slices.Index(HeadlineWorkloads(), w); i >= 0 {
+			return i
+		}
+		return len(HeadlineWorkloads())
+	}
+	slices.SortStableFunc(r.Rows, func(a, b Row) int {
+		return cmp.Or(cmp.Compare(a.Phase, b.Phase), cmp.Compare(wi(a.Workload), wi(b.Workload)), cmp.Compare(a.Mode, b.Mode))
+	})
+}
+
+// rowsFor returns the rows of the headline phase or of the sweep.
+func (r *Report) rowsFor(headline bool) []Row {
+	var out []Row
+	for _, row := range r.Rows {
+		if row.Headline == headline {
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
+// WriteJSON writes the report, every run included (without raw samples).
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// File names under the output directory.
+const (
+	ReportMarkdown = "report.md"
+	ReportJSON     = "report.json"
+	TradeoffPNG    = "cost-latency.png"
+)
+
+// CDFFile is the PNG of a headline workload's latency CDFs.
+func CDFFile(w Workload) string { return "cdf-" + string(w) + ".png" }
+
+// WriteFiles writes report.md, report.json and the plots into dir.
+func (r *Report) WriteFiles(dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var written []string
+	write := func(name string, fn func(io.Writer) error) error {
+		path := filepath.Join(dir, name)
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := fn(f); err != nil {
+			f.Close()
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		written = append(written, path)
+		return nil
+	}
+	for _, w := range r.plottedWorkloads() {
+		if err := write(CDFFile(w), func(f io.Writer) error { return r.WriteCDFPNG(f, w) }); err != nil {
+			return written, err
+		}
+	}
+	if len(r.rowsFor(false)) > 0 {
+		if err := write(TradeoffPNG, r.WriteTradeoffPNG); err != nil {
+			return written, err
+		}
+	}
+	if err := write(ReportJSON, r.WriteJSON); err != nil {
+		return written, err
+	}
+	if err := write(ReportMarkdown, r.WriteMarkdown); err != nil {
+		return written, err
+	}
+	return written, nil
+}
+
+// plottedWorkloads are the headline workloads with samples, in plan order.
+func (r *Report) plottedWorkloads() []Workload {
+	var out []Workload
+	for _, w := range HeadlineWorkloads() {
+		for _, run := range r.Runs {
+			if run.Headline && run.Workload == w && len(run.Samples) > 0 {
+				out = append(out, w)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func fmtMs(d time.Duration) string {
+	v := float64(d) / float64(time.Millisecond)
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func fmtMB(b float64) string { return fmt.Sprintf("%.2f", b/1e6) }
+
+func fmtUSD(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// WriteMarkdown renders the report. Every figure in it comes from Runs
+// (measured) or from the price sheets it names.
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	c := r.Config
+	fmt.Fprintf(&b, "# kwal bench latency\n\n")
+	fmt.Fprintf(&b, "Classic replication against the remote WAL (KIP-1176), the workloads of the KIP's performance appendix, run side by side, alternating, in one process.\n\n")
+	fmt.Fprintf(&b, "## How this was measured\n\n")
+	fmt.Fprintf(&b, "- **Machine:** ran on %d cores (runtime.NumCPU() = %d, GOMAXPROCS %d), %s/%s, %s, started %s; the whole run took %s.",
+		r.Env.NumCPU, r.Env.NumCPU, r.Env.GOMAXPROCS, r.Env.GOOS, r.Env.GOARCH, r.Env.GoVersion, r.Env.Started, r.Elapsed.Round(time.Second))
+	if r.Env.NumCPU <= 4 {
+		fmt.Fprintf(&b, " A small, noisy machine: brokers, object-store model and clients share these cores, so absolute figures are pessimistic; compare the modes with each other.")
+	}
+	fmt.Fprintf(&b, "\n- **Repetitions:** every figure in the tables is the median over %d repetitions of each (workload, mode); the modes alternate, and which goes first alternates per repetition. Percentiles within one repetition are nearest-rank.\n", c.Reps)
+	if c.Quick {
+		fmt.Fprintf(&b, "- **Quick run (`--quick`, CI sizes):** fewer records than the KIP's and a reduced sweep; see the sizes below.\n")
+	}
+	fmt.Fprintf(&b, "- **Cluster:** 3 in-process brokers in racks %s; each topic has 1 partition and replication factor %d, placed (and checked in the controller) with the leader in az1 and a follower in az2. The producer runs in az1 beside the leader; every consumer runs in az2 with client.rack=az2 and reads from the follower.\n",
+		strings.Join(c.Racks, ", "), c.ReplicationFactor)
+	m := c.LatencyModel
+	fmt.Fprintf(&b, "- **Object-store latency model:** `%s` (objstore/latency), first-byte latency log-normal: PUT median %v / p99 %v, GET median %v / p99 %v, %s per request. The store itself is the fs backend on local disk.\n",
+		m.Name, m.Put.Median, m.Put.P99, m.Get.Median, m.Get.P99, bandwidth(m.BandwidthBytesPerSec))
+	fmt.Fprintf(&b, "- **Network model:** every byte sent from one rack to another (broker to broker, and client to broker) is delivered %v later (a %v round trip); within a rack, no delay. %s\n",
+		c.CrossAZOneWay, 2*c.CrossAZOneWay, r.linkSentence())
+	fmt.Fprintf(&b, "- **Costs:** the ledger delta of each run (object-store requests and bytes from every broker's ledger, bytes that crossed racks), extrapolated by `cost.Model.MonthlyCost` to %v hours and divided by %d brokers, priced with the `%s` object-store sheet (%s) and the `%s` network sheet, cross-AZ bytes billed in %d direction(s). Storage at rest and instances are not included (the run does not measure how long objects are kept; instances are equal in both modes). Produce bytes are attributed to the producer's rack (az1), so they do not cross racks.\n",
+		c.HoursPerMonth, c.Brokers, c.StoreSheet, c.StoreSheetTitle, c.NetworkSheet, c.CrossAZDirectionsBilled)
+	fmt.Fprintf(&b, "- **Clients:** franz-go, idempotence off in every run (acks is the only difference between workloads 1/2 and 4), 2 retries, one warm-up record per topic before the clock starts.\n\n")
+
+	fmt.Fprintf(&b, "## Workloads\n\n")
+	fmt.Fprintf(&b, "| # | workload | what | latency column measures |\n|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| 1 | `%s` | %d records, 1.2-2.0 KB (1.6 KB on average), paced at %d/s, 32 KiB max batch, linger 0, acks=1 | %s |\n", E2E, c.E2ERecords, c.E2ERate, E2E.LatencyName())
+	fmt.Fprintf(&b, "| 2 | `%s` | producer perf test: %d records of %d B, acks=1, linger 20 ms, unthrottled | %s |\n", Produce, c.PerfRecords, c.PerfRecordBytes, Produce.LatencyName())
+	fmt.Fprintf(&b, "| 3 | `%s` | consumer perf test: the %d records of workload 2, from the follower's rack, after the follower has them all | %s |\n", Consume, c.PerfRecords, Consume.LatencyName())
+	fmt.Fprintf(&b, "| 4a | `%s` | workload 1 with acks=all | %s |\n", E2EAll, E2EAll.LatencyName())
+	fmt.Fprintf(&b, "| 4b | `%s` | workload 2 with acks=all | %s |\n", ProduceAll, ProduceAll.LatencyName())
+	fmt.Fprintf(&b, "| sweep | `%s` | %d records/s of %d B for %v, linger 5 ms, acks=1, consumer in the follower's rack | %s |\n\n", Stream, c.StreamRate, c.PerfRecordBytes, c.StreamDuration, Stream.LatencyName())
+
+	head := r.rowsFor(true)
+	if len(head) > 0 {
+		fmt.Fprintf(&b, "## Headline (%v)\n\n", head[0].Setting)
+		fmt.Fprintf(&b, "Latencies in ms; throughput per run; PUT/GET/cross-AZ bytes are per run, in MB (10^6 B); $ is per broker-month at the rates the run measured.\n\n")
+		fmt.Fprintf(&b, "| workload | mode | p50 | p99 | p99.9 | records/s | MB/s | PUTs/s | GETs/s | MB PUT | MB GET | MB cross-AZ | $/broker-month |\n")
+		fmt.Fprintf(&b, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		for _, row := range head {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.0f | %.2f | %.1f | %.1f | %s | %s | %s | %s |\n",
+				row.Workload, row.Mode, fmtMs(row.P50), fmtMs(row.P99), fmtMs(row.P999), row.RecordsPerSec, row.MBPerSec,
+				row.PutsPerSec, row.GetsPerSec, fmtMB(row.BytesPut), fmtMB(row.BytesGot), fmtMB(row.CrossAZBytes), fmtUSD(row.CostUSD))
+		}
+		b.WriteString("\n")
+		r.writeCostLines(&b, head)
+	}
+
+	sweep := r.rowsFor(false)
+	if len(sweep) > 0 {
+		fmt.Fprintf(&b, "## Sweep: combiner interval and object size (`%s`)\n\n", Stream)
+		fmt.Fprintf(&b, "`interval` is remote.wal.log.manager.combiner.task.interval.ms, `object` remote.wal.log.manager.combiner.task.upload.bytes (the combiner cuts an object when it holds this much, or when the interval is up). Classic runs in every setting too, as the reference measured alongside; the settings do not apply to it. Latency is end-to-end, ms.\n\n")
+		fmt.Fprintf(&b, "| interval | object | mode | p50 | p99 | p99.9 | records/s | PUTs/s | GETs/s | avg object KB | MB cross-AZ | $/broker-month |\n")
+		fmt.Fprintf(&b, "|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		sorted := slices.Clone(sweep)
+		slices.SortStableFunc(sorted, func(a, b Row) int {
+			return cmp.Or(cmp.Compare(a.Setting.UploadBytes, b.Setting.UploadBytes), cmp.Compare(a.Setting.Interval, b.Setting.Interval), cmp.Compare(a.Mode, b.Mode))
+		})
+		for _, row := range sorted {
+			obj := "-"
+			if row.AvgObjectBytes > 0 {
+				obj = fmt.Sprintf("%.1f", row.AvgObjectBytes/1e3)
+			}
+			fmt.Fprintf(&b, "| %v | %s | %s | %s | %s | %s | %.0f | %.1f | %.1f | %s | %s | %s |\n",
+				row.Setting.Interval, humanBytes(row.Setting.UploadBytes), row.Mode, fmtMs(row.P50), fmtMs(row.P99), fmtMs(row.P999),
+				row.RecordsPerSec, row.PutsPerSec, row.GetsPerSec, obj, fmtMB(row.CrossAZBytes), fmtUSD(row.CostUSD))
+		}
+		b.WriteString("\n")
+		fmt.Fprintf(&b, "![cost against p99 latency](%s)\n\n", TradeoffPNG)
+		fmt.Fprintf(&b, "The trade-off curve: each remote-WAL point is one setting (median p99 end-to-end latency, median $ per broker-month); pick the cheapest setting whose p99 you can accept. Classic points are the same workload replicated classically.\n\n")
+	}
+
+	if ws := r.plottedWorkloads(); len(ws) > 0 {
+		fmt.Fprintf(&b, "## Latency CDFs (headline, all repetitions pooled)\n\n")
+		for _, w := range ws {
+			fmt.Fprintf(&b, "![%s](%s)\n", w, CDFFile(w))
+		}
+		b.WriteString("\n")
+	}
+
+	var dup, ooo int64
+	for _, row := range r.Rows {
+		dup += row.Duplicates
+		ooo += row.OutOfOrder
+	}
+	fmt.Fprintf(&b, "## Checks and gaps\n\n")
+	fmt.Fprintf(&b, "- Consumers saw %d duplicate and %d out-of-order records over all runs.\n", dup, ooo)
+	fmt.Fprintf(&b, "- The metadata topic (`__remote_wal_log_metadata`) runs on an embedded kfake without network delay, and its traffic is not in the ledger.\n")
+	fmt.Fprintf(&b, "- The object store is modelled (latency decorator over local files), not a real S3 Express bucket.\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeCostLines prints, for the headline workloads, the priced line items.
+func (r *Report) writeCostLines(b *strings.Builder, rows []Row) {
+	items := map[string]bool{}
+	for _, row := range rows {
+		for it := range row.CostLines {
+			items[it] = true
+		}
+	}
+	if len(items) == 0 {
+		return
+	}
+	names := make([]string, 0, len(items))
+	for it := range items {
+		names = append(names, it)
+	}
+	slices.Sort(names)
+	fmt.Fprintf(b, "What the $/broker-month is made of (medians, USD; sheets `%s` and `%s`):\n\n| workload | mode | %s |\n|---|---|%s\n",
+		r.Config.StoreSheet, r.Config.NetworkSheet, strings.Join(names, " | "), strings.Repeat("--:|", len(names)))
+	for _, row := range rows {
+		fmt.Fprintf(b, "| %s | %s |", row.Workload, row.Mode)
+		for _, it := range names {
+			fmt.Fprintf(b, " %s |", fmtUSD(row.CostLines[it]))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+}
+
+func (r *Report) linkSentence() string {
+	var writes, nanos int64
+	for _, l := range r.Link {
+		writes += l.DelayedWrites
+		nanos += int64(l.MeasuredMeanOneWay) * l.DelayedWrites
+	}
+	if writes == 0 {
+		return "No cross-rack write was delayed."
+	}
+	return fmt.Sprintf("Measured: %d cross-rack writes were delayed by %v on average (timer overshoot on a busy machine included).",
+		writes, time.Duration(nanos/writes).Round(time.Microsecond))
+}
+
+func bandwidth(bps float64) string {
+	if bps <= 0 {
+		return "unlimited bandwidth"
+	}
+	return fmt.Sprintf("%.0f MB/s", bps/1e6)
+}

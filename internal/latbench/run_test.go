@@ -1,0 +1,67 @@
+package latbench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestRunTiny runs a tiny benchmark end to end against a real in-process
+// cluster: E2E and the producer/consumer perf tests, both modes, three
+// repetitions, no sweep, then writes the report.
+func TestRunTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-broker cluster")
+	}
+	cfg := Config{
+		Quick: true, NoSweep: true, Workloads: []Workload{E2E, Produce, Consume},
+		E2ERecords: 30, E2ERate: 300, PerfRecords: 200, Dir: t.TempDir(),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 3*2*3 || len(rep.Rows) != 3*2 {
+		t.Fatalf("%d runs, %d rows", len(rep.Runs), len(rep.Rows))
+	}
+	for _, run := range rep.Runs {
+		if run.Duplicates != 0 || run.OutOfOrder != 0 {
+			t.Errorf("%s %s rep %d: %d duplicates, %d out of order", run.Workload, run.Mode, run.Rep, run.Duplicates, run.OutOfOrder)
+		}
+		want := map[Workload]int{E2E: 30, Produce: 200, Consume: 200}[run.Workload]
+		if run.Records != want || run.Latency.N == 0 || run.RecordsPerSec <= 0 || run.Window <= 0 {
+			t.Errorf("%s %s rep %d: %d records (want %d), latency %+v, %v rec/s", run.Workload, run.Mode, run.Rep, run.Records, want, run.Latency, run.RecordsPerSec)
+		}
+		switch {
+		case run.Workload == Consume:
+			// Reads from the follower in its own rack: nothing to upload.
+		case run.Mode == RemoteWAL:
+			if run.Ledger.Puts == 0 || run.Ledger.Gets == 0 || run.CostUSD <= 0 {
+				t.Errorf("remotewal %s rep %d: ledger %+v, $%v", run.Workload, run.Rep, run.Ledger, run.CostUSD)
+			}
+			if b := run.Ledger.CrossAZByComponent["replica-fetch"]; b > run.Bytes/2 {
+				t.Errorf("remotewal %s rep %d: %d record bytes crossed racks by replica fetch", run.Workload, run.Rep, b)
+			}
+		default:
+			if run.Ledger.Puts != 0 || run.Ledger.CrossAZByComponent["replica-fetch"] < run.Bytes {
+				t.Errorf("classic %s rep %d: ledger %+v for %d bytes", run.Workload, run.Rep, run.Ledger, run.Bytes)
+			}
+		}
+	}
+	if mean, n := rep.Link[0].MeasuredMeanOneWay, rep.Link[0].DelayedWrites; n == 0 || mean < rep.Config.CrossAZOneWay {
+		t.Errorf("network model: %d delayed writes, mean %v", n, mean)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := rep.WriteFiles(out); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{ReportMarkdown, ReportJSON, CDFFile(E2E), CDFFile(Produce), CDFFile(Consume)} {
+		if _, err := os.Stat(filepath.Join(out, name)); err != nil {
+			t.Error(err)
+		}
+	}
+}
