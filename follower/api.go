@@ -22,7 +22,10 @@ type Index interface {
 	// leader epochs may be present. The caller owns the returned slice.
 	Slices(tp metadata.TopicPartition, fromOffset int64) []Located
 	// Changed returns a channel closed at the next change. Take it before
-	// calling Slices so no change is missed.
+	// calling Slices so no change is missed. The follower calls Slices for
+	// a partition again only once the channel it took is closed (or its
+	// log was truncated), so every change must close it: new slices,
+	// state changes, removals.
 	Changed() <-chan struct{}
 }
 

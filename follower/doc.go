@@ -6,8 +6,10 @@
 //
 // # What it owns
 //
-//   - reading the per-partition index of FINISHED slices (Index) and keeping
-//     the pending ones in offset order;
+//   - reading the per-partition index of FINISHED slices (Index), once per
+//     change of the index, and keeping each partition's slices at or above
+//     its log end sorted in chain order, each marked idle, being read, or
+//     read and verified (the ready ones wait there for their turn);
 //   - planning ranged GETs (Plan, PlanChains: pure);
 //   - hedged GETs (a second GET after Config.HedgeDelay, first good answer
 //     wins) and the catch-up rate limit (a token bucket of bytes per second
@@ -57,7 +59,13 @@
 //
 // One driver goroutine per Follower owns all per-partition state. It is
 // woken by the Index's Changed channel, its clock timer, Notify, commands
-// (AddPartition, RemovePartition) and completions. GETs, leader fetches and
+// (AddPartition, RemovePartition) and completions. Its work per wake-up
+// does not grow with a partition's backlog: it reads the index again only
+// after Changed fired, the policy (decide) walks the sorted slices from
+// the log end only as far as the read-ahead, the facts that need every
+// slice (the highest end known, the epochs to ask about) are kept until
+// the slices, the epochs or the fence answers change, and only the slices
+// of the objects the free read slots can serve are planned. GETs, leader fetches and
 // epoch queries run on goroutines the driver starts (at most
 // Config.MaxInFlight GET reads, one fallback and one epoch query per
 // partition) and send their results back on a channel; slice CRC checks and

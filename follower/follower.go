@@ -1,9 +1,12 @@
 package follower
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,8 +89,15 @@ type Follower struct {
 
 	// Owned by the driver goroutine.
 	parts         map[metadata.TopicPartition]*part
+	order         []*part // parts sorted by topic and partition, for PlanChains' order
 	readsInFlight int
 	bucket        bucket
+	// indexChanged was taken before the partitions' slots were last read
+	// from the index: until it is closed they are up to date.
+	indexChanged <-chan struct{}
+	refreshes    uint64
+	chains       map[metadata.TopicPartition][]Located // scratch for step
+	readKeys     []string                              // scratch for step
 }
 
 // part is the driver's state of one partition.
@@ -106,8 +116,22 @@ type part struct {
 	fenceEpoch   int32
 	fence        map[int32]epochEnd
 
-	inflight map[sliceID]int64
-	ready    map[sliceID]readySlice
+	// slots: the slices the index listed at or above the log end when last
+	// read (stale: read them again), sorted by chainCmp, plus the busy ones
+	// it no longer lists; byID finds them, and the ones still being read
+	// after they left slots.
+	slots    []*slot
+	byID     map[sliceID]*slot
+	stale    bool
+	scratch  []*slot   // decide's Read
+	chainBuf []Located // step's chain for PlanChains
+	slotsVer uint64
+	// sum summarizes slots for the key below; fenceVer counts changes of
+	// fence.
+	sum      summary
+	sumKey   summaryKey
+	sumLEO   int64
+	fenceVer uint64
 
 	failures   int
 	lastCause  Cause
@@ -123,10 +147,11 @@ type part struct {
 	target    int64
 }
 
-type readySlice struct {
-	key   string
-	entry metadata.SliceEntry
-	raw   []byte
+// summaryKey is what a partition's summary was computed from.
+type summaryKey struct {
+	slotsVer, fenceVer      uint64
+	leaderEpoch, localEpoch int32
+	valid                   bool
 }
 
 // New starts a follower with no partitions; add them with AddPartition.
@@ -142,6 +167,7 @@ func New(cfg Config) (*Follower, error) {
 		res:    make(chan func(), cfg.MaxInFlight),
 		done:   make(chan struct{}),
 		parts:  make(map[metadata.TopicPartition]*part),
+		chains: make(map[metadata.TopicPartition][]Located),
 		bucket: newBucket(cfg.CatchUpBytesPerSec, cfg.CatchUpBurstBytes, cfg.Clock.Now()),
 	}
 	f.mu.status = make(map[metadata.TopicPartition]PartitionStatus)
@@ -160,13 +186,15 @@ func (f *Follower) AddPartition(tp metadata.TopicPartition, log Log) error {
 		}
 		p := &part{
 			tp: tp, log: log, leo: log.LogEndOffset(), localEpoch: kafkalog.UndefinedEpoch,
-			inflight: make(map[sliceID]int64), ready: make(map[sliceID]readySlice),
+			byID: make(map[sliceID]*slot), stale: true,
 			fence: make(map[int32]epochEnd), lastMaxTs: -1,
 		}
 		if e, ok := log.LatestEpoch(); ok {
 			p.localEpoch = e
 		}
 		f.parts[tp] = p
+		i, _ := slices.BinarySearchFunc(f.order, p, partCmp)
+		f.order = slices.Insert(f.order, i, p)
 		f.publish(p, f.cfg.Clock.Now())
 		return nil
 	})
@@ -177,10 +205,12 @@ func (f *Follower) AddPartition(tp metadata.TopicPartition, log Log) error {
 // ErrClosed.
 func (f *Follower) RemovePartition(tp metadata.TopicPartition) error {
 	return f.do(func() error {
-		if _, ok := f.parts[tp]; !ok {
+		p, ok := f.parts[tp]
+		if !ok {
 			return fmt.Errorf("%w: %v", ErrUnknownPartition, tp)
 		}
 		delete(f.parts, tp)
+		f.order = slices.DeleteFunc(f.order, func(q *part) bool { return q == p })
 		f.mu.Lock()
 		delete(f.mu.status, tp)
 		f.mu.Unlock()
@@ -244,9 +274,9 @@ func (f *Follower) run() {
 	timer := f.cfg.Clock.NewTimer(f.cfg.PollInterval)
 	defer timer.Stop()
 	for {
-		changed := f.cfg.Index.Changed()
 		now := f.cfg.Clock.Now()
 		wakeAt := f.step(now)
+		changed := f.indexChanged
 		d := f.cfg.PollInterval
 		if !wakeAt.IsZero() {
 			d = max(0, min(d, wakeAt.Sub(now)))
@@ -290,8 +320,14 @@ func (f *Follower) step(now time.Time) time.Time {
 			wakeAt = t
 		}
 	}
-	chains := make(map[metadata.TopicPartition][]Located)
-	for tp, p := range f.parts {
+	f.watchIndex()
+	// Only the first free reads of the plan are started: only the slices of
+	// the objects they can come from are planned (see firstObjects).
+	free := f.cfg.MaxInFlight - f.readsInFlight
+	keys := f.readKeys[:0]
+	clear(f.chains)
+	for _, p := range f.order {
+		tp := p.tp
 		p.leader, p.hasLeader = f.cfg.Leader.Leader(tp)
 		if !p.hasLeader {
 			f.publish(p, now)
@@ -312,18 +348,21 @@ func (f *Follower) step(now time.Time) time.Time {
 		if p.fenceEpoch != p.leader.Epoch {
 			p.fence = make(map[int32]epochEnd)
 			p.fenceEpoch = p.leader.Epoch
+			p.fenceVer++
+		}
+		if p.stale {
+			f.refresh(p)
 		}
 		f.applyReady(p, now)
-		busy := make(map[sliceID]int64, len(p.inflight)+len(p.ready))
-		for id, n := range p.inflight {
-			busy[id] = n
-		}
-		for id, r := range p.ready {
-			busy[id] = r.entry.Length
+		k := summaryKey{slotsVer: p.slotsVer, fenceVer: p.fenceVer, leaderEpoch: p.leader.Epoch, localEpoch: p.localEpoch, valid: true}
+		if p.sumKey != k || (len(p.sum.Ask) > 0 && p.sumLEO != p.leo) {
+			// Epochs to ask about are rare; when there are some, drop those
+			// of slots the log end passed.
+			p.sum, p.sumKey, p.sumLEO = summarize(p.slots, p.leo, p.leader.Epoch, p.localEpoch, p.fence), k, p.leo
 		}
 		d := decide(now, partView{
 			LEO: p.leo, Leader: p.leader, LocalEpoch: p.localEpoch,
-			Slices: f.cfg.Index.Slices(tp, p.leo), Fence: p.fence, Busy: busy,
+			Slots: p.slots, Sum: p.sum, Fence: p.fence, Scratch: p.scratch,
 			Failures: p.failures, RetryAt: p.retryAt, StuckSince: p.stuckSince, FallbackUntil: p.fallbackUntil,
 		}, &f.cfg)
 		p.stuckSince = d.StuckSince
@@ -353,15 +392,24 @@ func (f *Follower) step(now time.Time) time.Time {
 				}
 			}
 		}
-		if len(d.Read) > 0 {
-			chains[tp] = d.Read
+		if d.Read != nil {
+			p.scratch = d.Read[:0]
+		}
+		if free > 0 {
+			var chain []Located
+			keys, chain = firstObjects(keys, free, d.Read, p.chainBuf[:0]) // PlanChains copies what it keeps
+			if len(chain) > 0 {
+				f.chains[tp] = chain
+			}
+			p.chainBuf = chain
 		}
 		f.publish(p, now)
 	}
-	if len(chains) > 0 && f.readsInFlight < f.cfg.MaxInFlight {
-		reads := PlanChains(chains, PlanConfig{
+	f.readKeys = keys
+	if len(f.chains) > 0 && free > 0 {
+		reads := PlanChains(f.chains, PlanConfig{
 			MaxRangeBytes: f.cfg.MaxRangeBytes, MergeGapBytes: f.cfg.MergeGapBytes,
-			MaxReads: f.cfg.MaxInFlight - f.readsInFlight,
+			MaxReads: free,
 		})
 		for _, r := range reads {
 			if ok, w := f.bucket.take(now, r.Len); !ok {
@@ -373,6 +421,94 @@ func (f *Follower) step(now time.Time) time.Time {
 		}
 	}
 	return wakeAt
+}
+
+// watchIndex marks every partition's slots stale when the index changed
+// since they were read. The channel is taken before the slots are read
+// again, so no change is missed.
+func (f *Follower) watchIndex() {
+	if f.indexChanged != nil {
+		select {
+		case <-f.indexChanged:
+		default:
+			return
+		}
+	}
+	f.indexChanged = f.cfg.Index.Changed()
+	for _, p := range f.order {
+		p.stale = true
+	}
+}
+
+// refresh reads p's slices at or above its log end from the index again.
+// Slots it already had keep their state; busy ones the index no longer
+// lists are kept, so a read or a verified slice is not thrown away.
+func (f *Follower) refresh(p *part) {
+	f.refreshes++
+	mark := f.refreshes
+	listed := f.cfg.Index.Slices(p.tp, p.leo)
+	next := make([]*slot, 0, len(listed))
+	for _, l := range listed {
+		id := sliceID{l.Key, l.Entry.Position}
+		s := p.byID[id]
+		if s == nil {
+			s = &slot{Located: l}
+			p.byID[id] = s
+		} else if s.mark == mark {
+			continue // listed twice
+		}
+		s.mark, s.listed = mark, true
+		next = append(next, s)
+	}
+	for id, s := range p.byID {
+		if s.mark == mark {
+			continue
+		}
+		if s.state != idle && s.Entry.LastOffset >= p.leo {
+			s.mark, s.listed = mark, true
+			next = append(next, s)
+			continue
+		}
+		s.listed = false
+		if s.state != reading {
+			delete(p.byID, id)
+			s.raw = nil
+		}
+	}
+	slices.SortFunc(next, slotCmp)
+	clear(p.slots)
+	p.slots = next
+	p.stale = false
+	p.slotsVer++
+}
+
+// dropBelow removes from the front of p's slots those wholly below the log
+// end, counting the verified ones as duplicates.
+func (f *Follower) dropBelow(p *part) {
+	i := 0
+	for ; i < len(p.slots) && p.slots[i].Entry.LastOffset < p.leo; i++ {
+		s := p.slots[i]
+		s.listed = false
+		switch s.state {
+		case ready:
+			f.c.duplicates.Add(1)
+			s.state, s.raw = idle, nil
+			fallthrough
+		case idle:
+			delete(p.byID, sliceID{s.Key, s.Entry.Position})
+		}
+	}
+	if i > 0 {
+		clear(p.slots[:i])
+		p.slots = p.slots[i:]
+	}
+}
+
+func partCmp(a, b *part) int {
+	if c := strings.Compare(a.tp.Topic, b.tp.Topic); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.tp.Partition, b.tp.Partition)
 }
 
 func (f *Follower) publish(p *part, now time.Time) {
@@ -400,7 +536,9 @@ func (f *Follower) startRead(r Read) {
 	f.c.reads.Add(1)
 	for _, s := range r.Slices {
 		if p := f.parts[s.Entry.TopicPartition]; p != nil {
-			p.inflight[sliceID{s.Key, s.Entry.Position}] = s.Entry.Length
+			if sl := p.byID[sliceID{s.Key, s.Entry.Position}]; sl != nil {
+				sl.state = reading
+			}
 		}
 	}
 	f.spawn(func() func() {
@@ -409,31 +547,40 @@ func (f *Follower) startRead(r Read) {
 	})
 }
 
-// readDone takes a read's verified slices into the partitions' ready sets
-// and applies what continues each log.
+// readDone takes a read's verified slices into the partitions' slots and
+// applies what continues each log.
 func (f *Follower) readDone(res readResult) {
 	f.readsInFlight--
 	now := f.cfg.Clock.Now()
-	touched := make(map[*part]bool)
+	var touched []*part
 	for i, s := range res.read.Slices {
 		p := f.parts[s.Entry.TopicPartition]
 		if p == nil {
 			continue
 		}
 		id := sliceID{s.Key, s.Entry.Position}
-		delete(p.inflight, id)
-		if err := res.errs[i]; err != nil {
-			f.failed(p, s.Entry, causeOf(err), now)
-			continue
+		sl := p.byID[id]
+		if sl == nil || sl.state != reading {
+			continue // the partition was removed and added again meanwhile
 		}
-		if s.Entry.LastOffset < p.leo {
+		sl.state = idle
+		switch {
+		case res.errs[i] != nil:
+			f.failed(p, s.Entry, causeOf(res.errs[i]), now)
+		case s.Entry.LastOffset < p.leo:
 			f.c.duplicates.Add(1)
+		default:
+			sl.state, sl.raw = ready, res.raws[i]
+			if !slices.Contains(touched, p) {
+				touched = append(touched, p)
+			}
 			continue
 		}
-		p.ready[id] = readySlice{key: s.Key, entry: s.Entry, raw: res.raws[i]}
-		touched[p] = true
+		if !sl.listed {
+			delete(p.byID, id)
+		}
 	}
-	for p := range touched {
+	for _, p := range touched {
 		f.applyReady(p, now)
 	}
 }
@@ -465,29 +612,33 @@ func (p *part) canAppend() bool {
 
 // applyReady appends, in offset order, every ready slice that continues the
 // log, dropping the ones already below the log end and the fenced ones.
+// The candidates are at the front of the sorted slots: those starting at
+// or below the log end.
 func (f *Follower) applyReady(p *part, now time.Time) {
 	for p.canAppend() {
-		var next *readySlice
-		var nextID sliceID
-		for id, r := range p.ready {
-			switch {
-			case r.entry.LastOffset < p.leo:
-				delete(p.ready, id)
-				f.c.duplicates.Add(1)
-				continue
-			case r.entry.BaseOffset > p.leo:
+		f.dropBelow(p)
+		var next *slot
+		for _, s := range p.slots {
+			if s.Entry.BaseOffset > p.leo {
+				break
+			}
+			if s.state != ready {
 				continue
 			}
-			switch judge(r.entry.LeaderEpoch, r.entry.LastOffset, p.leader.Epoch, p.localEpoch, p.fence) {
+			if s.Entry.LastOffset < p.leo { // inside a longer slice already appended
+				s.state, s.raw = idle, nil
+				f.c.duplicates.Add(1)
+				continue
+			}
+			switch judge(s.Entry.LeaderEpoch, s.Entry.LastOffset, p.leader.Epoch, p.localEpoch, p.fence) {
 			case fenced:
-				delete(p.ready, id)
+				s.state, s.raw = idle, nil
 				f.c.fenced.Add(1)
-				f.cfg.Logger.Info("follower: slice fenced by leader epoch", "partition", p.tp, "key", r.key,
-					"epoch", r.entry.LeaderEpoch, "base", r.entry.BaseOffset, "last", r.entry.LastOffset, "leaderEpoch", p.leader.Epoch)
+				f.cfg.Logger.Info("follower: slice fenced by leader epoch", "partition", p.tp, "key", s.Key,
+					"epoch", s.Entry.LeaderEpoch, "base", s.Entry.BaseOffset, "last", s.Entry.LastOffset, "leaderEpoch", p.leader.Epoch)
 				continue
 			case usable:
-				r := r
-				next, nextID = &r, id
+				next = s
 			}
 			if next != nil {
 				break
@@ -496,41 +647,56 @@ func (f *Follower) applyReady(p *part, now time.Time) {
 		if next == nil {
 			return
 		}
-		delete(p.ready, nextID)
-		if err := f.appendSlice(p, next, now); err != nil {
+		raw := next.raw
+		next.state, next.raw = idle, nil
+		if err := f.appendSlice(p, next.Key, next.Entry, raw, now); err != nil {
 			return
 		}
 	}
 }
 
-// appendSlice appends the batches of r at and above the log end.
-func (f *Follower) appendSlice(p *part, r *readySlice, now time.Time) error {
-	data, maxTs, err := trimTo(r.raw, p.leo, false)
+// appendSlice appends the batches of raw, the verified log bytes of entry,
+// at and above the log end.
+//
+// A slice that starts at the log end, the usual case, goes to
+// AppendAsFollower as it is: the log walks and validates its batches and
+// refuses them unless the first starts at the log end, so walking them
+// here first would only repeat that. One that straddles the log end is cut
+// at it first (trimTo).
+func (f *Follower) appendSlice(p *part, key string, entry metadata.SliceEntry, raw []byte, now time.Time) error {
+	data, err := raw, error(nil)
+	if entry.BaseOffset != p.leo {
+		data, err = trimTo(raw, p.leo, false)
+	}
 	var info kafkalog.AppendInfo
 	if err == nil {
 		info, err = p.log.AppendAsFollower(data)
+	}
+	if err == nil && info.NumBatches == 0 {
+		err = fmt.Errorf("%w: slice [%d, %d] of %d bytes has no batch at the log end %d", ErrMisaligned, entry.BaseOffset, entry.LastOffset, len(raw), p.leo)
 	}
 	if err != nil {
 		cause := CauseReadError
 		switch {
 		case errors.Is(err, kafkalog.ErrCorruptBatch):
-			err = &CorruptSliceError{Key: r.key, Entry: r.entry, Err: err}
+			err = &CorruptSliceError{Key: key, Entry: entry, Err: err}
 			f.c.corrupt.Add(1)
 			cause = CauseCorrupt
-		case errors.Is(err, ErrMisaligned):
+		case errors.Is(err, ErrMisaligned), errors.Is(err, kafkalog.ErrOffsetGap), errors.Is(err, kafkalog.ErrOffsetOverlap):
+			// The slice's batches do not start where its entry says.
 			cause = CauseCorrupt
 		case errors.Is(err, kafkalog.ErrEpochRegression):
 			f.c.fenced.Add(1)
 			cause = CauseFenced
 		}
-		f.cfg.Logger.Error("follower: slice refused", "partition", p.tp, "key", r.key, "base", r.entry.BaseOffset,
-			"last", r.entry.LastOffset, "logEnd", p.leo, "cause", string(cause), "err", err)
-		f.failed(p, r.entry, cause, now)
+		f.cfg.Logger.Error("follower: slice refused", "partition", p.tp, "key", key, "base", entry.BaseOffset,
+			"last", entry.LastOffset, "logEnd", p.leo, "cause", string(cause), "err", err)
+		f.failed(p, entry, cause, now)
 		return err
 	}
 	f.c.slicesApplied.Add(1)
 	f.c.bytesApplied.Add(int64(len(data)))
-	f.advanced(p, info, maxTs, now)
+	f.advanced(p, info, info.LastMaxTimestamp, now)
 	return nil
 }
 
@@ -606,6 +772,7 @@ func (f *Follower) epochDone(tp metadata.TopicPartition, epoch int32, truncate b
 			for e, a := range answers {
 				p.fence[e] = a
 			}
+			p.fenceVer++
 		}
 		return
 	}
@@ -622,7 +789,12 @@ func (f *Follower) epochDone(tp metadata.TopicPartition, epoch int32, truncate b
 		if e, ok := p.log.LatestEpoch(); ok {
 			p.localEpoch = e
 		}
-		clear(p.ready)
+		for _, s := range p.byID {
+			if s.state == ready {
+				s.state, s.raw = idle, nil
+			}
+		}
+		p.stale = true // the slots start at the old log end
 		p.failures, p.fallbackUntil = 0, 0
 		p.lastMaxTs = -1
 		if f.cfg.Reporter != nil {
@@ -631,6 +803,7 @@ func (f *Follower) epochDone(tp metadata.TopicPartition, epoch int32, truncate b
 	}
 	p.checked, p.checkedEpoch = true, epoch
 	p.fence, p.fenceEpoch = make(map[int32]epochEnd), epoch
+	p.fenceVer++
 	f.publish(p, now)
 }
 
@@ -660,9 +833,8 @@ func (f *Follower) fallbackDone(tp metadata.TopicPartition, epoch int32, from in
 		return // the leader changed meanwhile; the next step decides again
 	}
 	var data []byte
-	var maxTs int64
 	if err == nil {
-		data, maxTs, err = trimTo(raw, p.leo, true)
+		data, err = trimTo(raw, p.leo, true)
 		if err == nil && p.fallbackUntil > p.leo {
 			data = cutBefore(data, p.fallbackUntil) // object storage serves the rest
 		}
@@ -683,6 +855,6 @@ func (f *Follower) fallbackDone(tp metadata.TopicPartition, epoch int32, from in
 	}
 	f.cfg.Logger.Debug("follower: fetched from the leader", "partition", tp, "from", info.FirstOffset,
 		"last", info.LastOffset, "bytes", len(data), "cause", string(p.fallbackCause))
-	f.advanced(p, info, maxTs, now)
+	f.advanced(p, info, info.LastMaxTimestamp, now)
 	f.applyReady(p, now)
 }

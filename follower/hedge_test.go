@@ -45,8 +45,10 @@ func TestHedgedRead(t *testing.T) {
 		r.ix.publish(o.key, o.entries...)
 	}
 	r.start()
-	// The driver's poll timer and the hedge timer.
-	waitFor(t, "the hedge timer", nil, 0, func() bool { return r.clk.Pending() >= 2 }, func() string { return "" })
+	// The driver's poll timer and the hedge timer, and the first GET
+	// stalled in the store (else the hedge could reach the store first and
+	// be the GET that stalls).
+	waitFor(t, "the hedge timer", nil, 0, func() bool { return r.clk.Pending() >= 2 && slow.calls.Load() == 1 }, func() string { return "" })
 	if m := r.f.Metrics(); m.GETs != 1 {
 		t.Fatalf("hedged before the delay: %+v", m)
 	}

@@ -1,7 +1,10 @@
 package follower
 
 import (
+	"cmp"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/kwal/kwal/metadata"
 )
@@ -63,40 +66,65 @@ func Plan(logEnd map[metadata.TopicPartition]int64, pending map[metadata.TopicPa
 // MergeGapBytes and the range stays within MaxRangeBytes. Objects are read
 // in the order their first slice is needed, partitions taken in name order.
 func PlanChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig) []Read {
-	byKey := make(map[string][]Located)
-	// firstNeed orders objects so the reads that unblock the lowest
-	// offsets of a partition come first.
-	firstNeed := make(map[string]int)
-	order := 0
 	tps := make([]metadata.TopicPartition, 0, len(chains))
 	for tp := range chains {
 		tps = append(tps, tp)
 	}
-	sort.Slice(tps, func(i, j int) bool {
-		if tps[i].Topic != tps[j].Topic {
-			return tps[i].Topic < tps[j].Topic
+	slices.SortFunc(tps, func(a, b metadata.TopicPartition) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
 		}
-		return tps[i].Partition < tps[j].Partition
+		return cmp.Compare(a.Partition, b.Partition)
 	})
+	// Objects in the order their first slice is needed, so the reads that
+	// unblock the lowest offsets of a partition come first. Each object
+	// gives at least one read, so with MaxReads only the first MaxReads
+	// objects can make the reads returned.
+	type object struct {
+		key string
+		ls  []Located
+	}
+	var objs []object
+	var index map[string]int // once there are too many objects to search
+	find := func(key string) (int, bool) {
+		if index != nil {
+			i, ok := index[key]
+			return i, ok
+		}
+		for i := range objs {
+			if objs[i].key == key {
+				return i, true
+			}
+		}
+		return 0, false
+	}
 	for _, tp := range tps {
 		for _, l := range chains[tp] {
-			if _, seen := firstNeed[l.Key]; !seen {
-				firstNeed[l.Key] = order
-				order++
+			i, seen := find(l.Key)
+			if !seen {
+				if cfg.MaxReads > 0 && len(objs) == cfg.MaxReads {
+					continue
+				}
+				i = len(objs)
+				objs = append(objs, object{key: l.Key})
+				switch {
+				case index != nil:
+					index[l.Key] = i
+				case len(objs) > 16:
+					index = make(map[string]int, 2*len(objs))
+					for j, o := range objs {
+						index[o.key] = j
+					}
+				}
 			}
-			byKey[l.Key] = append(byKey[l.Key], l)
+			objs[i].ls = append(objs[i].ls, l)
 		}
 	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return firstNeed[keys[i]] < firstNeed[keys[j]] })
 
 	var reads []Read
-	for _, k := range keys {
-		ls := byKey[k]
-		sort.Slice(ls, func(i, j int) bool { return ls[i].Entry.Position < ls[j].Entry.Position })
+	for _, o := range objs {
+		ls := o.ls
+		slices.SortStableFunc(ls, func(a, b Located) int { return cmp.Compare(a.Entry.Position, b.Entry.Position) })
 		var cur *Read
 		for _, l := range ls {
 			start, end := l.Entry.Position, l.Entry.Position+l.Entry.Length
@@ -109,14 +137,38 @@ func PlanChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig) []
 					continue
 				}
 			}
-			reads = append(reads, Read{Key: k, Off: start, Len: end - start, Slices: []Located{l}})
+			reads = append(reads, Read{Key: o.key, Off: start, Len: end - start, Slices: []Located{l}})
 			cur = &reads[len(reads)-1]
+		}
+		if cfg.MaxReads > 0 && len(reads) >= cfg.MaxReads {
+			break
 		}
 	}
 	if cfg.MaxReads > 0 && len(reads) > cfg.MaxReads {
 		reads = reads[:cfg.MaxReads]
 	}
 	return reads
+}
+
+// firstObjects appends to chain the slices of ls (one partition's slices
+// to read, in offset order) whose object is among the first limit objects
+// in PlanChains' order. keys are the objects chosen so far, in that order,
+// from the partitions PlanChains takes before this one; it is returned
+// with the objects ls added. Each object gives at least one read, so
+// PlanChains with MaxReads limit returns the same reads for the slices so
+// chosen as for all of them, without the driver copying and grouping
+// slices that cannot be read yet.
+func firstObjects(keys []string, limit int, ls []*slot, chain []Located) ([]string, []Located) {
+	for _, s := range ls {
+		if !slices.Contains(keys, s.Key) {
+			if len(keys) >= limit {
+				continue
+			}
+			keys = append(keys, s.Key)
+		}
+		chain = append(chain, s.Located)
+	}
+	return keys, chain
 }
 
 // Chain returns, in offset order, the slices that continue a log whose end

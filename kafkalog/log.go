@@ -22,6 +22,9 @@ type AppendInfo struct {
 	NumBatches  int
 	NumRecords  int64
 	Bytes       int
+	// LastMaxTimestamp is the maxTimestamp of the last batch, so a caller
+	// need not walk the batches to find it.
+	LastMaxTimestamp int64
 }
 
 // SegmentPosition is where in which segment a batch starts.
@@ -478,6 +481,7 @@ func (l *Log) appendValidated(data []byte, refs []batchRef) (AppendInfo, error) 
 		l.mu.Unlock()
 		info.LastOffset = last.LastOffset()
 		info.LastEpoch = last.PartitionLeaderEpoch
+		info.LastMaxTimestamp = last.MaxTimestamp
 		info.NumBatches += j - i
 		info.NumRecords += records
 		info.Bytes += to - from

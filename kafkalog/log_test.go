@@ -109,7 +109,7 @@ func TestAppendAsLeaderAssignsOffsetsAndEpoch(t *testing.T) {
 	if !bytes.Equal(in, orig) {
 		t.Fatal("caller's bytes modified")
 	}
-	want := AppendInfo{FirstOffset: 0, LastOffset: 4, LastEpoch: 5, NumBatches: 2, NumRecords: 5, Bytes: len(in)}
+	want := AppendInfo{FirstOffset: 0, LastOffset: 4, LastEpoch: 5, NumBatches: 2, NumRecords: 5, Bytes: len(in), LastMaxTimestamp: t0.UnixMilli()}
 	if info != want {
 		t.Fatalf("info %+v want %+v", info, want)
 	}
@@ -149,10 +149,10 @@ func TestAppendAsLeaderAssignsOffsetsAndEpoch(t *testing.T) {
 func TestAppendAsFollower(t *testing.T) {
 	e := newEnv(t, Config{})
 	b0 := kafkalogtest.MakeBatchN(0, 1, 2, 5, 1)
-	b2 := kafkalogtest.MakeBatchN(2, 1, 3, 5, 1)
+	b2 := kafkalogtest.MakeBatchN(2, 1, 3, 5, 7)
 	b5 := kafkalogtest.MakeBatchN(5, 3, 1, 5, 1)
 	info, err := e.log.AppendAsFollower(append(bytes.Clone(b0), b2...))
-	if err != nil || info.LastOffset != 4 || info.NumBatches != 2 {
+	if err != nil || info.LastOffset != 4 || info.NumBatches != 2 || info.LastMaxTimestamp != 7 {
 		t.Fatalf("append: %+v %v", info, err)
 	}
 	tests := []struct {
