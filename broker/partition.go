@@ -189,7 +189,8 @@ func (p *partition) appendAsFollower(records []byte, epoch int32) (kafkalog.Appe
 	if err != nil {
 		return info, err
 	}
-	_ = kafkalog.SplitBatches(records, func(h kafkalog.BatchHeader, _ []byte) error {
+	// The append validated every batch; only the headers are needed here.
+	_ = kafkalog.WalkHeaders(records, func(h kafkalog.BatchHeader) error {
 		p.producers.record(h.ProducerID, h.ProducerEpoch, producerBatch{
 			firstSeq: h.BaseSequence, lastSeq: lastSeqOf(h.BaseSequence, h.LastOffsetDelta+1),
 			firstOffset: h.BaseOffset, lastOffset: h.LastOffset(),

@@ -282,6 +282,28 @@ func SplitBatches(b []byte, fn func(h BatchHeader, batch []byte) error) error {
 	return splitBatches(b, DefaultMaxBatchBytes, fn)
 }
 
+// WalkHeaders walks b like SplitBatches but parses only each batch's
+// header, without checking CRCs or records: for bytes that were just
+// validated (after a successful append), not for bytes from outside.
+func WalkHeaders(b []byte, fn func(h BatchHeader) error) error {
+	pos := 0
+	for pos < len(b) {
+		size, err := frameSize(b[pos:], int64(pos))
+		if err != nil {
+			return err
+		}
+		h, err := ParseBatchHeader(b[pos : pos+size])
+		if err != nil {
+			return atPosition(err, int64(pos))
+		}
+		if err := fn(h); err != nil {
+			return err
+		}
+		pos += size
+	}
+	return nil
+}
+
 func splitBatches(b []byte, maxBytes int, fn func(h BatchHeader, batch []byte) error) error {
 	pos := 0
 	for pos < len(b) {

@@ -167,3 +167,20 @@ func FuzzValidateBatch(f *testing.F) {
 		}
 	})
 }
+
+func TestWalkHeaders(t *testing.T) {
+	var b []byte
+	for i := int64(0); i < 3; i++ {
+		b = append(b, kafkalogtest.MakeBatchN(i*4, 2, 4, 10, 1)...)
+	}
+	var bases []int64
+	if err := WalkHeaders(b, func(h BatchHeader) error { bases = append(bases, h.BaseOffset); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(bases) != 3 || bases[2] != 8 {
+		t.Fatalf("bases %v", bases)
+	}
+	if err := WalkHeaders(b[:len(b)-1], func(BatchHeader) error { return nil }); !errors.Is(err, ErrCorruptBatch) {
+		t.Fatalf("torn tail: %v", err)
+	}
+}
