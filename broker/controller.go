@@ -226,33 +226,53 @@ func (c *MemController) change(tp TopicPartition, fn func(ps *PartitionState) er
 
 func (c *MemController) AlterISR(tp TopicPartition, leaderEpoch, partitionEpoch int32, isr []int32) (PartitionState, error) {
 	return c.change(tp, func(ps *PartitionState) error {
-		if ps.LeaderEpoch != leaderEpoch || ps.PartitionEpoch != partitionEpoch {
-			return fmt.Errorf("%w: %s at leader epoch %d partition epoch %d, asked %d/%d", ErrStaleEpoch, tp, ps.LeaderEpoch, ps.PartitionEpoch, leaderEpoch, partitionEpoch)
+		if err := checkPartitionEpochs(tp, ps, leaderEpoch, partitionEpoch); err != nil {
+			return err
 		}
-		for _, r := range isr {
-			if !slices.Contains(ps.Replicas, r) {
-				return fmt.Errorf("%w: %d in ISR of %s", ErrNotReplica, r, tp)
-			}
-		}
-		ps.ISR = slices.Clone(isr)
-		slices.Sort(ps.ISR)
-		return nil
+		return applyISR(tp, ps, isr)
 	})
 }
 
 func (c *MemController) ElectLeader(tp TopicPartition, leader int32) (PartitionState, error) {
-	return c.change(tp, func(ps *PartitionState) error {
-		if !slices.Contains(ps.Replicas, leader) {
-			return fmt.Errorf("%w: %d for %s", ErrNotReplica, leader, tp)
+	return c.change(tp, func(ps *PartitionState) error { return applyLeader(tp, ps, leader) })
+}
+
+// The partition-state rules both controllers apply (the caller bumps the
+// partition epoch after a successful change).
+
+// checkPartitionEpochs refuses a change made against an older state.
+func checkPartitionEpochs(tp TopicPartition, ps *PartitionState, leaderEpoch, partitionEpoch int32) error {
+	if ps.LeaderEpoch != leaderEpoch || ps.PartitionEpoch != partitionEpoch {
+		return fmt.Errorf("%w: %s at leader epoch %d partition epoch %d, asked %d/%d", ErrStaleEpoch, tp, ps.LeaderEpoch, ps.PartitionEpoch, leaderEpoch, partitionEpoch)
+	}
+	return nil
+}
+
+// applyISR sets the ISR, which must name replicas only.
+func applyISR(tp TopicPartition, ps *PartitionState, isr []int32) error {
+	for _, r := range isr {
+		if !slices.Contains(ps.Replicas, r) {
+			return fmt.Errorf("%w: %d in ISR of %s", ErrNotReplica, r, tp)
 		}
-		ps.Leader = leader
-		ps.LeaderEpoch++
-		if !slices.Contains(ps.ISR, leader) {
-			ps.ISR = append(ps.ISR, leader) // unclean election, as asked
-			slices.Sort(ps.ISR)
-		}
-		return nil
-	})
+	}
+	ps.ISR = slices.Clone(isr)
+	slices.Sort(ps.ISR)
+	return nil
+}
+
+// applyLeader makes leader (a replica) the leader at the next leader epoch;
+// a leader outside the ISR joins it (an unclean election, as asked).
+func applyLeader(tp TopicPartition, ps *PartitionState, leader int32) error {
+	if !slices.Contains(ps.Replicas, leader) {
+		return fmt.Errorf("%w: %d for %s", ErrNotReplica, leader, tp)
+	}
+	ps.Leader = leader
+	ps.LeaderEpoch++
+	if !slices.Contains(ps.ISR, leader) {
+		ps.ISR = append(ps.ISR, leader)
+		slices.Sort(ps.ISR)
+	}
+	return nil
 }
 
 func (c *MemController) NextProducerID() (int64, error) {
@@ -278,18 +298,7 @@ func (c *MemController) Subscribe(fn func(TopicState)) func() {
 	}
 }
 
-func (c *MemController) subsLocked() []func(TopicState) {
-	ids := make([]int, 0, len(c.mu.subs))
-	for id := range c.mu.subs {
-		ids = append(ids, id)
-	}
-	sort.Ints(ids)
-	out := make([]func(TopicState), len(ids))
-	for i, id := range ids {
-		out[i] = c.mu.subs[id]
-	}
-	return out
-}
+func (c *MemController) subsLocked() []func(TopicState) { return subscribers(c.mu.subs) }
 
 // AssignReplicas is the deterministic, rack-aware round-robin assignment
 // every broker of a static cluster computes alike. Brokers are sorted by

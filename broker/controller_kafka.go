@@ -704,28 +704,15 @@ func (s *clusterState) apply(rec stateRecord) (changed *TopicState, res applyRes
 		refuse := func(err error) (*TopicState, applyResult) {
 			return nil, applyResult{partition: clonePartition(*ps), err: err}
 		}
-		if ps.LeaderEpoch != rec.LeaderEpoch || ps.PartitionEpoch != rec.PartitionEpoch {
-			return refuse(fmt.Errorf("%w: %s at leader epoch %d partition epoch %d, asked %d/%d",
-				ErrStaleEpoch, tp, ps.LeaderEpoch, ps.PartitionEpoch, rec.LeaderEpoch, rec.PartitionEpoch))
+		if err := checkPartitionEpochs(tp, ps, rec.LeaderEpoch, rec.PartitionEpoch); err != nil {
+			return refuse(err)
 		}
-		if rec.Kind == kindAlterISR {
-			for _, r := range rec.ISR {
-				if !slices.Contains(ps.Replicas, r) {
-					return refuse(fmt.Errorf("%w: %d in ISR of %s", ErrNotReplica, r, tp))
-				}
-			}
-			ps.ISR = slices.Clone(rec.ISR)
-			slices.Sort(ps.ISR)
-		} else {
-			if !slices.Contains(ps.Replicas, rec.Leader) {
-				return refuse(fmt.Errorf("%w: %d for %s", ErrNotReplica, rec.Leader, tp))
-			}
-			ps.Leader = rec.Leader
-			ps.LeaderEpoch++
-			if !slices.Contains(ps.ISR, rec.Leader) {
-				ps.ISR = append(ps.ISR, rec.Leader) // unclean election, as asked
-				slices.Sort(ps.ISR)
-			}
+		apply := func() error { return applyISR(tp, ps, rec.ISR) }
+		if rec.Kind == kindElectLeader {
+			apply = func() error { return applyLeader(tp, ps, rec.Leader) }
+		}
+		if err := apply(); err != nil {
+			return refuse(err)
 		}
 		ps.PartitionEpoch++
 		return ts, applyResult{partition: clonePartition(*ps)}
