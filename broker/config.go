@@ -35,7 +35,6 @@ const (
 	DefaultCombinerTaskInterval     = 10 * time.Millisecond
 	DefaultCombinerTaskUploadBytes  = 4 << 20
 	DefaultRemoteWALThreadPoolSize  = 4
-	DefaultRemoteWALStorageURL      = "mem://"
 	maxTopicNameLength              = 249
 	replicaFetcherClientIDPrefix    = "kwal-replica-fetcher-"
 	unknownRack                     = ""
@@ -76,7 +75,9 @@ type RemoteWALConfig struct {
 	// Retention: remote.wal.retention.ms, how long an object is kept after
 	// its upload once every in-sync replica holds it. Default 10 minutes.
 	Retention time.Duration
-	// StorageURL: remote.wal.storage.url (mem://, file:///dir, s3://…, minio://…).
+	// StorageURL: remote.wal.storage.url (mem://, file:///dir, s3://…,
+	// minio://…). Empty means file://<log.dirs>/remote-wal (see
+	// OpenRemoteWALParts).
 	StorageURL string
 	// MetadataBootstrapServers: remote.wal.metadata.bootstrap.servers;
 	// empty means an embedded kfake.
@@ -214,9 +215,6 @@ func (c *Config) Validate() error {
 	}
 	if r.CombinerTaskUploadBytes == 0 {
 		r.CombinerTaskUploadBytes = DefaultCombinerTaskUploadBytes
-	}
-	if r.StorageURL == "" {
-		r.StorageURL = DefaultRemoteWALStorageURL
 	}
 	if c.Ledger == nil {
 		c.Ledger = ledger.New()

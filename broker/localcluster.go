@@ -131,6 +131,9 @@ func (c *LocalCluster) Bootstrap() []string {
 	return out
 }
 
+// MetadataBootstrap is the Kafka holding __remote_wal_log_metadata.
+func (c *LocalCluster) MetadataBootstrap() []string { return c.parts.Bootstrap }
+
 // Broker returns the broker with id, or nil.
 func (c *LocalCluster) Broker(id int32) *Broker {
 	for _, b := range c.Brokers {

@@ -93,6 +93,10 @@ func Run(ctx context.Context, cfg Config, w io.Writer) error {
 	}
 	if cfg.Serve {
 		fmt.Fprintf(w, "\nserving until interrupted (Ctrl-C)\n  bootstrap: %s\n  topic:     %s (%s)\n", strings.Join(lc.Bootstrap(), ","), cfg.Topic, cfg.Mode)
+		fmt.Fprintf(w, "  metadata:  %s (topic __remote_wal_log_metadata)\n", strings.Join(lc.MetadataBootstrap(), ","))
+		if cfg.StorageURL == "" {
+			fmt.Fprintf(w, "  store:     file://%s/shared/remote-wal (kwal audit --store … --bootstrap …)\n", dir)
+		}
 		for _, b := range lc.Brokers {
 			info := b.Info()
 			fmt.Fprintf(w, "  broker %d: rack %s, %s, log dir %s\n", info.ID, info.Rack, b.Addr(), b.LogDir())

@@ -1,0 +1,256 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/kwal/kwal/combiner"
+	"github.com/kwal/kwal/combiner/objformat"
+	"github.com/kwal/kwal/metadata"
+	"github.com/kwal/kwal/objstore"
+)
+
+// Finding kinds.
+const (
+	CorruptObject  = "corrupt-object"
+	CorruptSlice   = "corrupt-slice"
+	Orphan         = "orphan"
+	Missing        = "missing"
+	EntryMismatch  = "entry-mismatch"
+	DeletedPresent = "deleted-present"
+)
+
+// Finding is one disagreement.
+type Finding struct {
+	Kind   string `json:"kind"`
+	Key    string `json:"key"`
+	Detail string `json:"detail"`
+}
+
+// Stored is what the store holds for one object: its footer entries, or
+// the error that made its footer unreadable.
+type Stored struct {
+	Size    int64
+	Entries []metadata.SliceEntry
+	Err     error
+}
+
+// Report is an audit's result.
+type Report struct {
+	Objects         int            `json:"objects"`
+	Bytes           int64          `json:"bytes"`
+	Slices          int            `json:"slices"`
+	MetadataObjects int            `json:"metadata_objects"`
+	MetadataChecked bool           `json:"metadata_checked"`
+	Findings        []Finding      `json:"findings"`
+	Counts          map[string]int `json:"counts"`
+}
+
+// OK reports whether the audit found nothing.
+func (r *Report) OK() bool { return len(r.Findings) == 0 }
+
+// Compare checks stored objects against metadata snapshots (nil snaps:
+// only the objects themselves are checked).
+func Compare(stored map[string]Stored, snaps []metadata.ObjectSnapshot, checkMetadata bool) []Finding {
+	var out []Finding
+	keys := make([]string, 0, len(stored))
+	for k := range stored {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if err := stored[k].Err; err != nil {
+			out = append(out, Finding{CorruptObject, k, err.Error()})
+		}
+	}
+	if !checkMetadata {
+		return out
+	}
+	byKey := map[string]metadata.ObjectSnapshot{}
+	for _, s := range snaps {
+		byKey[s.Key] = s
+	}
+	for _, k := range keys {
+		st := stored[k]
+		snap, ok := byKey[k]
+		state := leastState(snap)
+		switch {
+		case !ok || state == metadata.CopySegmentStarted:
+			out = append(out, Finding{Orphan, k, "no metadata reached COPY_SEGMENT_FINISHED"})
+		case state == metadata.DeleteSegmentFinished:
+			out = append(out, Finding{DeletedPresent, k, "metadata says DELETE_SEGMENT_FINISHED"})
+		case st.Err == nil:
+			if d := diffEntries(st.Entries, metaEntries(snap)); d != "" {
+				out = append(out, Finding{EntryMismatch, k, d})
+			}
+		}
+	}
+	metaKeys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		metaKeys = append(metaKeys, k)
+	}
+	slices.Sort(metaKeys)
+	for _, k := range metaKeys {
+		if _, ok := stored[k]; ok {
+			continue
+		}
+		if st := leastState(byKey[k]); st == metadata.CopySegmentFinished {
+			out = append(out, Finding{Missing, k, "metadata says COPY_SEGMENT_FINISHED but the store has no such object"})
+		}
+	}
+	return out
+}
+
+// leastState is the least advanced state over an object's parts.
+func leastState(s metadata.ObjectSnapshot) metadata.SegmentState {
+	st := metadata.DeleteSegmentFinished
+	for _, p := range s.Parts {
+		st = min(st, p.State)
+	}
+	return st
+}
+
+func metaEntries(s metadata.ObjectSnapshot) []metadata.SliceEntry {
+	var out []metadata.SliceEntry
+	for _, p := range s.Parts {
+		out = append(out, p.Entries...)
+	}
+	return out
+}
+
+func entryKey(e metadata.SliceEntry) string {
+	return fmt.Sprintf("%s/%d@%d:%d-%d+%d/%d crc %08x", e.Topic, e.Partition, e.LeaderEpoch, e.BaseOffset, e.LastOffset, e.Position, e.Length, e.CRC32C)
+}
+
+func diffEntries(footer, meta []metadata.SliceEntry) string {
+	a := map[string]bool{}
+	for _, e := range footer {
+		a[entryKey(e)] = true
+	}
+	b := map[string]bool{}
+	for _, e := range meta {
+		b[entryKey(e)] = true
+	}
+	var onlyFooter, onlyMeta []string
+	for k := range a {
+		if !b[k] {
+			onlyFooter = append(onlyFooter, k)
+		}
+	}
+	for k := range b {
+		if !a[k] {
+			onlyMeta = append(onlyMeta, k)
+		}
+	}
+	if len(onlyFooter) == 0 && len(onlyMeta) == 0 {
+		return ""
+	}
+	slices.Sort(onlyFooter)
+	slices.Sort(onlyMeta)
+	return fmt.Sprintf("only in footer: [%s]; only in metadata: [%s]", strings.Join(onlyFooter, ", "), strings.Join(onlyMeta, ", "))
+}
+
+// Config is one audit.
+type Config struct {
+	Store objstore.Store
+	// Prefix is the combiner's key prefix ("" by default).
+	Prefix string
+	// Metadata, when set, is the metadata state to compare with.
+	Metadata *metadata.State
+	// VerifySlices reads every slice's stored bytes and checks its CRC32C.
+	VerifySlices bool
+	Logger       *slog.Logger
+	// Progress, if set, gets a line per 100 objects.
+	Progress io.Writer
+}
+
+// Run lists the WAL objects, reads their footers (and slices, if asked) and
+// compares them with the metadata.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	stored := map[string]Stored{}
+	rep := &Report{Counts: map[string]int{}}
+	var sliceFindings []Finding
+	err := objstore.ListAll(ctx, cfg.Store, combiner.WALPrefix(cfg.Prefix), func(o objstore.ObjectInfo) error {
+		if !combiner.IsWALKey(cfg.Prefix, o.Key) {
+			return nil
+		}
+		entries, size, err := combiner.ReadObjectFooter(ctx, cfg.Store, o.Key, cfg.Logger)
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		stored[o.Key] = Stored{Size: size, Entries: entries, Err: err}
+		rep.Objects++
+		rep.Bytes += o.Size
+		rep.Slices += len(entries)
+		if err == nil && cfg.VerifySlices {
+			for _, e := range entries {
+				b, gerr := cfg.Store.GetRange(ctx, o.Key, e.Position, e.Length)
+				if gerr == nil {
+					_, gerr = objformat.ReadSlice(b, e)
+				}
+				if gerr != nil {
+					sliceFindings = append(sliceFindings, Finding{CorruptSlice, o.Key, fmt.Sprintf("%s [%d,%d]: %v", e.TopicPartition, e.BaseOffset, e.LastOffset, gerr)})
+				}
+			}
+		}
+		if cfg.Progress != nil && rep.Objects%100 == 0 {
+			fmt.Fprintf(cfg.Progress, "\raudited %d objects", rep.Objects)
+		}
+		return nil
+	})
+	if cfg.Progress != nil && rep.Objects >= 100 {
+		fmt.Fprintln(cfg.Progress)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("audit: listing the store: %w", err)
+	}
+	var snaps []metadata.ObjectSnapshot
+	if cfg.Metadata != nil {
+		snaps = cfg.Metadata.Objects()
+		rep.MetadataObjects = len(snaps)
+		rep.MetadataChecked = true
+	}
+	rep.Findings = append(Compare(stored, snaps, cfg.Metadata != nil), sliceFindings...)
+	for _, f := range rep.Findings {
+		rep.Counts[f.Kind]++
+	}
+	return rep, nil
+}
+
+// WriteText prints a summary and every finding.
+func WriteText(w io.Writer, r *Report) {
+	fmt.Fprintf(w, "audited %d objects (%d bytes, %d slices)", r.Objects, r.Bytes, r.Slices)
+	if r.MetadataChecked {
+		fmt.Fprintf(w, " against %d objects in the metadata", r.MetadataObjects)
+	} else {
+		fmt.Fprint(w, " (no metadata given: objects checked alone)")
+	}
+	fmt.Fprintln(w)
+	if r.OK() {
+		fmt.Fprintln(w, "no findings")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "kind\tkey\tdetail")
+	for _, f := range r.Findings {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Kind, f.Key, f.Detail)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "%d findings\n", len(r.Findings))
+}
+
+// WriteJSON writes the report.
+func WriteJSON(w io.Writer, r *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}

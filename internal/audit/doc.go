@@ -1,0 +1,18 @@
+// Package audit is `kwal audit`: it rebuilds, from the combined objects
+// alone, what the remote-WAL metadata should say, and compares it with
+// what the metadata topic does say. Combined objects describe themselves
+// (the footer indexes every slice with its CRC32C), so an auditor needs no
+// other source of truth.
+//
+// Findings:
+//
+//	corrupt-object   the object's trailer or footer fails its checks
+//	corrupt-slice    a slice's stored bytes fail their CRC32C (--verify-slices)
+//	orphan           stored, but no metadata reached COPY_SEGMENT_FINISHED
+//	missing          metadata says FINISHED, the object is not stored
+//	entry-mismatch   the footer and the metadata disagree on the slices
+//	deleted-present  DELETE_SEGMENT_FINISHED, yet the object is stored
+//
+// Compare is pure; Run lists the store, reads footers with ranged GETs and
+// hands both sides to Compare.
+package audit
