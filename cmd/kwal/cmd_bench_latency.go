@@ -32,6 +32,8 @@ func runBenchLatency(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", filepath.Join("out", "latency"), "directory for report.md, report.json and the PNG plots")
 	reps := fs.Int("reps", 3, "repetitions of each workload and mode; figures are medians (at least 3)")
 	model := fs.String("latency-model", "s3express", "object-store latency model: s3express, s3standard or none")
+	storeURL := fs.String("store", "", "real object store for the remote WAL: s3://bucket/prefix?endpoint=…, minio://… (use --latency-model none with it)")
+	metaBootstrap := fs.String("metadata-bootstrap", "", "real Kafka for __remote_wal_log_metadata (default: embedded kfake)")
 	crossAZ := fs.Duration("cross-az", 500*time.Microsecond, "one-way latency between racks (default 0.5ms = 1ms round trip); 0 turns it off")
 	sheet := fs.String("sheet", "", "object-store price sheet (default: s3express-2025, or s3-standard with --latency-model s3standard)")
 	intervals := fs.String("intervals", "", "combiner intervals to sweep, comma-separated (default 5ms,10ms,20ms,50ms,100ms; quick 5ms,20ms,100ms)")
@@ -53,7 +55,7 @@ func runBenchLatency(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--bootstrap is not supported yet: costs come from the in-process brokers' ledgers")
 	}
 	cfg := latbench.Config{
-		Quick: *quick, Reps: *reps, OutDir: *out, Dir: *dir, LatencyModel: *model, CrossAZ: *crossAZ,
+		Quick: *quick, Reps: *reps, OutDir: *out, Dir: *dir, LatencyModel: *model, StorageURL: *storeURL, MetadataBootstrap: *metaBootstrap, CrossAZ: *crossAZ,
 		NoCrossAZ: *crossAZ == 0, Sheet: *sheet, NoSweep: *noSweep, ReplicationFactor: int16(*rf), PerfRecords: *perf,
 		Logger: slog.New(slog.DiscardHandler),
 	}

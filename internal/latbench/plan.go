@@ -106,6 +106,13 @@ type Config struct {
 	Dir string
 	// LatencyModel is the object store's: s3express, s3standard or none.
 	LatencyModel string
+	// StorageURL points the brokers at a real object store (s3://…,
+	// minio://…); empty: the fs backend in Dir. With a real store, use
+	// LatencyModel "none" so only the store's own latency counts.
+	StorageURL string
+	// MetadataBootstrap points the brokers at a real Kafka for the
+	// metadata topic; empty: an embedded kfake.
+	MetadataBootstrap string
 	// CrossAZ is the one-way latency between racks (default 0.5 ms, a
 	// 1 ms round trip). Zero means the default; NoCrossAZ turns it off.
 	CrossAZ   time.Duration

@@ -27,9 +27,13 @@ type Env struct {
 
 // ReportConfig is what a report states about how it was made.
 type ReportConfig struct {
-	Quick             bool          `json:"quick"`
-	Reps              int           `json:"reps"`
-	LatencyModel      latency.Model `json:"latency_model"`
+	Quick        bool          `json:"quick"`
+	Reps         int           `json:"reps"`
+	LatencyModel latency.Model `json:"latency_model"`
+	// Store names the object store under the model; Metadata the Kafka
+	// of the metadata topic.
+	Store             string        `json:"store"`
+	Metadata          string        `json:"metadata"`
 	CrossAZOneWay     time.Duration `json:"cross_az_one_way_ns"`
 	ReplicationFactor int16         `json:"replication_factor"`
 	Racks             []string      `json:"racks"`
@@ -53,6 +57,7 @@ type ReportConfig struct {
 func reportConfig(c Config, lat latency.Model, sheet cost.Sheet, m cost.Model) ReportConfig {
 	return ReportConfig{
 		Quick: c.Quick, Reps: c.Reps, LatencyModel: lat, CrossAZOneWay: c.CrossAZ,
+		Store: storeName(c.StorageURL), Metadata: metadataName(c.MetadataBootstrap),
 		ReplicationFactor: c.ReplicationFactor, Racks: brokerRacks(), Headline: c.Headline,
 		E2ERecords: c.E2ERecords, E2ERate: c.E2ERate, PerfRecords: c.PerfRecords, PerfRecordBytes: c.PerfRecordBytes,
 		StreamRate: c.StreamRate, StreamDuration: c.StreamDuration,
@@ -351,8 +356,8 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "- **Cluster:** 3 in-process brokers in racks %s; each topic has 1 partition and replication factor %d, placed (and checked in the controller) with the leader in az1 and a follower in az2. The producer runs in az1 beside the leader; every consumer runs in az2 with client.rack=az2 and reads from the follower.\n",
 		strings.Join(c.Racks, ", "), c.ReplicationFactor)
 	m := c.LatencyModel
-	fmt.Fprintf(&b, "- **Object-store latency model:** `%s` (objstore/latency), first-byte latency log-normal: PUT median %v / p99 %v, GET median %v / p99 %v, %s per request. The store itself is the fs backend on local disk.\n",
-		m.Name, m.Put.Median, m.Put.P99, m.Get.Median, m.Get.P99, bandwidth(m.BandwidthBytesPerSec))
+	fmt.Fprintf(&b, "- **Object-store latency model:** `%s` (objstore/latency), first-byte latency log-normal: PUT median %v / p99 %v, GET median %v / p99 %v, %s per request. The store itself: %s. Metadata topic on %s.\n",
+		m.Name, m.Put.Median, m.Put.P99, m.Get.Median, m.Get.P99, bandwidth(m.BandwidthBytesPerSec), c.Store, c.Metadata)
 	fmt.Fprintf(&b, "- **Network model:** every byte sent from one rack to another (broker to broker, and client to broker) is delivered %v later (a %v round trip); within a rack, no delay. %s\n",
 		c.CrossAZOneWay, 2*c.CrossAZOneWay, r.linkSentence())
 	fmt.Fprintf(&b, "- **Costs:** the ledger delta of each run (object-store requests and bytes from every broker's ledger, bytes that crossed racks), extrapolated by `cost.Model.MonthlyCost` to %v hours and divided by %d brokers, priced with the `%s` object-store sheet (%s) and the `%s` network sheet, cross-AZ bytes billed in %d direction(s). Storage at rest and instances are not included (the run does not measure how long objects are kept; instances are equal in both modes). Produce bytes are attributed to the producer's rack (az1), so they do not cross racks.\n",
@@ -422,8 +427,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "## Checks and gaps\n\n")
 	fmt.Fprintf(&b, "- Consumers saw %d duplicate and %d out-of-order records over all runs.\n", dup, ooo)
-	fmt.Fprintf(&b, "- The metadata topic (`__remote_wal_log_metadata`) runs on an embedded kfake without network delay, and its traffic is not in the ledger.\n")
-	fmt.Fprintf(&b, "- The object store is modelled (latency decorator over local files), not a real S3 Express bucket.\n")
+	fmt.Fprintf(&b, "- The metadata topic (`__remote_wal_log_metadata`) runs on %s without modelled network delay, and its traffic is not in the ledger.\n", c.Metadata)
+	if strings.HasPrefix(c.Store, "the fs backend") {
+		fmt.Fprintf(&b, "- The object store is modelled (latency decorator over local files), not a real S3 Express bucket.\n")
+	} else {
+		fmt.Fprintf(&b, "- The object store is %s on whatever network reaches it, plus the `%s` model; it is not S3 Express One Zone unless the URL names a directory bucket.\n", c.Store, c.LatencyModel.Name)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -474,4 +483,22 @@ func bandwidth(bps float64) string {
 		return "unlimited bandwidth"
 	}
 	return fmt.Sprintf("%.0f MB/s", bps/1e6)
+}
+
+// storeName describes the store without its credentials.
+func storeName(u string) string {
+	if u == "" {
+		return "the fs backend on local disk"
+	}
+	if i := strings.IndexByte(u, '?'); i >= 0 {
+		u = u[:i]
+	}
+	return "`" + u + "`"
+}
+
+func metadataName(bootstrap string) string {
+	if bootstrap == "" {
+		return "an embedded kfake"
+	}
+	return "Kafka at " + bootstrap
 }

@@ -128,6 +128,7 @@ func runPhase(ctx context.Context, cfg Config, index int, ph Phase, dir string, 
 	prog.set(fmt.Sprintf("starting cluster (%v)", ph.Setting))
 	lc, err := broker.StartLocalCluster(ctx, broker.LocalClusterConfig{
 		Racks: brokerRacks(), Dir: dir, LatencyModel: cfg.LatencyModel,
+		StorageURL: cfg.StorageURL, MetadataBootstrap: cfg.MetadataBootstrap,
 		RemoteWAL: broker.RemoteWALConfig{CombinerTaskInterval: ph.Setting.Interval, CombinerTaskUploadBytes: ph.Setting.UploadBytes},
 		Tweak:     func(bc *broker.Config) { bc.Dial = nm.brokerDial(bc.Rack) },
 		Logger:    cfg.Logger,
