@@ -338,10 +338,12 @@ func TestBackPressure(t *testing.T) {
 func TestPublisherOutageBackPressuresThenResumes(t *testing.T) {
 	var mu sync.Mutex
 	down := true
+	refused := 0
 	pubFail := func(int) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if down {
+			refused++
 			return httpErr{503}
 		}
 		return nil
@@ -364,6 +366,12 @@ func TestPublisherOutageBackPressuresThenResumes(t *testing.T) {
 	if n := len(r.pub.published()); n != 0 {
 		t.Fatalf("published %d while down", n)
 	}
+	// The publisher must have met the outage before Kafka comes back.
+	waitFor(t, "a refused publish", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return refused > 0
+	})
 	mu.Lock()
 	down = false
 	mu.Unlock()
