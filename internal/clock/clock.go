@@ -111,9 +111,13 @@ func (m *Manual) Pending() int {
 }
 
 func (m *Manual) fire() {
+	type firing struct {
+		t        *manualTimer
+		deadline time.Time
+	}
 	m.mu.Lock()
 	now := m.mu.now
-	var due []*manualTimer
+	var due []firing
 	keep := m.mu.timers[:0]
 	for _, t := range m.mu.timers {
 		if !t.armed {
@@ -121,7 +125,7 @@ func (m *Manual) fire() {
 		}
 		if !t.deadline.After(now) {
 			t.armed = false
-			due = append(due, t)
+			due = append(due, firing{t, t.deadline})
 			continue
 		}
 		keep = append(keep, t)
@@ -131,10 +135,12 @@ func (m *Manual) fire() {
 	}
 	m.mu.timers = keep
 	m.mu.Unlock()
+	// Deadlines were read under the lock: a timer Reset meanwhile by its
+	// owner is a new arming, not this firing.
 	sort.SliceStable(due, func(i, j int) bool { return due[i].deadline.Before(due[j].deadline) })
-	for _, t := range due {
+	for _, f := range due {
 		select {
-		case t.c <- now:
+		case f.t.c <- now:
 		default:
 		}
 	}

@@ -1,0 +1,61 @@
+package clock
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestManualFiresInDeadlineOrderAndOnlyWhenDue(t *testing.T) {
+	m := NewManual(time.Unix(0, 0))
+	a, b := m.NewTimer(20*time.Millisecond), m.NewTimer(10*time.Millisecond)
+	m.Advance(5 * time.Millisecond)
+	select {
+	case <-a.C():
+		t.Fatal("fired early")
+	case <-b.C():
+		t.Fatal("fired early")
+	default:
+	}
+	m.Advance(15 * time.Millisecond)
+	<-a.C()
+	<-b.C()
+	if m.Pending() != 0 {
+		t.Fatalf("%d pending after firing", m.Pending())
+	}
+	if !(!a.Stop()) {
+		t.Fatal("Stop of a fired timer reported pending")
+	}
+	a.Reset(time.Millisecond)
+	if m.Pending() != 1 {
+		t.Fatal("Reset did not re-arm")
+	}
+	if !a.Stop() || m.Pending() != 0 {
+		t.Fatal("Stop did not disarm")
+	}
+}
+
+// Reset racing with Advance must be safe (run with -race).
+func TestManualResetRacesAdvance(t *testing.T) {
+	m := NewManual(time.Unix(0, 0))
+	tm := m.NewTimer(time.Millisecond)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 2000; i++ {
+			m.Advance(time.Millisecond)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 2000; i++ {
+			tm.Reset(time.Millisecond)
+			select {
+			case <-tm.C():
+			default:
+			}
+		}
+	}()
+	wg.Wait()
+}
