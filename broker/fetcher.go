@@ -483,8 +483,8 @@ func (f *replicaFetcher) handlePartition(tp TopicPartition, st followState, rp *
 	}
 	if p.mode == RemoteWAL {
 		if leo, ok := leaderLogEndTag(rp); ok {
-			if r, ok := f.b.cfg.Replicator.(*RemoteWALReplicator); ok {
-				r.observeLeader(tp, leo)
+			if o, ok := f.b.cfg.Replicator.(LeaderLogEndObserver); ok {
+				o.ObserveLeaderLogEnd(tp, leo)
 			}
 		}
 	}

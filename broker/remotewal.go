@@ -282,8 +282,11 @@ func (r *RemoteWALReplicator) StopFollower(tp TopicPartition) {
 	}
 }
 
-// observeLeader records what a replica fetch response said of the leader.
-func (r *RemoteWALReplicator) observeLeader(tp TopicPartition, leo int64) {
+var _ LeaderLogEndObserver = (*RemoteWALReplicator)(nil)
+
+// ObserveLeaderLogEnd records the leader's log end from a replica fetch
+// response and wakes the follower when it moved.
+func (r *RemoteWALReplicator) ObserveLeaderLogEnd(tp TopicPartition, leo int64) {
 	r.mu.Lock()
 	v := r.mu.follows[mtp(tp)]
 	changed := v != nil && v.leo != leo

@@ -70,3 +70,11 @@ type Replicator interface {
 	StartFollower(tp TopicPartition, log *kafkalog.Log, leader int32, leaderEpoch int32, notify func()) error
 	StopFollower(tp TopicPartition)
 }
+
+// LeaderLogEndObserver is implemented by a Replicator that wants the
+// leader's log end offset, which remotewal FollowerFetch responses carry in
+// the TagLeaderLogEnd tagged field (the high watermark cannot show bytes
+// this follower is still missing).
+type LeaderLogEndObserver interface {
+	ObserveLeaderLogEnd(tp TopicPartition, leaderLogEnd int64)
+}
