@@ -297,7 +297,10 @@ func (b *Broker) readPart(o *fetchOp, part *fetchPart, budget int, first bool) (
 		if p.mode == RemoteWAL {
 			rp.UnknownTags.Set(TagLeaderLogEnd, binary.AppendUvarint(nil, uint64(leo)))
 			if !o.fallback {
-				return rp, 0, urgent
+				// New bytes past the follower's log end: answer now, so
+				// it learns our log end and polls quickly until it has
+				// them (a caught-up follower long-polls).
+				return rp, 0, urgent || leo > part.offset && p.leoChangedFor(o.replica, leo)
 			}
 		}
 	}

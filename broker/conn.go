@@ -8,6 +8,7 @@ import (
 	"net"
 	"reflect"
 	"runtime/debug"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -61,26 +62,36 @@ func (b *Broker) serveConn(c net.Conn) {
 	// response is pipelined (acks=all) does not stop the reader.
 	replies := make(chan reply, maxPipelined)
 	writerDone := make(chan struct{})
+	// queued counts replies handed to the writer and not yet written; at
+	// zero the writer is idle and the reader writes its reply itself,
+	// without copying it out of cs.out.
+	var queued atomic.Int32
+	var writeFailed atomic.Bool
 	go func() {
 		defer close(writerDone)
 		failed := false
 		for r := range replies {
+			failed = failed || writeFailed.Load()
 			frame := r.frame
 			if r.wait != nil {
 				resp := r.wait()
 				if resp == nil || failed {
+					queued.Add(-1)
 					continue
 				}
 				frame = encodeResponse(nil, r.h, resp)
 			}
 			if frame == nil || failed {
+				queued.Add(-1)
 				continue
 			}
 			if _, err := c.Write(frame); err != nil {
 				b.logger.Debug("connection write", "remote", cs.remote, "err", err)
 				failed = true
+				writeFailed.Store(true)
 				c.Close()
 			}
+			queued.Add(-1)
 		}
 	}()
 	defer func() {
@@ -111,10 +122,20 @@ func (b *Broker) serveConn(c net.Conn) {
 		cs.pipelining, cs.deferred = true, nil
 		resp, keep := b.handleFrame(cs, frame)
 		r := reply{}
-		if resp != nil {
+		if resp != nil && queued.Load() == 0 {
+			// Nothing ahead of this reply: write it now, from cs.out.
+			if writeFailed.Load() {
+				return
+			}
+			if _, err := c.Write(resp); err != nil {
+				b.logger.Debug("connection write", "remote", cs.remote, "err", err)
+				return
+			}
+			resp = nil
+		} else if resp != nil {
 			r.frame = append([]byte(nil), resp...)
 		}
-		if cs.deferred != nil && resp == nil {
+		if cs.deferred != nil && r.frame == nil && resp == nil {
 			r.wait, r.h = cs.deferred, cs.lastHeader
 			// The handler may still hold parts of frame; read the next
 			// request into a fresh buffer.
@@ -127,6 +148,7 @@ func (b *Broker) serveConn(c net.Conn) {
 			cs.out = nil
 		}
 		if r.frame != nil || r.wait != nil {
+			queued.Add(1)
 			replies <- r
 		}
 		if !keep {

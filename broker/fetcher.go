@@ -81,6 +81,7 @@ type followState struct {
 	epoch     int32
 	truncated bool      // KIP-101 truncation done for this epoch
 	started   bool      // remotewal: Replicator.StartFollower called
+	leaderLEO int64     // remotewal: the leader's log end, last reported
 	retryAt   time.Time // back off until then after an error
 }
 
@@ -406,10 +407,13 @@ func (f *replicaFetcher) fetch(conn *wireClient, ready map[TopicPartition]follow
 	req.MaxWaitMillis = int32(f.b.cfg.ReplicaFetchWaitMax.Milliseconds())
 	for _, st := range ready {
 		// A remotewal follower's log grows from object storage, not from
-		// this fetch, and the leader's high watermark waits for the log end
-		// this fetch reports: keep the poll short so the next report goes
-		// out soon after an append (the fetcher is also poked on appends).
-		if st.p.mode == RemoteWAL && f.b.cfg.RemoteWALFetchWaitMax < f.b.cfg.ReplicaFetchWaitMax {
+		// this fetch, and the leader's high watermark waits for the log
+		// end this fetch reports. While the leader holds bytes this
+		// follower lacks, keep the poll short so each report goes out soon
+		// after an append; a caught-up follower long-polls, and the leader
+		// answers it early once it appends (see fetchPartition).
+		if st.p.mode == RemoteWAL && st.leaderLEO > st.p.log.LogEndOffset() &&
+			f.b.cfg.RemoteWALFetchWaitMax < f.b.cfg.ReplicaFetchWaitMax {
 			req.MaxWaitMillis = int32(f.b.cfg.RemoteWALFetchWaitMax.Milliseconds())
 			break
 		}
@@ -483,6 +487,7 @@ func (f *replicaFetcher) handlePartition(tp TopicPartition, st followState, rp *
 	}
 	if p.mode == RemoteWAL {
 		if leo, ok := leaderLogEndTag(rp); ok {
+			f.update(tp, st, func(s *followState) { s.leaderLEO = leo })
 			if o, ok := f.b.cfg.Replicator.(LeaderLogEndObserver); ok {
 				o.ObserveLeaderLogEnd(tp, leo)
 			}

@@ -19,6 +19,7 @@ type followerState struct {
 	lastFetchLeaderLEO int64
 	lastFetchTime      time.Time
 	lastSentHW         int64
+	lastSentLEO        int64 // remotewal: the leader log end last told
 }
 
 // partition is one replica of a partition on this broker.
@@ -81,7 +82,7 @@ func (p *partition) applyState(ps PartitionState) roleChange {
 		p.mu.followers = map[int32]*followerState{}
 		for _, r := range ps.Replicas {
 			if r != p.self {
-				p.mu.followers[r] = &followerState{leo: -1, lastCaughtUp: now, lastFetchTime: now, lastSentHW: -1}
+				p.mu.followers[r] = &followerState{leo: -1, lastCaughtUp: now, lastFetchTime: now, lastSentHW: -1, lastSentLEO: -1}
 			}
 		}
 		return roleLeader
@@ -340,6 +341,21 @@ func (p *partition) hwChangedFor(replica int32, sent bool) bool {
 	if sent {
 		f.lastSentHW = hw
 	}
+	return changed
+}
+
+// leoChangedFor reports whether the leader's log end differs from the one
+// last told to replica (remotewal FollowerFetch), and records leo as told:
+// a caller that sees true answers the fetch at once.
+func (p *partition) leoChangedFor(replica int32, leo int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.mu.followers[replica]
+	if f == nil {
+		return false
+	}
+	changed := f.lastSentLEO != leo
+	f.lastSentLEO = leo
 	return changed
 }
 
