@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -63,27 +64,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	lc, err := broker.StartLocalCluster(ctx, broker.LocalClusterConfig{Dir: dir, LatencyModel: cfg.LatencyModel, Logger: cfg.Logger})
-	if err != nil {
-		return nil, err
-	}
-	defer lc.Close()
-	fake, err := kfake.NewCluster(kfake.NumBrokers(3))
-	if err != nil {
-		return nil, err
-	}
-	defer fake.Close()
-
-	type target struct {
-		name  string
-		seeds []string
-		mode  string
-	}
-	targets := []target{
-		{"kfake", fake.ListenAddrs(), ""},
-		{"kwal-classic", lc.Bootstrap(), "classic"},
-		{"kwal-remotewal", lc.Bootstrap(), "remotewal"},
-	}
+	targets := []string{"kfake", "kwal-classic", "kwal-remotewal"}
 	rows := map[string]*Row{}
 	var order []string
 	rowFor := func(t, acks string) *Row {
@@ -94,20 +75,20 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		}
 		return rows[k]
 	}
-	topicN := 0
+	// Every case gets a fresh cluster, so no case pays for the data or
+	// the background work of the ones before it (kfake keeps every record
+	// in the process's heap).
 	for run := 0; run < cfg.Runs; run++ {
 		for _, acks := range []string{"1", "all"} {
 			for _, t := range targets {
-				topicN++
-				topic := fmt.Sprintf("bench-%d", topicN)
-				mbps, err := produce(ctx, t.seeds, topic, t.mode, acks, cfg)
+				mbps, err := measureCase(ctx, cfg, dir, t, acks, run)
 				if err != nil {
-					return nil, fmt.Errorf("%s acks=%s: %w", t.name, acks, err)
+					return nil, fmt.Errorf("%s acks=%s: %w", t, acks, err)
 				}
-				r := rowFor(t.name, acks)
+				r := rowFor(t, acks)
 				r.MBps = append(r.MBps, mbps)
 				if progress != nil {
-					fmt.Fprintf(progress, "run %d/%d  %-15s acks=%-3s %8.1f MB/s\n", run+1, cfg.Runs, t.name, acks, mbps)
+					fmt.Fprintf(progress, "run %d/%d  %-15s acks=%-3s %8.1f MB/s\n", run+1, cfg.Runs, t, acks, mbps)
 				}
 			}
 		}
@@ -131,6 +112,31 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		rep.Acks1VsKfake = c.MedianMBps / k.MedianMBps
 	}
 	return rep, nil
+}
+
+// measureCase starts the target cluster, produces to a fresh topic and
+// stops the cluster.
+func measureCase(ctx context.Context, cfg Config, dir, target, acks string, run int) (float64, error) {
+	topic := fmt.Sprintf("bench-%d-%s", run, acks)
+	if target == "kfake" {
+		fake, err := kfake.NewCluster(kfake.NumBrokers(3))
+		if err != nil {
+			return 0, err
+		}
+		defer fake.Close()
+		return produce(ctx, fake.ListenAddrs(), topic, "", acks, cfg)
+	}
+	cdir, err := os.MkdirTemp(dir, target+"-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(cdir)
+	lc, err := broker.StartLocalCluster(ctx, broker.LocalClusterConfig{Dir: cdir, LatencyModel: cfg.LatencyModel, Logger: cfg.Logger})
+	if err != nil {
+		return 0, err
+	}
+	defer lc.Close()
+	return produce(ctx, lc.Bootstrap(), topic, strings.TrimPrefix(target, "kwal-"), acks, cfg)
 }
 
 func produce(ctx context.Context, seeds []string, topic, mode, acks string, cfg Config) (float64, error) {
