@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kwal/kwal/internal/kclient"
 	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // testLogWriter sends log lines to t.Log until the test ends.
@@ -109,26 +109,10 @@ func newClient(t testing.TB, c *testCluster, opts ...kgo.Opt) *kgo.Client {
 // createTopic creates a topic through the CreateTopics API.
 func createTopic(t testing.TB, cl *kgo.Client, name string, partitions int32, rf int16, configs map[string]string) {
 	t.Helper()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, rf
-	for k, v := range configs {
-		c := kmsg.NewCreateTopicsRequestTopicConfig()
-		c.Name = k
-		val := v
-		c.Value = &val
-		rt.Configs = append(rt.Configs, c)
-	}
-	req.Topics = append(req.Topics, rt)
-	req.TimeoutMillis = 5000
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
+	if err := kclient.CreateTopic(ctx, cl, name, partitions, rf, configs, false); err != nil {
 		t.Fatal(err)
-	}
-	if code := resp.Topics[0].ErrorCode; code != 0 {
-		t.Fatalf("create topic %s: error code %d", name, code)
 	}
 }
 
