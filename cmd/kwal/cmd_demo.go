@@ -37,6 +37,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Interval, "interval", 10*time.Millisecond, "combiner interval (remote.wal.log.manager.combiner.task.interval.ms)")
 	fs.StringVar(&cfg.Bootstrap, "bootstrap", "", "run only the clients against a running cluster (e.g. docker-compose)")
 	fs.StringVar(&cfg.ConsumerRack, "rack", "az2", "the consumer's rack")
+	fs.StringVar(&cfg.ProducerRack, "producer-rack", "az1", "the rack the producer runs in (producers send no rack; their bytes are attributed to it)")
 	fs.BoolVar(&cfg.Serve, "serve", false, "keep the cluster up after the summary, until interrupted")
 	verbose := fs.Bool("v", false, "log at info level (default: warnings only)")
 	if err := fs.Parse(args); err != nil {

@@ -50,6 +50,10 @@ type Config struct {
 	// (docker-compose); ConsumerRack is the consumer's rack.
 	Bootstrap    string
 	ConsumerRack string
+	// ProducerRack is the rack the producer is taken to run in: Kafka
+	// producers send no rack, so the ledger records their bytes with an
+	// unknown source, and the summary attributes them to this rack.
+	ProducerRack string
 	Serve        bool
 	Logger       *slog.Logger
 }
@@ -120,15 +124,16 @@ func orDefault(s, d string) string {
 }
 
 type runStats struct {
-	mu        sync.Mutex
-	produce   []time.Duration
-	e2e       []time.Duration
-	acked     atomic.Int64
-	consumed  atomic.Int64
-	failed    atomic.Int64
-	firstErr  atomic.Value
-	duplicate atomic.Int64
-	outOfOrd  atomic.Int64
+	producerRack string
+	mu           sync.Mutex
+	produce      []time.Duration
+	e2e          []time.Duration
+	acked        atomic.Int64
+	consumed     atomic.Int64
+	failed       atomic.Int64
+	firstErr     atomic.Value
+	duplicate    atomic.Int64
+	outOfOrd     atomic.Int64
 }
 
 func runClients(ctx context.Context, cfg Config, seeds []string, lc *broker.LocalCluster, w io.Writer) error {
@@ -188,7 +193,7 @@ func runClients(ctx context.Context, cfg Config, seeds []string, lc *broker.Loca
 		}
 	}
 
-	var st runStats
+	st := runStats{producerRack: cfg.ProducerRack}
 	start := time.Now()
 	var ledgerStart []ledger.Snapshot
 	if lc != nil {
@@ -301,13 +306,13 @@ func consume(ctx context.Context, cons *kgo.Client, cfg Config, st *runStats) er
 func progress(w io.Writer, st *runStats, total int, lc *broker.LocalCluster, base []ledger.Snapshot, el time.Duration) {
 	line := fmt.Sprintf("\r%5.1fs  produced+acked %6d/%d  consumed %6d/%d", el.Seconds(), st.acked.Load(), total, st.consumed.Load(), total)
 	if lc != nil {
-		puts, gets, cross := ledgerTotals(lc, base)
+		puts, gets, cross := ledgerTotals(lc, base, st.producerRack)
 		line += fmt.Sprintf("  PUTs %5d  GETs %5d  cross-rack %s", puts, gets, human(cross))
 	}
 	fmt.Fprint(w, line)
 }
 
-func ledgerTotals(lc *broker.LocalCluster, base []ledger.Snapshot) (puts, gets, cross int64) {
+func ledgerTotals(lc *broker.LocalCluster, base []ledger.Snapshot, producerRack string) (puts, gets, cross int64) {
 	for i, l := range lc.Ledgers {
 		s := l.Snapshot()
 		if i < len(base) {
@@ -315,9 +320,22 @@ func ledgerTotals(lc *broker.LocalCluster, base []ledger.Snapshot) (puts, gets, 
 		}
 		puts += s.ByKind[ledger.Put].Requests
 		gets += s.ByKind[ledger.Get].Requests
-		cross += s.CrossRackBytes
+		for _, t := range s.Transfers {
+			if crosses(t, producerRack) {
+				cross += t.Bytes
+			}
+		}
 	}
 	return
+}
+
+// crosses says whether a transfer left its rack, taking produce bytes of
+// an unknown source to come from the producer's rack.
+func crosses(t ledger.TransferRow, producerRack string) bool {
+	if t.Component == "produce" && t.FromRack == "" && producerRack != "" {
+		return t.ToRack != producerRack
+	}
+	return t.CrossRack()
 }
 
 func summary(w io.Writer, cfg Config, st *runStats, lc *broker.LocalCluster, base []ledger.Snapshot, produceTime time.Duration) error {
@@ -341,12 +359,12 @@ func summary(w io.Writer, cfg Config, st *runStats, lc *broker.LocalCluster, bas
 		problems = append(problems, "the consumer saw duplicates or reordering")
 	}
 	if lc != nil {
-		puts, gets, _ := ledgerTotals(lc, base)
+		puts, gets, _ := ledgerTotals(lc, base, cfg.ProducerRack)
 		byComp := map[string]int64{}
 		for i, l := range lc.Ledgers {
 			s := l.Snapshot().Sub(base[i])
 			for _, t := range s.Transfers {
-				if t.CrossRack() {
+				if crosses(t, cfg.ProducerRack) {
 					byComp[t.Component] += t.Bytes
 				}
 			}
@@ -362,8 +380,8 @@ func summary(w io.Writer, cfg Config, st *runStats, lc *broker.LocalCluster, bas
 			parts = append(parts, fmt.Sprintf("%s %s", c, human(byComp[c])))
 		}
 		fmt.Fprintf(tw, "  cross-rack bytes\t%s\n", orDefault(strings.Join(parts, ", "), "none"))
-		fmt.Fprintf(tw, "  \t(replica-fetch: record bytes leader → follower; produce: clients send no rack, so the\n")
-		fmt.Fprintf(tw, "  \tledger counts their bytes as crossing; fallback: follower reads from the leader)\n")
+		fmt.Fprintf(tw, "  \t(replica-fetch: record bytes leader → follower; produce: producer in %s to leaders in\n", cfg.ProducerRack)
+		fmt.Fprintf(tw, "  \tother racks; consume: reads outside the consumer's rack; fallback: follower reads from the leader)\n")
 		ok, detail := checkIdentity(lc, cfg)
 		fmt.Fprintf(tw, "  follower logs byte-identical\t%s\n", detail)
 		if !ok {
