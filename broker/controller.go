@@ -284,17 +284,24 @@ func (c *MemController) NextProducerID() (int64, error) {
 }
 
 func (c *MemController) Subscribe(fn func(TopicState)) func() {
-	c.mu.Lock()
-	id := c.mu.nextSub
-	c.mu.nextSub++
-	c.mu.subs[id] = fn
-	c.mu.Unlock()
+	return subscribe(&c.notifyMu, &c.mu.Mutex, &c.mu.nextSub, c.mu.subs, fn)
+}
+
+// subscribe adds fn to subs (guarded by mu) and returns its cancel, which
+// waits for a notification in progress (notifyMu, taken before mu) so fn
+// is never called after cancel returns. Both controllers share it.
+func subscribe(notifyMu, mu *sync.Mutex, next *int, subs map[int]func(TopicState), fn func(TopicState)) func() {
+	mu.Lock()
+	id := *next
+	*next++
+	subs[id] = fn
+	mu.Unlock()
 	return func() {
-		c.notifyMu.Lock()
-		defer c.notifyMu.Unlock()
-		c.mu.Lock()
-		delete(c.mu.subs, id)
-		c.mu.Unlock()
+		notifyMu.Lock()
+		defer notifyMu.Unlock()
+		mu.Lock()
+		delete(subs, id)
+		mu.Unlock()
 	}
 }
 

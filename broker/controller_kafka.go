@@ -523,18 +523,7 @@ func (c *KafkaController) NextProducerID() (int64, error) {
 }
 
 func (c *KafkaController) Subscribe(fn func(TopicState)) func() {
-	c.mu.Lock()
-	id := c.mu.nextSub
-	c.mu.nextSub++
-	c.mu.subs[id] = fn
-	c.mu.Unlock()
-	return func() {
-		c.notifyMu.Lock()
-		defer c.notifyMu.Unlock()
-		c.mu.Lock()
-		delete(c.mu.subs, id)
-		c.mu.Unlock()
-	}
+	return subscribe(&c.notifyMu, &c.mu.Mutex, &c.mu.nextSub, c.mu.subs, fn)
 }
 
 func subscribers(m map[int]func(TopicState)) []func(TopicState) {
