@@ -104,7 +104,7 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 	for ti, rt := range req.Topics {
 		for pi, rp := range rt.Partitions {
 			part := fetchPart{
-				tp: TopicPartition{rt.Topic, rp.Partition}, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes,
+				tp: TopicPartition{Topic: rt.Topic, Partition: rp.Partition}, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes,
 				epoch: rp.CurrentLeaderEpoch, preferred: -1, ti: ti, pi: pi,
 			}
 			if req.Version < 9 {

@@ -35,7 +35,7 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 			if req.Version < 4 {
 				epoch = -1
 			}
-			if e := b.listOffset(TopicPartition{rt.Topic, rp.Partition}, rp.Timestamp, epoch, &sp); e != nil {
+			if e := b.listOffset(TopicPartition{Topic: rt.Topic, Partition: rp.Partition}, rp.Timestamp, epoch, &sp); e != nil {
 				sp.ErrorCode = e.Code
 			}
 			st.Partitions = append(st.Partitions, sp)

@@ -22,7 +22,7 @@ func (b *Broker) handleOffsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochReques
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition, sp.LeaderEpoch, sp.EndOffset = rp.Partition, -1, -1
-			if e := b.endOffsetForEpoch(TopicPartition{rt.Topic, rp.Partition}, rp.CurrentLeaderEpoch, rp.LeaderEpoch, &sp); e != nil {
+			if e := b.endOffsetForEpoch(TopicPartition{Topic: rt.Topic, Partition: rp.Partition}, rp.CurrentLeaderEpoch, rp.LeaderEpoch, &sp); e != nil {
 				sp.ErrorCode = e.Code
 			}
 			st.Partitions = append(st.Partitions, sp)

@@ -96,7 +96,7 @@ func (b *Broker) handleProduce(cs *connState, req *kmsg.ProduceRequest) (kmsg.Re
 		for pi, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition, sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = rp.Partition, -1, -1, -1
-			tp := TopicPartition{rt.Topic, rp.Partition}
+			tp := TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
 			code, msg := b.producePartition(req, tp, rp.Records, &sp, ti, pi, &waits)
 			if code != nil {
 				failed = true

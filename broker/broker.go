@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/kwal/kwal/purgatory"
@@ -221,7 +221,7 @@ func (b *Broker) applyTopic(ts TopicState) {
 		return
 	}
 	for _, ps := range ts.Partitions {
-		tp := TopicPartition{ts.Name, ps.Partition}
+		tp := TopicPartition{Topic: ts.Name, Partition: ps.Partition}
 		if !slices.Contains(ps.Replicas, b.cfg.BrokerID) {
 			b.dropPartition(tp)
 			continue

@@ -40,7 +40,7 @@ func TestClusterAcksAllAndFetchFromFollower(t *testing.T) {
 	if follower.cfg.Rack == leader.cfg.Rack {
 		t.Fatalf("assignment put all replicas in rack %s: %+v", leader.cfg.Rack, ps)
 	}
-	tp := TopicPartition{topic, 0}
+	tp := TopicPartition{Topic: topic, Partition: 0}
 
 	prod := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic))
 	const n = 300
@@ -132,7 +132,7 @@ func TestClusterISRShrinkAndExpand(t *testing.T) {
 	admin := newClient(t, c)
 	const topic = "isr"
 	createTopic(t, admin, topic, 1, 3, nil)
-	tp := TopicPartition{topic, 0}
+	tp := TopicPartition{Topic: topic, Partition: 0}
 	ts, _ := c.ctrl.Topic(topic)
 	leaderID := ts.Partitions[0].Leader
 	var lagging *Broker

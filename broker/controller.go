@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"github.com/kwal/kwal/topicpart"
 	"hash/fnv"
 	"slices"
 	"sort"
@@ -10,12 +11,8 @@ import (
 )
 
 // TopicPartition names one partition.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
-
-func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+// TopicPartition is the module's one topic-partition type (package topicpart).
+type TopicPartition = topicpart.TopicPartition
 
 // PartitionState is what the controller decides for one partition.
 type PartitionState struct {

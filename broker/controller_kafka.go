@@ -684,7 +684,7 @@ func (s *clusterState) apply(rec stateRecord) (changed *TopicState, res applyRes
 		s.topics[w.Name] = ts
 		return ts, applyResult{topic: cloneTopic(ts)}
 	case kindAlterISR, kindElectLeader:
-		tp := TopicPartition{rec.TopicName, rec.Partition}
+		tp := TopicPartition{Topic: rec.TopicName, Partition: rec.Partition}
 		ts, ok := s.topics[tp.Topic]
 		if !ok || tp.Partition < 0 || int(tp.Partition) >= len(ts.Partitions) {
 			return nil, applyResult{err: fmt.Errorf("%w: %s", ErrUnknownTopic, tp)}

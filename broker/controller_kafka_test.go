@@ -88,7 +88,7 @@ func TestControllerAcceptance(t *testing.T) {
 			if _, err := c.CreateTopic(TopicSpec{Name: "t", Partitions: 1, ReplicationFactor: 1}); !errors.Is(err, ErrTopicExists) {
 				t.Fatalf("second create: %v", err)
 			}
-			tp := TopicPartition{"t", 0}
+			tp := TopicPartition{Topic: "t", Partition: 0}
 			ps0 := ts.Partitions[0]
 			isr := ps0.Replicas[:2]
 			ps, err := c.AlterISR(tp, ps0.LeaderEpoch, ps0.PartitionEpoch, isr)
@@ -101,7 +101,7 @@ func TestControllerAcceptance(t *testing.T) {
 			if _, err := c.AlterISR(tp, ps.LeaderEpoch, ps.PartitionEpoch, []int32{99}); !errors.Is(err, ErrNotReplica) {
 				t.Fatalf("ISR with a non-replica: %v", err)
 			}
-			if _, err := c.AlterISR(TopicPartition{"nope", 0}, 0, 0, nil); !errors.Is(err, ErrUnknownTopic) {
+			if _, err := c.AlterISR(TopicPartition{Topic: "nope", Partition: 0}, 0, 0, nil); !errors.Is(err, ErrUnknownTopic) {
 				t.Fatalf("unknown topic: %v", err)
 			}
 			newLeader := ps0.Replicas[1]
@@ -197,7 +197,7 @@ func TestKafkaControllerTwoProcesses(t *testing.T) {
 	}
 
 	// Concurrent AlterISR at the same epochs: one applies, one is stale.
-	tp := TopicPartition{"from-a", 0}
+	tp := TopicPartition{Topic: "from-a", Partition: 0}
 	ps0 := mustTopic(t, a, "from-a").Partitions[0]
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
@@ -273,7 +273,7 @@ func TestKafkaControllerRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tp := TopicPartition{"t1", 1}
+	tp := TopicPartition{Topic: "t1", Partition: 1}
 	ps := mustTopic(t, a, "t1").Partitions[1]
 	if _, err := a.ElectLeader(tp, ps.Replicas[1]); err != nil {
 		t.Fatal(err)

@@ -326,7 +326,7 @@ func (f *replicaFetcher) truncate(conn *wireClient, ready map[TopicPartition]fol
 	resp := r.(*kmsg.OffsetForLeaderEpochResponse)
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
-			tp := TopicPartition{rt.Topic, rp.Partition}
+			tp := TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
 			st, ok := ready[tp]
 			if _, wasAsked := asked[tp]; !ok || !wasAsked {
 				continue
@@ -452,7 +452,7 @@ func (f *replicaFetcher) fetch(conn *wireClient, ready map[TopicPartition]follow
 	}
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
-			tp := TopicPartition{rt.Topic, rp.Partition}
+			tp := TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
 			if st, ok := ready[tp]; ok {
 				f.handlePartition(tp, st, &rp)
 			}

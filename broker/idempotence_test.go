@@ -68,7 +68,7 @@ func TestIdempotentRetryNotAppendedTwice(t *testing.T) {
 	if gap.ErrorCode != kerr.OutOfOrderSequenceNumber.Code {
 		t.Fatalf("sequence gap: error %d, want OUT_OF_ORDER_SEQUENCE_NUMBER", gap.ErrorCode)
 	}
-	l, _ := leader.PartitionLog(TopicPartition{"idem", 0})
+	l, _ := leader.PartitionLog(TopicPartition{Topic: "idem", Partition: 0})
 	if leo := l.LogEndOffset(); leo != 4 {
 		t.Fatalf("log end %d after a duplicate and a refused batch, want 4", leo)
 	}

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/latency"
 	"github.com/kwal/kwal/objstore/ledger"

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/twmb/franz-go/pkg/kerr"
 )

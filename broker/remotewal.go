@@ -12,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/combiner"
 	"github.com/kwal/kwal/follower"
-	"github.com/kwal/kwal/internal/clock"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"

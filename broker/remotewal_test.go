@@ -97,7 +97,7 @@ func TestRemoteWALClusterEndToEnd(t *testing.T) {
 			}
 			ps := ts.Partitions[r.Partition]
 			for _, rid := range ps.Replicas {
-				l, _ := c.broker(rid).PartitionLog(TopicPartition{topic, r.Partition})
+				l, _ := c.broker(rid).PartitionLog(TopicPartition{Topic: topic, Partition: r.Partition})
 				if leo := l.LogEndOffset(); leo <= r.Offset {
 					problems = append(problems, fmt.Sprintf("offset %d acked before broker %d had it (log end %d)", r.Offset, rid, leo))
 				}
@@ -133,7 +133,7 @@ func TestRemoteWALClusterEndToEnd(t *testing.T) {
 		fs := cons.PollFetches(ctx)
 		if ctx.Err() != nil {
 			for _, rid := range ps.Replicas {
-				st, _ := c.broker(rid).PartitionStatus(TopicPartition{topic, 0})
+				st, _ := c.broker(rid).PartitionStatus(TopicPartition{Topic: topic, Partition: 0})
 				t.Logf("broker %d: %+v", rid, st)
 			}
 			t.Fatalf("consumed %d of %d records", got, n/2)
@@ -148,7 +148,7 @@ func TestRemoteWALClusterEndToEnd(t *testing.T) {
 	}
 
 	for pi, ps := range ts.Partitions {
-		tp := TopicPartition{topic, int32(pi)}
+		tp := TopicPartition{Topic: topic, Partition: int32(pi)}
 		ll, _ := c.broker(ps.Leader).PartitionLog(tp)
 		want := segmentBytes(t, ll.Segments(), ll.ReadSegmentRange)
 		for _, rid := range ps.Replicas {
@@ -262,14 +262,14 @@ func TestRemoteWALRetentionDeletesObjects(t *testing.T) {
 	ts, _ := c.ctrl.Topic("ret")
 	for _, ps := range ts.Partitions {
 		for _, rid := range ps.Replicas {
-			l, _ := c.broker(rid).PartitionLog(TopicPartition{"ret", ps.Partition})
+			l, _ := c.broker(rid).PartitionLog(TopicPartition{Topic: "ret", Partition: ps.Partition})
 			if rid == ps.Leader {
 				total += l.LogEndOffset()
 			}
 		}
-		ll, _ := c.broker(ps.Leader).PartitionLog(TopicPartition{"ret", ps.Partition})
+		ll, _ := c.broker(ps.Leader).PartitionLog(TopicPartition{Topic: "ret", Partition: ps.Partition})
 		for _, rid := range ps.Replicas {
-			fl, _ := c.broker(rid).PartitionLog(TopicPartition{"ret", ps.Partition})
+			fl, _ := c.broker(rid).PartitionLog(TopicPartition{Topic: "ret", Partition: ps.Partition})
 			if fl.LogEndOffset() != ll.LogEndOffset() {
 				t.Errorf("broker %d holds %d of %d offsets of partition %d after retention", rid, fl.LogEndOffset(), ll.LogEndOffset(), ps.Partition)
 			}

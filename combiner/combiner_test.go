@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/combiner/objformat"
-	"github.com/kwal/kwal/internal/clock"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
 )

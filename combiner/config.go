@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
 )

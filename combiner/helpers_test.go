@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
 )

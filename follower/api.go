@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"

@@ -15,8 +15,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/combiner"
-	"github.com/kwal/kwal/internal/clock"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"
 	"github.com/kwal/kwal/metadata"

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/combiner"
-	"github.com/kwal/kwal/internal/clock"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"

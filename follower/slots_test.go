@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"
 	"github.com/kwal/kwal/metadata"

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"math"
 
-	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/clock"
 )
 
 // Defaults, Kafka's where Kafka has one.

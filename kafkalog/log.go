@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/clock"
 )
 
 // AppendInfo describes a successful append.

@@ -29,13 +29,13 @@ func codecCases() []struct {
 		{"object_delete_finished_extremes", &ObjectMetadata{
 			ID: testID(9), MetadataPartition: math.MaxInt32, Key: "k", BrokerID: math.MinInt32,
 			State: DeleteSegmentFinished, EventTimestampMs: math.MinInt64,
-			Entries: []SliceEntry{{TopicPartition: TopicPartition{"t", math.MaxInt32}, LeaderEpoch: -1,
+			Entries: []SliceEntry{{TopicPartition: TopicPartition{Topic: "t", Partition: math.MaxInt32}, LeaderEpoch: -1,
 				BaseOffset: 0, LastOffset: math.MaxInt64, Position: math.MaxInt64, Length: 0,
 				RawLength: math.MaxInt64, Codec: CodecNone, CRC32C: math.MaxUint32}},
 		}},
 		{"state_update", &StateUpdate{ID: testID(3), MetadataPartition: 49, State: DeleteSegmentStarted,
 			EventTimestampMs: 1_700_000_000_123, BrokerID: 2}},
-		{"partition_delete", &PartitionDelete{TopicPartition: TopicPartition{"orders", 4},
+		{"partition_delete", &PartitionDelete{TopicPartition: TopicPartition{Topic: "orders", Partition: 4},
 			State: DeletePartitionStarted, EventTimestampMs: 1_700_000_000_456, BrokerID: 3}},
 	}
 }
@@ -153,7 +153,7 @@ func TestEncodeRefusesInvalid(t *testing.T) {
 		testObject(1, 0, SegmentState(7)),
 		&ObjectMetadata{ID: testID(1)},
 		&StateUpdate{State: 4},
-		&PartitionDelete{TopicPartition: TopicPartition{"t", 0}, State: 3},
+		&PartitionDelete{TopicPartition: TopicPartition{Topic: "t", Partition: 0}, State: 3},
 		&Tombstone{},
 	}
 	for i, ev := range bad {
@@ -174,7 +174,7 @@ func TestDecodeRecordKeys(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(ev, &Tombstone{obj.Ref()}) {
 		t.Fatalf("tombstone: %v %+v", err, ev)
 	}
-	for _, k := range [][]byte{nil, {'o'}, PartitionDeleteRecordKey(TopicPartition{"t", 1}), append(ObjectRecordKey(obj.Ref()), 0)} {
+	for _, k := range [][]byte{nil, {'o'}, PartitionDeleteRecordKey(TopicPartition{Topic: "t", Partition: 1}), append(ObjectRecordKey(obj.Ref()), 0)} {
 		if _, err := DecodeRecord(k, nil); !errors.Is(err, ErrMalformedEvent) {
 			t.Errorf("nil value under key %x: %v", k, err)
 		}

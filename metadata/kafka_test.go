@@ -15,7 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/clock"
 )
 
 // syncBuffer collects log lines from several goroutines.
@@ -115,7 +115,7 @@ func TestKafkaPublishConsume(t *testing.T) {
 		t.Fatalf("bootstrap duration %v %v", d, ok)
 	}
 	for p := int32(0); p < 20; p++ {
-		tp := TopicPartition{fmt.Sprintf("t%d", p%3), p}
+		tp := TopicPartition{Topic: fmt.Sprintf("t%d", p%3), Partition: p}
 		if got := sliceOffsets(stAll.Slices(tp, 0)); !reflect.DeepEqual(got, [][2]int64{{100, 199}, {200, 299}}) {
 			t.Fatalf("%s: %v", tp, got)
 		}
@@ -126,7 +126,7 @@ func TestKafkaPublishConsume(t *testing.T) {
 
 	// A follower of one partition reads one metadata partition and sees
 	// later events after CatchUp.
-	tp := TopicPartition{"t1", 4}
+	tp := TopicPartition{Topic: "t1", Partition: 4}
 	one, stOne := startConsumer(t, ctx, ConsumerConfig{TopicConfig: cfg, Follow: []TopicPartition{tp}}, quietLogger())
 	if mps := one.MetadataPartitions(); !reflect.DeepEqual(mps, []int32{MetadataPartition(tp, 8)}) {
 		t.Fatalf("metadata partitions %v", mps)
@@ -188,7 +188,7 @@ func TestKafkaConsumerRefusesMalformedAndContinues(t *testing.T) {
 	if s := c.Stats(); s.Malformed != 5 || s.Records != 6 {
 		t.Fatalf("stats %+v", s)
 	}
-	if got := st.Slices(TopicPartition{"x", 0}, 0); len(got) != 1 || len(st.Objects()) != 1 {
+	if got := st.Slices(TopicPartition{Topic: "x", Partition: 0}, 0); len(got) != 1 || len(st.Objects()) != 1 {
 		t.Fatalf("good event not applied or bad one applied: %+v", st.Objects())
 	}
 	out := logs.String()
@@ -225,8 +225,8 @@ func TestKafkaCompactionRebuildsSameState(t *testing.T) {
 		snap(objs[0], DeleteSegmentStarted), snap(objs[0], DeleteSegmentFinished),
 		snap(objs[1], DeleteSegmentStarted),
 		snap(objs[2], DeleteSegmentStarted), snap(objs[2], DeleteSegmentFinished),
-		{&PartitionDelete{TopicPartition: TopicPartition{"t0", 3}, State: DeletePartitionMarked}},
-		{&PartitionDelete{TopicPartition: TopicPartition{"t0", 3}, State: DeletePartitionStarted}},
+		{&PartitionDelete{TopicPartition: TopicPartition{Topic: "t0", Partition: 3}, State: DeletePartitionMarked}},
+		{&PartitionDelete{TopicPartition: TopicPartition{Topic: "t0", Partition: 3}, State: DeletePartitionStarted}},
 	} {
 		if err := pub.Publish(ctx, evs...); err != nil {
 			t.Fatal(err)

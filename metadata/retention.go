@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/objstore"
 )
 

@@ -75,7 +75,7 @@ func TestStateSlicesFromOffset(t *testing.T) {
 			t.Errorf("Slices(from %d) = %v, want %v", c.from, got, c.want)
 		}
 	}
-	if got := s.Slices(TopicPartition{"orders", 1}, 0); got != nil {
+	if got := s.Slices(TopicPartition{Topic: "orders", Partition: 1}, 0); got != nil {
 		t.Errorf("other partition: %v", got)
 	}
 }
@@ -201,7 +201,7 @@ func TestStatePartitionDelete(t *testing.T) {
 		t.Fatalf("MARKED->FINISHED: %v", err)
 	}
 	mustApply(t, s, pd(DeletePartitionStarted), pd(DeletePartitionStarted))
-	if len(s.Slices(tpA, 0)) != 0 || len(s.Slices(TopicPartition{"orders", 1}, 0)) != 1 {
+	if len(s.Slices(tpA, 0)) != 0 || len(s.Slices(TopicPartition{Topic: "orders", Partition: 1}, 0)) != 1 {
 		t.Fatal("STARTED must drop exactly the deleted partition's slices")
 	}
 	if err := s.Apply(pd(DeletePartitionMarked)); !errors.As(err, &ite) {
@@ -280,7 +280,7 @@ func TestStateInterleavedDuplicatedEqualsSequential(t *testing.T) {
 			t.Fatalf("seed %d: objects differ", seed)
 		}
 		for p := int32(0); p < 4; p++ {
-			tp := TopicPartition{"orders", p}
+			tp := TopicPartition{Topic: "orders", Partition: p}
 			if !reflect.DeepEqual(got.Slices(tp, 0), want.Slices(tp, 0)) {
 				t.Fatalf("seed %d: slices of %s differ", seed, tp)
 			}

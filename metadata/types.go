@@ -1,14 +1,13 @@
 package metadata
 
-import "fmt"
+import (
+	"fmt"
 
-// TopicPartition names one user partition.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
+	"github.com/kwal/kwal/topicpart"
+)
 
-func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+// TopicPartition is the module's one topic-partition type (package topicpart).
+type TopicPartition = topicpart.TopicPartition
 
 // Codec says how a slice's bytes are stored inside a combined object.
 type Codec uint8

@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/combiner"
-	"github.com/kwal/kwal/internal/clock"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
 )

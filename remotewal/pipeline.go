@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/combiner"
-	"github.com/kwal/kwal/internal/clock"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
 )

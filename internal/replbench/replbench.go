@@ -14,9 +14,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/combiner"
 	"github.com/kwal/kwal/follower"
-	"github.com/kwal/kwal/internal/clock"
 	"github.com/kwal/kwal/internal/stats"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"

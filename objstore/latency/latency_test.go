@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/latency"
 	"github.com/kwal/kwal/objstore/mem"

@@ -3,6 +3,7 @@ package ledger
 import (
 	"cmp"
 	"context"
+	"github.com/kwal/kwal/topicpart"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -23,10 +24,8 @@ const (
 )
 
 // TopicPartition names a user partition; Partition -1 means none.
-type TopicPartition struct {
-	Topic     string `json:"topic,omitempty"`
-	Partition int32  `json:"partition"`
-}
+// TopicPartition is the module's one topic-partition type (package topicpart).
+type TopicPartition = topicpart.TopicPartition
 
 type requestKey struct {
 	kind      Kind
@@ -65,7 +64,7 @@ func load[K comparable](m *sync.Map, k K) *counters {
 // RecordRequest counts one request of kind made with tags, which wrote
 // bytesWritten to and read bytesRead from the store.
 func (l *Ledger) RecordRequest(kind Kind, tags objstore.Tags, bytesWritten, bytesRead int64, failed bool) {
-	c := load(&l.requests, requestKey{kind, tags.Component, TopicPartition{tags.Topic, tags.Partition}, tags.Rack})
+	c := load(&l.requests, requestKey{kind, tags.Component, TopicPartition{Topic: tags.Topic, Partition: tags.Partition}, tags.Rack})
 	c.count.Add(1)
 	c.bytesWritten.Add(bytesWritten)
 	c.bytesRead.Add(bytesRead)

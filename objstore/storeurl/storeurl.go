@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kwal/kwal/internal/clock"
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/fsstore"
 	"github.com/kwal/kwal/objstore/mem"
