@@ -13,11 +13,13 @@
 //
 // # State machine
 //
-//	           join (first member)                 all members joined,
-//	  Empty ─────────────────────► PreparingRebalance ──or join deadline──► CompletingRebalance
-//	    ▲  ◄── no member left ───────┘   ▲    ▲                                  │
-//	    │                                │    └── join, leave, expiry ───────────┤ leader's SyncGroup
-//	  delete ─► Dead                     └──── join (new, changed), leave ── Stable ◄┘
+//	Empty ──join──► PreparingRebalance ──all joined, or join deadline──► CompletingRebalance
+//	 │ ▲                 ▲       │                                                  │
+//	 │ └─ no member left ┼───────┘                                 leader's SyncGroup
+//	 │                   │                                                          ▼
+//	 │                   └── join (new member, changed protocols, leader), leave, ─ Stable
+//	 │                       session or sync timeout (also from CompletingRebalance)
+//	 └── DeleteGroups ──► Dead (also: the coordinator unloads the group)
 //
 // Group is pure: every call takes the time it happens at, reads no clock
 // and does no I/O. A JoinGroup or SyncGroup that must wait passes a
