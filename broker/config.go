@@ -145,6 +145,8 @@ type Config struct {
 	ClusterID string
 	// RemoteWAL holds the KIP-1176 settings.
 	RemoteWAL RemoteWALConfig
+	// Groups holds the group coordinator's settings (groups.go).
+	Groups GroupConfig
 
 	// Controller assigns leaders and replicas. Required.
 	Controller Controller
@@ -193,6 +195,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SocketRequestMaxBytes == 0 {
 		c.SocketRequestMaxBytes = DefaultSocketRequestMaxBytes
+	}
+	if err := c.Groups.validate(); err != nil {
+		return err
 	}
 	if c.MaxTopicPartitions == 0 {
 		c.MaxTopicPartitions = 4096
