@@ -1,0 +1,270 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kwal/kwal/group"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func groupTweak(cfg *Config) {
+	cfg.Groups.OffsetsTopicPartitions = 5
+	cfg.Groups.InitialRebalanceDelay = -1
+}
+
+// produceValues produces records value(from..from+n-1), record i to
+// partition i%6, with acks=all (cl must use the manual partitioner).
+func produceValues(t *testing.T, cl *kgo.Client, topic string, from, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var recs []*kgo.Record
+	for i := from; i < from+n; i++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 6), Value: value(i)})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Two franz-go consumers share a group: every record is consumed, the
+// partitions are split between them, offsets are committed, and a third
+// consumer of the same group starting later resumes after the commits.
+func TestGroupConsumersSplitAndResume(t *testing.T) {
+	c := startCluster(t, []string{"az1", "az2", "az1"}, groupTweak)
+	admin := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	createTopic(t, admin, "g1", 6, 3, nil)
+	const n = 600
+
+	var (
+		mu   sync.Mutex
+		seen = map[string]int{}
+		by   = map[int]map[int32]bool{}
+	)
+	consume := func(id int, stop <-chan struct{}, done chan<- struct{}) *kgo.Client {
+		cl := newClient(t, c, kgo.ConsumerGroup("grp"), kgo.ConsumeTopics("g1"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
+			kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.FetchMaxWait(200*time.Millisecond))
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				fs := cl.PollFetches(ctx)
+				cancel()
+				fs.EachRecord(func(r *kgo.Record) {
+					mu.Lock()
+					seen[string(r.Value)]++
+					if by[id] == nil {
+						by[id] = map[int32]bool{}
+					}
+					by[id][r.Partition] = true
+					mu.Unlock()
+				})
+				if fs.NumRecords() > 0 {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+						t.Logf("consumer %d commit: %v", id, err)
+					}
+					cancel()
+				}
+			}
+		}()
+		return cl
+	}
+	stop := make(chan struct{})
+	d1, d2 := make(chan struct{}), make(chan struct{})
+	c1 := consume(1, stop, d1)
+	c2 := consume(2, stop, d2)
+	// The group settles with both members owning partitions.
+	waitFor(t, "a stable group of two with three partitions each", 30*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		dg, err := kadm.NewClient(admin).DescribeGroups(ctx, "grp")
+		if err != nil {
+			return false
+		}
+		g := dg["grp"]
+		if g.State != "Stable" || len(g.Members) != 2 {
+			return false
+		}
+		for _, m := range g.Members {
+			ca, ok := m.Assigned.AsConsumer()
+			if !ok || len(ca.Topics) != 1 || len(ca.Topics[0].Partitions) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	produceValues(t, admin, "g1", 0, n)
+	waitFor(t, "both consumers to read every record", 60*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == n && len(by) == 2
+	})
+	close(stop)
+	<-d1
+	<-d2
+	c1.Close() // leaves the group
+	c2.Close()
+	// No rebalance happened while the records flowed: each was read once,
+	// and no partition was read by both members.
+	for v, k := range seen {
+		if k != 1 {
+			t.Errorf("%s read %d times", v, k)
+		}
+	}
+	for p := range by[1] {
+		if by[2][p] {
+			t.Errorf("partition %d read by both members", p)
+		}
+	}
+
+	// Commits are visible through OffsetFetch: every partition at its end.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	waitFor(t, "committed offsets at the log end", 30*time.Second, func() bool {
+		offs, err := kadm.NewClient(admin).FetchOffsets(ctx, "grp")
+		if err != nil {
+			return false
+		}
+		var sum int64
+		offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
+		return sum == n
+	})
+
+	// A later member resumes after the commits: only new records arrive.
+	produceValues(t, admin, "g1", n, 60)
+	late := newClient(t, c, kgo.ConsumerGroup("grp"), kgo.ConsumeTopics("g1"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := map[string]bool{}
+	for len(got) < 60 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		fs := late.PollFetches(ctx)
+		cancel()
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("late consumer: %v (%d records)", err, len(got))
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			var i int
+			fmt.Sscanf(string(r.Value), "record-%d", &i)
+			if i < n {
+				t.Fatalf("late consumer read %s, committed before it joined", r.Value)
+			}
+			got[string(r.Value)] = true
+		})
+	}
+}
+
+// The wire answers the coordinator gives outside a happy path.
+func TestGroupWireErrors(t *testing.T) {
+	c := startCluster(t, []string{"az1"}, groupTweak)
+	cl := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// Transactions: a clean, non-retriable error.
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorType = 1
+	fc.CoordinatorKeys = []string{"txn"}
+	fr, err := fc.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fr.Coordinators[0].ErrorCode; got != kerr.InvalidRequest.Code {
+		t.Fatalf("transaction coordinator: error %d, want INVALID_REQUEST", got)
+	}
+	// A group key: this broker, with __consumer_offsets created (RF capped
+	// to the one broker), internal in Metadata.
+	fc = kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKeys = []string{"a", "b"}
+	if fr, err = fc.RequestWith(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	for _, co := range fr.Coordinators {
+		if co.ErrorCode != 0 || co.NodeID != 1 {
+			t.Fatalf("coordinator of %q: %+v", co.Key, co)
+		}
+	}
+	ts, ok := c.ctrl.Topic(OffsetsTopic)
+	if !ok || len(ts.Partitions) != 5 || len(ts.Partitions[0].Replicas) != 1 || ts.Configs["cleanup.policy"] != "compact" {
+		t.Fatalf("__consumer_offsets: %+v", ts)
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	name := OffsetsTopic
+	mt.Topic = &name
+	md.Topics = append(md.Topics, mt)
+	mr, err := md.RequestWith(ctx, cl)
+	if err != nil || len(mr.Topics) != 1 || !mr.Topics[0].IsInternal {
+		t.Fatalf("metadata of __consumer_offsets: %v %+v", err, mr)
+	}
+
+	// JoinGroup v4+: MEMBER_ID_REQUIRED first; a bad session timeout.
+	join := func(member string, session int32) *kmsg.JoinGroupResponse {
+		jg := kmsg.NewPtrJoinGroupRequest()
+		jg.Group, jg.MemberID, jg.ProtocolType = "wire", member, "consumer"
+		jg.SessionTimeoutMillis, jg.RebalanceTimeoutMillis = session, 10000
+		p := kmsg.NewJoinGroupRequestProtocol()
+		p.Name, p.Metadata = "range", []byte{0}
+		jg.Protocols = append(jg.Protocols, p)
+		r, err := jg.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := join("", 1000); r.ErrorCode != kerr.InvalidSessionTimeout.Code {
+		t.Fatalf("session 1s: error %d", r.ErrorCode)
+	}
+	r := join("", 10000)
+	if r.ErrorCode != kerr.MemberIDRequired.Code || r.MemberID == "" {
+		t.Fatalf("first join: %+v", r)
+	}
+	r = join(r.MemberID, 10000)
+	if r.ErrorCode != 0 || r.Generation != 1 || r.LeaderID != r.MemberID {
+		t.Fatalf("second join: %+v", r)
+	}
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.Generation = "wire", r.MemberID, 7
+	hr, err := hb.RequestWith(ctx, cl)
+	if err != nil || hr.ErrorCode != kerr.IllegalGeneration.Code {
+		t.Fatalf("heartbeat of generation 7: %v %+v", err, hr)
+	}
+	// A commit with the wrong generation; then DeleteGroups of a non-empty group.
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group, oc.MemberID, oc.Generation = "wire", r.MemberID, 9
+	ot := kmsg.NewOffsetCommitRequestTopic()
+	ot.Topic = OffsetsTopic
+	op := kmsg.NewOffsetCommitRequestTopicPartition()
+	op.Offset = 1
+	ot.Partitions = append(ot.Partitions, op)
+	oc.Topics = append(oc.Topics, ot)
+	or, err := oc.RequestWith(ctx, cl)
+	if err != nil || or.Topics[0].Partitions[0].ErrorCode != kerr.IllegalGeneration.Code {
+		t.Fatalf("commit of generation 9: %v %+v", err, or)
+	}
+	dg := kmsg.NewPtrDeleteGroupsRequest()
+	dg.Groups = []string{"wire", "nosuch"}
+	dr, err := dg.RequestWith(ctx, cl)
+	if err != nil || dr.Groups[0].ErrorCode != kerr.NonEmptyGroup.Code || dr.Groups[1].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("delete groups: %v %+v", err, dr)
+	}
+	// NOT_COORDINATOR: a coordinator that does not lead the partition.
+	b := c.broker(1)
+	p := group.PartitionFor("wire", 5)
+	b.groups.coord.Resigned(p)
+	if got := b.groups.coord.Heartbeat("wire", r.MemberID, "", 1); got != kerr.NotCoordinator {
+		t.Fatalf("heartbeat after resigning: %v", got)
+	}
+}
