@@ -89,6 +89,7 @@ type partState struct {
 	loading bool
 	writes  chan *write
 	stop    chan struct{}
+	loaded  chan struct{} // closed when loading ends (done or abandoned)
 }
 
 // write is one append of the partition's writer; apply runs under the
@@ -159,22 +160,26 @@ func (c *Coordinator) PartitionFor(groupID string) int32 {
 
 // Elected: this broker leads partition at leaderEpoch; its groups load in
 // the background (requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS).
-func (c *Coordinator) Elected(partition, leaderEpoch int32) {
+// The channel returned is closed when loading ends.
+func (c *Coordinator) Elected(partition, leaderEpoch int32) <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.mu.closed {
-		return
+		done := make(chan struct{})
+		close(done)
+		return done
 	}
 	if ps := c.mu.parts[partition]; ps != nil {
 		if ps.epoch == leaderEpoch {
-			return
+			return ps.loaded
 		}
 		c.resignLocked(partition)
 	}
-	ps := &partState{epoch: leaderEpoch, loading: true, writes: make(chan *write, 64), stop: make(chan struct{})}
+	ps := &partState{epoch: leaderEpoch, loading: true, writes: make(chan *write, 64), stop: make(chan struct{}), loaded: make(chan struct{})}
 	c.mu.parts[partition] = ps
 	c.wg.Add(1)
 	go c.load(partition, ps)
+	return ps.loaded
 }
 
 // Resigned: this broker no longer leads partition.
@@ -207,6 +212,7 @@ func (c *Coordinator) resignLocked(partition int32) {
 // its writer.
 func (c *Coordinator) load(partition int32, ps *partState) {
 	defer c.wg.Done()
+	defer close(ps.loaded)
 	start := c.cfg.Clock.Now()
 	groups := map[string]*GroupRecord{}
 	offsets := map[string]map[topicpart.TopicPartition]Offset{}
