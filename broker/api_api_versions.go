@@ -34,7 +34,7 @@ const (
 
 // apiRanges is every key served, with its version range, by key.
 var apiRanges = []struct{ key, min, max int16 }{
-	{apiKeyProduce, 3, 9},
+	{apiKeyProduce, 0, 9},
 	{apiKeyFetch, 4, 12},
 	{apiKeyListOffsets, 1, 7},
 	{apiKeyMetadata, 0, 9},
