@@ -268,3 +268,60 @@ func TestGroupWireErrors(t *testing.T) {
 		t.Fatalf("heartbeat after resigning: %v", got)
 	}
 }
+
+// The coordinator moves with leadership of the group's __consumer_offsets
+// partition: after the controller elects another replica, the new leader
+// loads the group and its offsets from its replicated log, answers for
+// the group, and the old one answers NOT_COORDINATOR.
+func TestCoordinatorMovesWithLeadership(t *testing.T) {
+	c := startCluster(t, []string{"az1", "az2", "az1"}, groupTweak)
+	admin := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	createTopic(t, admin, "mv", 6, 3, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(admin)
+	fc := adm.FindGroupCoordinators(ctx, "mover")
+	if err := fc["mover"].Err; err != nil {
+		t.Fatal(err)
+	}
+	old := fc["mover"].NodeID
+	offsets := kadm.Offsets{}
+	for p := range int32(6) {
+		offsets.Add(kadm.Offset{Topic: "mv", Partition: p, At: int64(10 + p), LeaderEpoch: -1})
+	}
+	if resp, err := adm.CommitOffsets(ctx, "mover", offsets); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	tp := TopicPartition{Topic: OffsetsTopic, Partition: group.PartitionFor("mover", 5)}
+	ts, _ := c.ctrl.Topic(OffsetsTopic)
+	var next int32 = -1
+	for _, r := range ts.Partitions[tp.Partition].Replicas {
+		if r != old {
+			next = r
+			break
+		}
+	}
+	// The new leader must have the commit in its log before it leads
+	// (acks=all answered once the ISR had it).
+	if _, err := c.ctrl.ElectLeader(tp, next); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.broker(old).groups.coord.Heartbeat("mover", "m", "", 0); got != kerr.NotCoordinator {
+		t.Fatalf("old coordinator after the move: %v", got)
+	}
+	waitFor(t, "FindCoordinator to name the new leader", 10*time.Second, func() bool {
+		fc := adm.FindGroupCoordinators(ctx, "mover")
+		return fc["mover"].Err == nil && fc["mover"].NodeID == next
+	})
+	var fetched kadm.OffsetResponses
+	waitFor(t, "the new coordinator to load", 10*time.Second, func() bool {
+		var err error
+		fetched, err = adm.FetchOffsets(ctx, "mover")
+		return err == nil && fetched.Error() == nil
+	})
+	for p := range int32(6) {
+		if o, ok := fetched.Lookup("mv", p); !ok || o.At != int64(10+p) {
+			t.Fatalf("offset of mv-%d on the new coordinator: %+v (ok %v)", p, o, ok)
+		}
+	}
+}
