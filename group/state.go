@@ -444,6 +444,10 @@ func (g *Group) prepareRebalance(now time.Time) {
 			if m.sync != nil {
 				m.sync(SyncResult{Err: kerr.RebalanceInProgress})
 				m.sync = nil
+				// Its session was on hold while it waited; it starts
+				// again now, as Kafka reschedules a member's heartbeat
+				// when it answers the member.
+				m.deadline = now.Add(m.sessionTimeout)
 			}
 			if g.state == CompletingRebalance {
 				m.assignment = nil
