@@ -4,7 +4,11 @@
 // replica fetcher per leader, high watermark as the smallest log end over
 // the ISR, ISR shrink and expansion, KIP-101 truncation), acks 0/1/all,
 // idempotent producers, long-poll fetches, fetch from follower by rack
-// (KIP-392), the controller seam and the server.properties loader.
+// (KIP-392), the controller seam, the server.properties loader and the
+// wire side of the group coordinator (package group): FindCoordinator,
+// JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+// ListGroups, DescribeGroups, DeleteGroups and OffsetDelete (groups.go and
+// their api_*.go files).
 //
 // It does not own storage formats (kafkalog), the delayed-operation
 // machinery (purgatory), nor the remote WAL: a partition whose topic sets
@@ -39,6 +43,18 @@
 //
 // Before fetching at a new leader epoch a follower asks OffsetForLeaderEpoch
 // for its latest epoch and truncates (Kafka's getOffsetTruncationState).
+//
+// # Group coordinator
+//
+// __consumer_offsets is created by the first FindCoordinator for a group
+// (offsets.topic.num.partitions, offsets.topic.replication.factor capped
+// to the brokers, cleanup.policy=compact). applyTopic tells the
+// coordinator when this broker becomes or stops being leader of one of its
+// partitions (offsetsRoleChanged): the coordinator loads that partition's
+// groups and offsets, or drops them, so it moves with leadership. Its
+// appends go through appendAsLeader and wait in the produce purgatory
+// until the high watermark passes them (acks=all), for at most
+// offsets.commit.timeout.ms.
 //
 // # Controller
 //
