@@ -11,14 +11,14 @@ import (
 // unknown one gets GROUP_ID_NOT_FOUND; its group and offset records are
 // replaced by tombstones in __consumer_offsets before the answer.
 
-func (b *Broker) handleDeleteGroups(req *kmsg.DeleteGroupsRequest) kmsg.Response {
+func (b *Broker) handleDeleteGroups(cs *connState, req *kmsg.DeleteGroupsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	for _, id := range req.Groups {
 		rg := kmsg.NewDeleteGroupsResponseGroup()
 		rg.Group = id
 		err := kerr.InvalidGroupID
 		if id != "" {
-			ctx, cancel := b.groupCtx(b.cfg.Groups.OffsetCommitTimeout + groupWaitMargin)
+			ctx, cancel := b.groupCtx(cs, b.cfg.Groups.OffsetCommitTimeout + groupWaitMargin)
 			err = b.groups.coord.Delete(ctx, id)
 			cancel()
 		}

@@ -21,7 +21,7 @@ import (
 
 const offsetMetadataMaxBytes = 4096
 
-func (b *Broker) handleOffsetCommit(req *kmsg.OffsetCommitRequest) kmsg.Response {
+func (b *Broker) handleOffsetCommit(cs *connState, req *kmsg.OffsetCommitRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	cr := group.CommitRequest{MemberID: req.MemberID, Generation: req.Generation, Offsets: map[TopicPartition]group.Offset{}}
 	if req.Version == 0 {
@@ -56,7 +56,7 @@ func (b *Broker) handleOffsetCommit(req *kmsg.OffsetCommitRequest) kmsg.Response
 	if req.Group == "" {
 		err = kerr.InvalidGroupID
 	} else {
-		ctx, cancel := b.groupCtx(b.cfg.Groups.OffsetCommitTimeout + groupWaitMargin)
+		ctx, cancel := b.groupCtx(cs, b.cfg.Groups.OffsetCommitTimeout + groupWaitMargin)
 		err = b.groups.coord.Commit(ctx, req.Group, cr)
 		cancel()
 	}

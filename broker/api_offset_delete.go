@@ -12,7 +12,7 @@ import (
 // topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC per partition); a
 // non-empty group of another protocol type gets NON_EMPTY_GROUP.
 
-func (b *Broker) handleOffsetDelete(req *kmsg.OffsetDeleteRequest) kmsg.Response {
+func (b *Broker) handleOffsetDelete(cs *connState, req *kmsg.OffsetDeleteRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 	var tps []TopicPartition
 	for _, t := range req.Topics {
@@ -23,7 +23,7 @@ func (b *Broker) handleOffsetDelete(req *kmsg.OffsetDeleteRequest) kmsg.Response
 	top := kerr.InvalidGroupID
 	var per map[TopicPartition]*kerr.Error
 	if req.Group != "" {
-		ctx, cancel := b.groupCtx(b.cfg.Groups.OffsetCommitTimeout + groupWaitMargin)
+		ctx, cancel := b.groupCtx(cs, b.cfg.Groups.OffsetCommitTimeout + groupWaitMargin)
 		top, per = b.groups.coord.DeleteOffsets(ctx, req.Group, tps)
 		cancel()
 	}

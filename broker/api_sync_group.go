@@ -13,7 +13,7 @@ import (
 // (INCONSISTENT_GROUP_PROTOCOL). Where it differs: the group record is
 // written to __consumer_offsets after the members are answered, not before.
 
-func (b *Broker) handleSyncGroup(req *kmsg.SyncGroupRequest) kmsg.Response {
+func (b *Broker) handleSyncGroup(cs *connState, req *kmsg.SyncGroupRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
 	sr := group.SyncRequest{MemberID: req.MemberID, Generation: req.Generation, Assignments: map[string][]byte{}}
 	if req.InstanceID != nil {
@@ -32,7 +32,7 @@ func (b *Broker) handleSyncGroup(req *kmsg.SyncGroupRequest) kmsg.Response {
 	if req.Group == "" {
 		r.Err = kerr.InvalidGroupID
 	} else {
-		ctx, cancel := b.groupCtx(0)
+		ctx, cancel := b.groupCtx(cs, 0)
 		r = b.groups.coord.Sync(ctx, req.Group, sr)
 		cancel()
 	}

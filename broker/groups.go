@@ -293,13 +293,13 @@ func (b *Broker) dispatchGroups(cs *connState, req kmsg.Request) kmsg.Response {
 	case *kmsg.JoinGroupRequest:
 		return b.handleJoinGroup(cs, r)
 	case *kmsg.SyncGroupRequest:
-		return b.handleSyncGroup(r)
+		return b.handleSyncGroup(cs, r)
 	case *kmsg.HeartbeatRequest:
 		return b.handleHeartbeat(r)
 	case *kmsg.LeaveGroupRequest:
 		return b.handleLeaveGroup(r)
 	case *kmsg.OffsetCommitRequest:
-		return b.handleOffsetCommit(r)
+		return b.handleOffsetCommit(cs, r)
 	case *kmsg.OffsetFetchRequest:
 		return b.handleOffsetFetch(r)
 	case *kmsg.ListGroupsRequest:
@@ -307,16 +307,21 @@ func (b *Broker) dispatchGroups(cs *connState, req kmsg.Request) kmsg.Response {
 	case *kmsg.DescribeGroupsRequest:
 		return b.handleDescribeGroups(r)
 	case *kmsg.DeleteGroupsRequest:
-		return b.handleDeleteGroups(r)
+		return b.handleDeleteGroups(cs, r)
 	case *kmsg.OffsetDeleteRequest:
-		return b.handleOffsetDelete(r)
+		return b.handleOffsetDelete(cs, r)
 	}
 	return nil
 }
 
 // groupCtx bounds a group request's wait by the broker's life and, if
-// positive, d.
-func (b *Broker) groupCtx(d time.Duration) (context.Context, context.CancelFunc) {
+// positive, d; with cs.noWait (fuzzing) it does not wait at all.
+func (b *Broker) groupCtx(cs *connState, d time.Duration) (context.Context, context.CancelFunc) {
+	if cs.noWait {
+		ctx, cancel := context.WithCancel(b.groups.ctx)
+		cancel()
+		return ctx, cancel
+	}
 	if d <= 0 {
 		return context.WithCancel(b.groups.ctx)
 	}
