@@ -119,7 +119,7 @@ func (l *Leader) describe(b *strings.Builder) {
 // expand under lag, min.insync.replicas, duplicated and stale fetches.
 //
 //	new-leader self=1 epoch=E [pe=N] replicas=(..) isr=(..) leo=N hw=N lag=DUR min-isr=N [t=DUR]
-//	fetch replica=R offset=N leo=N [epoch=E] [t=DUR]
+//	fetch replica=R offset=N leo=N [epoch=E] [t=DUR]   FollowerFetch, then MaybeAdvanceHW
 //	append leo=N                 the leader appended; its log ends at N
 //	tick leo=N t=DUR             ISR expiration
 //	isr-changed pe=N isr=(..) [replicas=(..)] leo=N [t=DUR]
@@ -150,6 +150,9 @@ func TestLeaderScripts(t *testing.T) {
 			case "fetch":
 				err, acts := l.FollowerFetch(now, int32(argInt(t, d, "replica", 0)), int32(argInt(t, d, "epoch", -1)), argInt(t, d, "offset", 0), leo)
 				fmt.Fprintf(&b, "error: %s\n", errName(err))
+				if err == nil {
+					acts = append(acts, l.MaybeAdvanceHW(leo)...)
+				}
 				printActions(&b, acts)
 				l.describe(&b)
 			case "append":

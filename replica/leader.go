@@ -187,10 +187,11 @@ func (l *Leader) MaybeAdvanceHW(leo int64) []Action {
 
 // FollowerFetch is a follower's fetch at fetchOffset (its log end) with
 // its current leader epoch (-1: not given), the leader's log end being
-// leo: Kafka's updateFollowerFetchState. It returns the partition error
-// for the response and the actions: the HW may advance, an expansion may
-// be proposed (the follower reached the HW and the start of this leader's
-// epoch).
+// leo: Kafka's updateFollowerFetchState, then maybeExpandIsr. It returns
+// the partition error for the response and, when the follower reached
+// both the HW and the start offset of this leader's epoch while out of the
+// ISR, the expansion to propose. As Kafka does next, the driver then calls
+// MaybeAdvanceHW (so that it knows to wake the waiting operations).
 func (l *Leader) FollowerFetch(now time.Time, replica int32, epoch int32, fetchOffset, leo int64) (*kerr.Error, []Action) {
 	if err := CheckEpoch(epoch, l.st.LeaderEpoch); err != nil {
 		return err, nil
@@ -209,7 +210,7 @@ func (l *Leader) FollowerFetch(now time.Time, replica int32, epoch int32, fetchO
 		f.LastCaughtUp = later(f.LastCaughtUp, f.LastFetchTime)
 	}
 	f.LEO, f.LastFetchLeaderLEO, f.LastFetchTime = fetchOffset, leo, later(f.LastFetchTime, now)
-	acts := l.MaybeAdvanceHW(leo)
+	var acts []Action
 	if l.pending == nil && !slices.Contains(l.st.ISR, replica) && fetchOffset >= l.hw && fetchOffset >= l.epochStart {
 		isr := append(slices.Clone(l.st.ISR), replica)
 		slices.Sort(isr)

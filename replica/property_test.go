@@ -57,6 +57,7 @@ func TestLeaderHWProperty(t *testing.T) {
 					t.Fatalf("seed %d: fetch refused: %v", seed, err)
 				}
 				take(acts)
+				take(l.MaybeAdvanceHW(leo))
 			case k < 8:
 				take(l.Tick(now, leo))
 			default:
