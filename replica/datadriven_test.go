@@ -121,7 +121,7 @@ func (l *Leader) describe(b *strings.Builder) {
 //	new-leader self=1 epoch=E [pe=N] replicas=(..) isr=(..) leo=N hw=N lag=DUR min-isr=N [t=DUR]
 //	fetch replica=R offset=N leo=N [epoch=E] [t=DUR]   FollowerFetch, then MaybeAdvanceHW
 //	append leo=N                 the leader appended; its log ends at N
-//	tick leo=N t=DUR             ISR expiration
+//	tick t=DUR                   ISR expiration
 //	isr-changed pe=N isr=(..) [replicas=(..)] leo=N [t=DUR]
 //	isr-refused
 //	produce acks=A               CheckProduce
@@ -159,7 +159,7 @@ func TestLeaderScripts(t *testing.T) {
 				printActions(&b, l.MaybeAdvanceHW(leo))
 				l.describe(&b)
 			case "tick":
-				printActions(&b, l.Tick(now, leo))
+				printActions(&b, l.Tick(now))
 				l.describe(&b)
 			case "isr-changed":
 				replicas := argIDs(t, d, "replicas")

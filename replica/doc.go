@@ -13,7 +13,7 @@
 //
 //	FollowerFetch(now, replica, epoch, offset, leo) ─► error code, [AdvanceHW] [ProposeISR expand]
 //	MaybeAdvanceHW(leo)  (after a leader append)    ─► [AdvanceHW]
-//	Tick(now, leo)       (ISR expiration)           ─► [ProposeISR shrink]
+//	Tick(now)            (ISR expiration)           ─► [ProposeISR shrink]
 //	ISRChanged / ISRRefused (controller's answer)   ─► [AdvanceHW]
 //	CheckProduce(acks), AckDone(required)           ─► NOT_ENOUGH_REPLICAS(_AFTER_APPEND) or done
 //
@@ -25,9 +25,9 @@
 // CheckAndComplete calls, which answer the waiting acks=all produces
 // (AckDone) and long-poll fetches.
 //
-// The ISR shrinks only through Leader.Tick: a member whose log end is not
-// the leader's and that last caught up more than replica.lag.time.max.ms
-// ago is proposed out (LaggingReplicas, Kafka's getOutOfSyncReplicas). It
+// The ISR shrinks only through Leader.Tick: a member that last caught up
+// more than replica.lag.time.max.ms ago is proposed out (LaggingReplicas,
+// Kafka's getOutOfSyncReplicas; see there how it differs). It
 // expands in FollowerFetch once the follower's log end reaches both the HW
 // and the start offset of this leader's epoch. One proposal is in flight
 // at a time; the controller's answer ends it.

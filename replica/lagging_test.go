@@ -9,7 +9,6 @@ import (
 // moved with the logic; the followers are behind the leader's log end.
 func TestLaggingReplicas(t *testing.T) {
 	now := time.Unix(1000, 0)
-	const leo = 10
 	fs := map[int32]*Progress{
 		2: {LEO: 5, LastCaughtUp: now.Add(-time.Second)},
 		3: {LEO: 5, LastCaughtUp: now.Add(-31 * time.Second)},
@@ -23,15 +22,9 @@ func TestLaggingReplicas(t *testing.T) {
 		{[]int32{1, 2, 4}, []int32{4}}, // no fetch state at all
 	}
 	for _, tc := range cases {
-		got := LaggingReplicas(tc.isr, 1, fs, now, leo, 30*time.Second)
+		got := LaggingReplicas(tc.isr, 1, fs, now, 30*time.Second)
 		if len(got) != len(tc.want) || (len(got) > 0 && got[0] != tc.want[0]) {
 			t.Errorf("isr %v: lagging %v, want %v", tc.isr, got, tc.want)
 		}
-	}
-	// At the leader's log end a follower is in sync however old its
-	// last catch-up (Kafka's isCaughtUp).
-	fs[3].LEO = leo
-	if got := LaggingReplicas([]int32{1, 2, 3}, 1, fs, now, leo, 30*time.Second); len(got) != 0 {
-		t.Errorf("caught-up follower lagging: %v", got)
 	}
 }

@@ -229,12 +229,12 @@ func later(a, b time.Time) time.Time {
 
 // Tick is the ISR-expiration check (Kafka runs it every half
 // replica.lag.time.max.ms): followers of the ISR that have not caught up
-// with the leader's log end leo for longer than the lag are proposed out.
-func (l *Leader) Tick(now time.Time, leo int64) []Action {
+// for longer than the lag are proposed out.
+func (l *Leader) Tick(now time.Time) []Action {
 	if l.pending != nil {
 		return nil
 	}
-	lag := LaggingReplicas(l.st.ISR, l.st.Self, l.followers, now, leo, l.lagMax)
+	lag := LaggingReplicas(l.st.ISR, l.st.Self, l.followers, now, l.lagMax)
 	if len(lag) == 0 {
 		return nil
 	}
@@ -248,18 +248,23 @@ func (l *Leader) Tick(now time.Time, leo int64) []Action {
 	return []Action{*l.pending}
 }
 
-// LaggingReplicas returns the ISR members other than leader that are not
-// caught up (Kafka's getOutOfSyncReplicas): their log end is not the
-// leader's leo and they last caught up more than lagMax before now. A
+// LaggingReplicas returns the ISR members other than leader that last
+// caught up more than lagMax before now (Kafka's getOutOfSyncReplicas). A
 // member with no progress at all is lagging.
-func LaggingReplicas(isr []int32, leader int32, followers map[int32]*Progress, now time.Time, leo int64, lagMax time.Duration) []int32 {
+//
+// Kafka also keeps a member whose log end equals the leader's, however
+// long ago it fetched: there a follower that stops fetching is removed by
+// the controller when its broker's session expires. kwal's ISR has no such
+// path yet, so a follower that stops fetching leaves by lag alone (one that
+// keeps fetching at the leader's log end is caught up at every fetch).
+func LaggingReplicas(isr []int32, leader int32, followers map[int32]*Progress, now time.Time, lagMax time.Duration) []int32 {
 	var out []int32
 	for _, r := range isr {
 		if r == leader {
 			continue
 		}
 		f := followers[r]
-		if f == nil || (f.LEO != leo && now.Sub(f.LastCaughtUp) > lagMax) {
+		if f == nil || now.Sub(f.LastCaughtUp) > lagMax {
 			out = append(out, r)
 		}
 	}

@@ -59,7 +59,7 @@ func TestLeaderHWProperty(t *testing.T) {
 				take(acts)
 				take(l.MaybeAdvanceHW(leo))
 			case k < 8:
-				take(l.Tick(now, leo))
+				take(l.Tick(now))
 			default:
 				if proposed == nil {
 					continue
