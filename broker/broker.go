@@ -74,8 +74,11 @@ func New(cfg Config) (*Broker, error) {
 			b.info = bi // a static list decides the advertised address
 		}
 	}
+	// Both purgatories run on cfg.Clock: acks=all timeouts and fetch long
+	// polls expire when that clock says so (a clock.Manual in a test).
+	purgClock := purgatory.Of(cfg.Clock)
 	newPurg := func() (*purgatory.Purgatory[TopicPartition], error) {
-		return purgatory.New[TopicPartition](purgatory.Config{})
+		return purgatory.New[TopicPartition](purgatory.Config{Timer: purgatory.TimerConfig{Clock: purgClock}})
 	}
 	if b.produceWait, err = newPurg(); err != nil {
 		ln.Close()
