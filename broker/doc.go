@@ -41,8 +41,8 @@
 // machines; this package only feeds them events and carries out their
 // actions. partition.go drives a replica.Leader while this broker leads:
 // followerFetched (FollowerFetch: follower progress, ISR expansion),
-// maybeAdvanceHW (where the HW advances; AdvanceHW is applied to the log
-// under the partition's mu), shrinkProposal (Tick, run by the ISR loop:
+// maybeAdvanceHW (where the HW advances; publishHW applies AdvanceHW to the
+// log), shrinkProposal (Tick, run by the ISR loop:
 // where the ISR shrinks) and applyState (a new Leader per leader epoch,
 // ISRChanged for the controller's answers). fetcher.go drives one
 // replica.Follower per followed partition and epoch: it sends the
@@ -73,11 +73,12 @@
 // completes, expires or the broker closes. Broker.mu guards the partition
 // map and the connection set. Each partition has appendMu (appends,
 // truncation, role changes, producer state) taken before mu (controller
-// state and the replica.Leader machine; the leader's HW is set on the log
-// under mu). A replica fetcher drives its replica.Follower machines under
-// its own mu and carries out their actions outside it. Controller notifications run in the goroutine
-// that made the change and must not call the controller back while holding
-// a partition lock. One replica-fetcher goroutine per leader broker; Close
+// state and the replica.Leader machine); the leader's HW is published to
+// the log under hwMu, after mu is released. A replica fetcher drives its
+// replica.Follower machines under its own mu and carries out their actions
+// outside it. Controller notifications run in the goroutine that made the
+// change and must not call the controller back while holding a partition
+// lock. One replica-fetcher goroutine per leader broker; Close
 // stops fetchers, the ISR loop, the accept loop and the connections, then
 // completes waiting operations and closes the logs.
 package broker

@@ -32,13 +32,17 @@ type partition struct {
 	appendMu  sync.Mutex
 	producers producerTable
 
+	// hwMu serialises setting the log's high watermark from the leader
+	// machine's AdvanceHW actions. It is taken after mu is released: the
+	// log's write lock, which setting the HW takes, is held by appends,
+	// and follower fetches must not queue on mu behind them.
+	hwMu sync.Mutex
+
 	mu struct {
 		sync.Mutex
 		known bool // state was set at least once
 		state PartitionState
-		// leader is the leader-side machine while this broker leads;
-		// the log's high watermark is set only under mu, from its
-		// AdvanceHW actions, so the two never disagree.
+		// leader is the leader-side machine while this broker leads.
 		leader *replica.Leader
 	}
 }
@@ -55,6 +59,8 @@ const (
 
 // applyState installs a controller state; stale states are ignored.
 func (p *partition) applyState(ps PartitionState) roleChange {
+	hw := int64(-1)
+	defer func() { p.publishHW(hw) }() // runs after the unlocks below
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	p.mu.Lock()
@@ -80,27 +86,43 @@ func (p *partition) applyState(ps PartitionState) roleChange {
 		p.mu.leader = nil
 		return roleFollower
 	case leader:
-		p.carryOut(p.mu.leader.ISRChanged(ps.PartitionEpoch, ps.Replicas, ps.ISR, p.log.LogEndOffset(), p.clock.Now()))
+		hw, _ = leaderActions(p.mu.leader.ISRChanged(ps.PartitionEpoch, ps.Replicas, ps.ISR, p.log.LogEndOffset(), p.clock.Now()))
 	}
 	return roleISR
 }
 
-// carryOut applies a leader machine's actions that touch the log and
-// returns the ISR it proposes, if any. Caller holds mu.
-func (p *partition) carryOut(acts []replica.Action) (advanced bool, propose []int32) {
+// leaderActions sorts a leader machine's actions: the HW to publish (-1:
+// none) and the ISR to propose (nil: none).
+func leaderActions(acts []replica.Action) (hw int64, propose []int32) {
+	hw = -1
 	for _, a := range acts {
 		switch a := a.(type) {
 		case replica.AdvanceHW:
-			if err := p.log.SetHighWatermark(a.HW); err != nil {
-				p.logger.Error("set high watermark", "partition", p.tp, "hw", a.HW, "err", err)
-				continue
-			}
-			advanced = true
+			hw = max(hw, a.HW)
 		case replica.ProposeISR:
 			propose = a.ISR
 		}
 	}
-	return advanced, propose
+	return hw, propose
+}
+
+// publishHW sets the log's high watermark to hw (an AdvanceHW of the
+// leader machine; -1: nothing) unless a later advance got there first, and
+// reports whether it moved. Caller does not hold mu.
+func (p *partition) publishHW(hw int64) bool {
+	if hw < 0 {
+		return false
+	}
+	p.hwMu.Lock()
+	defer p.hwMu.Unlock()
+	if hw <= p.log.HighWatermark() {
+		return false
+	}
+	if err := p.log.SetHighWatermark(hw); err != nil {
+		p.logger.Error("set high watermark", "partition", p.tp, "hw", hw, "err", err)
+		return false
+	}
+	return true
 }
 
 func (p *partition) snapshot() (PartitionState, bool) {
@@ -252,12 +274,13 @@ func (p *partition) setFollowerHW(hw int64) (bool, error) {
 // HW advance it decides; it reports whether the HW moved.
 func (p *partition) maybeAdvanceHW() bool {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.mu.leader == nil {
+		p.mu.Unlock()
 		return false
 	}
-	advanced, _ := p.carryOut(p.mu.leader.MaybeAdvanceHW(p.log.LogEndOffset()))
-	return advanced
+	hw, _ := leaderActions(p.mu.leader.MaybeAdvanceHW(p.log.LogEndOffset()))
+	p.mu.Unlock()
+	return p.publishHW(hw)
 }
 
 // followerFetched feeds the leader machine a follower's fetch offset (its
@@ -274,7 +297,7 @@ func (p *partition) followerFetched(replicaID int32, fetchOffset int64, now time
 	if err != nil {
 		return err, nil
 	}
-	_, isr := p.carryOut(acts)
+	_, isr := leaderActions(acts)
 	return nil, isr
 }
 
@@ -286,7 +309,7 @@ func (p *partition) shrinkProposal(now time.Time) []int32 {
 	if p.mu.leader == nil {
 		return nil
 	}
-	_, isr := p.carryOut(p.mu.leader.Tick(now))
+	_, isr := leaderActions(p.mu.leader.Tick(now))
 	return isr
 }
 
@@ -302,9 +325,10 @@ func (p *partition) isrDone() {
 // hwChangedFor reports whether the follower has not yet been told the
 // current high watermark; sent records that it now has been.
 func (p *partition) hwChangedFor(replicaID int32, sent bool) bool {
+	hw := p.log.HighWatermark()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mu.leader != nil && p.mu.leader.HWToSend(replicaID, sent)
+	return p.mu.leader != nil && p.mu.leader.HWToSend(replicaID, hw, sent)
 }
 
 // leoChangedFor reports whether the leader's log end differs from the one

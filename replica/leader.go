@@ -294,16 +294,17 @@ func (l *Leader) AckDone(required int64) (bool, *kerr.Error) {
 	return true, nil
 }
 
-// HWToSend reports whether replica has not been told the current HW yet;
-// sent records that it now has been.
-func (l *Leader) HWToSend(replica int32, sent bool) bool {
+// HWToSend reports whether replica has not been told hw (the high
+// watermark the driver puts in its answer, which may trail the machine's
+// while the driver publishes it) yet; sent records that it now has been.
+func (l *Leader) HWToSend(replica int32, hw int64, sent bool) bool {
 	f := l.followers[replica]
 	if f == nil {
 		return false
 	}
-	changed := f.lastSentHW != l.hw
+	changed := f.lastSentHW != hw
 	if sent {
-		f.lastSentHW = l.hw
+		f.lastSentHW = hw
 	}
 	return changed
 }
