@@ -18,7 +18,7 @@ func (b *Broker) handleDeleteGroups(cs *connState, req *kmsg.DeleteGroupsRequest
 		rg.Group = id
 		err := kerr.InvalidGroupID
 		if id != "" {
-			ctx, cancel := b.groupCtx(cs, b.cfg.Groups.OffsetCommitTimeout + groupWaitMargin)
+			ctx, cancel := b.groupCtx(cs, b.cfg.Groups.OffsetCommitTimeout+groupWaitMargin)
 			err = b.groups.coord.Delete(ctx, id)
 			cancel()
 		}

@@ -41,7 +41,7 @@ func (b *Broker) handleJoinGroup(cs *connState, req *kmsg.JoinGroupRequest) kmsg
 	} else {
 		// Bounded by the rebalance timeout plus a margin: the join phase
 		// ends by then.
-		ctx, cancel := b.groupCtx(cs, jr.RebalanceTimeout + groupWaitMargin)
+		ctx, cancel := b.groupCtx(cs, jr.RebalanceTimeout+groupWaitMargin)
 		r = b.groups.coord.Join(ctx, req.Group, jr)
 		cancel()
 	}

@@ -56,7 +56,7 @@ func (b *Broker) handleOffsetCommit(cs *connState, req *kmsg.OffsetCommitRequest
 	if req.Group == "" {
 		err = kerr.InvalidGroupID
 	} else {
-		ctx, cancel := b.groupCtx(cs, b.cfg.Groups.OffsetCommitTimeout + groupWaitMargin)
+		ctx, cancel := b.groupCtx(cs, b.cfg.Groups.OffsetCommitTimeout+groupWaitMargin)
 		err = b.groups.coord.Commit(ctx, req.Group, cr)
 		cancel()
 	}

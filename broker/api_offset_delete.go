@@ -23,7 +23,7 @@ func (b *Broker) handleOffsetDelete(cs *connState, req *kmsg.OffsetDeleteRequest
 	top := kerr.InvalidGroupID
 	var per map[TopicPartition]*kerr.Error
 	if req.Group != "" {
-		ctx, cancel := b.groupCtx(cs, b.cfg.Groups.OffsetCommitTimeout + groupWaitMargin)
+		ctx, cancel := b.groupCtx(cs, b.cfg.Groups.OffsetCommitTimeout+groupWaitMargin)
 		top, per = b.groups.coord.DeleteOffsets(ctx, req.Group, tps)
 		cancel()
 	}

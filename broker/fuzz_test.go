@@ -123,7 +123,7 @@ func seedFrames() [][]byte {
 	od.Group = "g"
 	out = append(out, frameOf(del, 2, 21), frameOf(od, 0, 22))
 	out = append(out, frameOf(kmsg.NewPtrDescribeACLsRequest(), 1, 23)) // a key kwal does not serve
-	out = append(out, []byte{0, 99, 0, 0, 0, 0, 0, 1, 0xff, 0xff})   // unknown key
+	out = append(out, []byte{0, 99, 0, 0, 0, 0, 0, 1, 0xff, 0xff})      // unknown key
 	return out
 }
 
