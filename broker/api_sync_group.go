@@ -9,9 +9,10 @@ import (
 // SyncGroup: v0-5.
 //
 // As Kafka: the leader's SyncGroup carries every member's assignment;
-// followers wait for it. v5 checks the protocol type and name
-// (INCONSISTENT_GROUP_PROTOCOL). Where it differs: the group record is
-// written to __consumer_offsets after the members are answered, not before.
+// followers wait for it; nobody is answered before the generation and its
+// assignment are replicated in __consumer_offsets (a failed write answers
+// its error and rebalances). v5 checks the protocol type and name
+// (INCONSISTENT_GROUP_PROTOCOL).
 
 func (b *Broker) handleSyncGroup(cs *connState, req *kmsg.SyncGroupRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)

@@ -81,6 +81,7 @@ type entry struct {
 	g         *Group
 	partition int32
 	offsets   map[topicpart.TopicPartition]Offset
+	storedGen int32 // the generation whose store was queued last (-1: none)
 }
 
 // partState is one __consumer_offsets partition this broker leads.
@@ -98,7 +99,8 @@ type partState struct {
 type write struct {
 	batch []byte
 	apply func()
-	done  chan error // nil: nobody waits
+	fail  func(error) // under the lock, when the append failed
+	done  chan error  // nil: nobody waits
 }
 
 // Coordinator is the classic group coordinator of one broker: it serves
@@ -281,7 +283,7 @@ func (c *Coordinator) load(partition int32, ps *partState) {
 		if rec == nil {
 			continue
 		}
-		e := &entry{g: Restore(id, *rec, c.cfg.Limits, c.cfg.NewMemberID, now), partition: partition, offsets: offsets[id]}
+		e := &entry{g: Restore(id, *rec, c.cfg.Limits, c.cfg.NewMemberID, now), partition: partition, offsets: offsets[id], storedGen: -1}
 		if e.offsets == nil {
 			e.offsets = map[topicpart.TopicPartition]Offset{}
 		}
@@ -290,7 +292,7 @@ func (c *Coordinator) load(partition int32, ps *partState) {
 	}
 	for id, m := range offsets {
 		if _, ok := c.mu.groups[id]; !ok && len(m) > 0 {
-			c.mu.groups[id] = &entry{g: New(id, c.cfg.Limits, c.cfg.NewMemberID, now), partition: partition, offsets: m}
+			c.mu.groups[id] = &entry{g: New(id, c.cfg.Limits, c.cfg.NewMemberID, now), partition: partition, offsets: m, storedGen: -1}
 			n++
 		}
 	}
@@ -310,14 +312,18 @@ func (c *Coordinator) writer(partition int32, ps *partState) {
 			return
 		case w := <-ps.writes:
 			err := c.cfg.Storage.Append(context.Background(), partition, ps.epoch, w.batch)
-			if err == nil && w.apply != nil {
+			if (err == nil && w.apply != nil) || (err != nil && w.fail != nil) {
 				c.mu.Lock()
-				if c.mu.parts[partition] == ps {
-					w.apply()
-				} else {
+				switch {
+				case c.mu.parts[partition] != ps:
 					err = kerr.NotCoordinator
+				case err == nil:
+					w.apply()
+				default:
+					w.fail(err)
 				}
 				c.mu.Unlock()
+				c.kickTimer()
 			}
 			if err != nil {
 				c.logger.Warn("__consumer_offsets append", "partition", partition, "err", err)
@@ -365,7 +371,7 @@ func (c *Coordinator) lookupLocked(groupID string, create bool) (*partState, *en
 	}
 	e := c.mu.groups[groupID]
 	if e == nil && create {
-		e = &entry{g: New(groupID, c.cfg.Limits, c.cfg.NewMemberID, c.cfg.Clock.Now()), partition: p, offsets: map[topicpart.TopicPartition]Offset{}}
+		e = &entry{g: New(groupID, c.cfg.Limits, c.cfg.NewMemberID, c.cfg.Clock.Now()), partition: p, offsets: map[topicpart.TopicPartition]Offset{}, storedGen: -1}
 		c.mu.groups[groupID] = e
 	}
 	return ps, e, nil
@@ -375,6 +381,18 @@ func (c *Coordinator) lookupLocked(groupID string, create bool) (*partState, *en
 // timer loop.
 func (c *Coordinator) afterLocked(ps *partState, e *entry) {
 	defer c.kickTimer()
+	if gen, ok := e.g.Storing(); ok && e.storedGen != gen {
+		// The leader's assignment: stored before SyncGroup answers.
+		e.storedGen = gen
+		e.g.TakeDirty()
+		g := e.g
+		c.enqueueLocked(ps, &write{
+			batch: EncodeBatch([]KV{{GroupRecordKey(g.ID()), EncodeGroup(g.Record())}}, c.cfg.Clock.Now().UnixMilli()),
+			apply: func() { g.Stored(c.cfg.Clock.Now(), gen, nil) },
+			fail:  func(err error) { g.Stored(c.cfg.Clock.Now(), gen, asKerr(err)) },
+		})
+		return
+	}
 	st := e.g.State()
 	if st != Stable && st != Empty {
 		return

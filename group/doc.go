@@ -41,9 +41,11 @@
 // (0 offset, 1 group) and a value version; a nil value is a tombstone.
 // Batches are uncompressed RecordBatch v2 with their CRC32C; the loader
 // checks every batch and skips (with a log line) a record it cannot read.
-// A group's record is written when a generation settles (Stable) or the
-// group empties; a commit is answered after its batch is replicated to the
-// ISR, and only then becomes visible to OffsetFetch.
+// A group's record is written when the leader's SyncGroup brings its
+// assignment (the group turns Stable, and SyncGroups are answered, only
+// once it is stored: Storing, Stored), and again when membership changes
+// settle or the group empties; a commit is answered after its batch is
+// replicated to the ISR, and only then becomes visible to OffsetFetch.
 //
 // # Concurrency
 //

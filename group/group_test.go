@@ -22,6 +22,8 @@ import (
 //	leave [id=m] [inst=i]
 //	commit id=m gen=N [inst=i]
 //	delete
+//	store [err=x]  (ends the store of the leader's assignment; any command
+//	                with "hold" leaves it pending, else it succeeds at once)
 //	advance d=5s   (moves time and delivers the timeouts due)
 //	state
 func TestGroupScripts(t *testing.T) {
@@ -142,9 +144,24 @@ func TestGroupScripts(t *testing.T) {
 			case "advance":
 				now = now.Add(dur(td, "d", "0s"))
 				g.Expire(now)
+			case "store":
+				// The store of the leader's assignment ends (by default
+				// it ends after every command, as a quick durable write).
+				gen, ok := g.Storing()
+				if !ok {
+					t.Fatalf("%s: nothing is being stored", td.Pos)
+				}
+				var err *kerr.Error
+				if e := arg(td, "err", ""); e != "" {
+					err = kerr.CoordinatorNotAvailable // the answer to a failed append
+				}
+				g.Stored(now, gen, err)
 			case "state":
 			default:
 				t.Fatalf("%s: unknown command %q", td.Pos, td.Cmd)
+			}
+			if gen, ok := g.Storing(); ok && !td.HasArg("hold") && td.Cmd != "store" {
+				g.Stored(now, gen, nil)
 			}
 			if td.Cmd == "state" || td.HasArg("state") {
 				out = append(out, describe(g, now))

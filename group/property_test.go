@@ -22,14 +22,23 @@ import (
 //     protocol; the leader's member list is exactly the members answered
 //     for that generation;
 //   - a successful SyncGroup hands a member what the leader assigned it in
-//     that generation;
+//     that generation, and only after the assignment was stored;
 //   - Empty has no members and no leader; CompletingRebalance and Stable
 //     have a leader among their members; one member per group.instance.id;
 //   - after Expire(now) nothing is still due (NextDeadline is after now).
 func TestGroupInvariants(t *testing.T) {
+	synced, stable := 0, 0
 	for seed := range uint64(300) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { runSchedule(t, seed) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			s, st := runSchedule(t, seed)
+			synced, stable = synced+s, stable+st
+		})
 	}
+	// The schedules must reach what they check.
+	if synced < 300 || stable < 300 {
+		t.Fatalf("the schedules reached only %d successful SyncGroups and %d Stable steps", synced, stable)
+	}
+	t.Logf("%d successful SyncGroups, %d steps in Stable", synced, stable)
 }
 
 type simClient struct {
@@ -46,7 +55,7 @@ type genInfo struct {
 	assigned         map[string]string // the leader's assignment
 }
 
-func runSchedule(t *testing.T, seed uint64) {
+func runSchedule(t *testing.T, seed uint64) (synced, stable int) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	now := time.Unix(1_700_000_000, 0)
 	ids := 0
@@ -150,6 +159,10 @@ func runSchedule(t *testing.T, seed uint64) {
 			if r.Err != nil {
 				return
 			}
+			synced++
+			if g.state != Stable && g.generation == gen {
+				fail("generation %d: %s synced before the assignment was stored", gen, member)
+			}
 			if want := gens[gen].assigned[member]; string(r.Assignment) != want {
 				fail("generation %d: %s synced %q, the leader assigned %q", gen, member, r.Assignment, want)
 			}
@@ -235,12 +248,26 @@ func runSchedule(t *testing.T, seed uint64) {
 				fail("step %d: after Expire(%v) a deadline is still due at %v: %s", step, now, next, describe(g, now)+debugDeadlines(g, now))
 			}
 		}
+		if gen, ok := g.Storing(); ok {
+			// The store of the leader's assignment: mostly quick, at
+			// times failing, at times still under way.
+			switch r := rng.IntN(10); {
+			case r < 7:
+				g.Stored(now, gen, nil)
+			case r < 8:
+				g.Stored(now, gen, kerr.CoordinatorNotAvailable)
+			}
+		}
 		check(step, name)
+		if g.state == Stable {
+			stable++
+		}
 	}
 	g.Unload(now, kerr.NotCoordinator)
 	if len(pending) != 0 {
 		fail("%d requests never answered", len(pending))
 	}
+	return synced, stable
 }
 
 func debugDeadlines(g *Group, now time.Time) string {

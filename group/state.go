@@ -153,6 +153,8 @@ type Group struct {
 	initial      bool
 	syncDeadline time.Time
 	stateSince   time.Time
+	// storing: the leader's assignment waits to be stored (Stored).
+	storing bool
 	// dirty is set when what the group persists changed.
 	dirty bool
 }
@@ -455,6 +457,7 @@ func (g *Group) prepareRebalance(now time.Time) {
 		}
 	}
 	clear(g.pendSync)
+	g.storing = false
 	rt := g.rebalanceTimeout()
 	if g.state == Empty {
 		// Kafka's InitialDelayedJoin: let the members of a starting
@@ -625,26 +628,61 @@ func (g *Group) Sync(now time.Time, req SyncRequest, reply func(SyncResult)) {
 		m.sync = reply
 		m.deadline = now.Add(m.sessionTimeout)
 		delete(g.pendSync, m.id)
-		if m.id != g.leader {
+		if m.id != g.leader || g.storing {
 			return
 		}
+		// As Kafka, the generation and its assignment are stored before
+		// anyone is answered: the driver writes Record and calls Stored.
 		for _, o := range g.members {
 			o.assignment = req.Assignments[o.id]
 		}
-		g.setState(Stable, now)
+		g.storing = true
 		g.dirty = true
-		for _, id := range g.order {
-			o := g.members[id]
-			if o.sync != nil {
-				r := o.sync
-				o.sync = nil
-				r(g.syncResult(o))
-			}
-		}
 	case Stable:
 		m.deadline = now.Add(m.sessionTimeout)
 		delete(g.pendSync, m.id)
 		reply(g.syncResult(m))
+	}
+}
+
+// Storing reports whether the leader's assignment of generation waits to
+// be stored; the driver writes Record and then calls Stored.
+func (g *Group) Storing() (generation int32, ok bool) {
+	return g.generation, g.storing && g.state == CompletingRebalance
+}
+
+// Stored ends the store of generation's assignment: on success the group
+// is Stable and every waiting SyncGroup gets its assignment; on failure
+// they get err, and the group rebalances (Kafka's answer to a failed
+// group-metadata append). A store of an older generation is ignored.
+func (g *Group) Stored(now time.Time, generation int32, err *kerr.Error) {
+	if !g.storing || g.generation != generation || g.state != CompletingRebalance {
+		return
+	}
+	g.storing = false
+	if err != nil {
+		for _, id := range g.order {
+			o := g.members[id]
+			o.assignment = nil
+			if o.sync != nil {
+				r := o.sync
+				o.sync = nil
+				o.deadline = now.Add(o.sessionTimeout)
+				r(SyncResult{Err: err})
+			}
+		}
+		g.prepareRebalance(now)
+		return
+	}
+	g.setState(Stable, now)
+	for _, id := range g.order {
+		o := g.members[id]
+		if o.sync != nil {
+			r := o.sync
+			o.sync = nil
+			o.deadline = now.Add(o.sessionTimeout)
+			r(g.syncResult(o))
+		}
 	}
 }
 
