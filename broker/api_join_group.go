@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"net"
 	"time"
 
@@ -32,8 +33,10 @@ func (b *Broker) handleJoinGroup(cs *connState, req *kmsg.JoinGroupRequest) kmsg
 	if req.InstanceID != nil {
 		jr.InstanceID = *req.InstanceID
 	}
+	// Copied: decoded bytes alias the connection's read buffer, which the
+	// next request overwrites; the group keeps these.
 	for _, p := range req.Protocols {
-		jr.Protocols = append(jr.Protocols, group.Protocol{Name: p.Name, Metadata: p.Metadata})
+		jr.Protocols = append(jr.Protocols, group.Protocol{Name: p.Name, Metadata: bytes.Clone(p.Metadata)})
 	}
 	var r group.JoinResult
 	if req.Group == "" {

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"github.com/kwal/kwal/group"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -27,7 +28,8 @@ func (b *Broker) handleSyncGroup(cs *connState, req *kmsg.SyncGroupRequest) kmsg
 		sr.Protocol = *req.Protocol
 	}
 	for _, a := range req.GroupAssignment {
-		sr.Assignments[a.MemberID] = a.MemberAssignment
+		// Copied: decoded bytes alias the connection's read buffer.
+		sr.Assignments[a.MemberID] = bytes.Clone(a.MemberAssignment)
 	}
 	var r group.SyncResult
 	if req.Group == "" {

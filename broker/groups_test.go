@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -324,4 +325,86 @@ func TestCoordinatorMovesWithLeadership(t *testing.T) {
 			t.Fatalf("offset of mv-%d on the new coordinator: %+v (ok %v)", p, o, ok)
 		}
 	}
+}
+
+// ListGroups, OffsetDelete and DeleteGroups as admin tools use them.
+func TestGroupAdminAPIs(t *testing.T) {
+	c := startCluster(t, []string{"az1"}, groupTweak)
+	cl := newClient(t, c)
+	createTopic(t, cl, "a1", 2, 1, nil)
+	createTopic(t, cl, "a2", 2, 1, nil)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs := kadm.Offsets{}
+	for _, tp := range []struct {
+		topic string
+		p     int32
+	}{{"a1", 0}, {"a1", 1}, {"a2", 0}} {
+		offs.Add(kadm.Offset{Topic: tp.topic, Partition: tp.p, At: 5, LeaderEpoch: -1})
+	}
+	if r, err := adm.CommitOffsets(ctx, "adm", offs); err != nil || r.Error() != nil {
+		t.Fatalf("commit: %v %v", err, r.Error())
+	}
+	lg, err := adm.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := lg["adm"]; !ok || g.State != "Empty" {
+		t.Fatalf("ListGroups: %+v", lg)
+	}
+	ds := kadm.TopicsSet{}
+	ds.Add("a1", 0, 1)
+	dr, err := adm.DeleteOffsets(ctx, "adm", ds)
+	if err != nil || dr.Error() != nil {
+		t.Fatalf("OffsetDelete: %v %v", err, dr.Error())
+	}
+	got, err := adm.FetchOffsets(ctx, "adm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Lookup("a1", 0); ok {
+		t.Fatalf("a1-0 still committed after OffsetDelete: %+v", got)
+	}
+	if o, ok := got.Lookup("a2", 0); !ok || o.At != 5 {
+		t.Fatalf("a2-0 lost by an OffsetDelete of a1: %+v", got)
+	}
+
+	// A member subscribed to a2: its offsets stay.
+	m := newClient(t, c, kgo.ConsumerGroup("adm"), kgo.ConsumeTopics("a2"))
+	waitFor(t, "the member to join", 20*time.Second, func() bool {
+		m.PollFetches(ctxTimeout(100 * time.Millisecond))
+		dg, err := adm.DescribeGroups(ctx, "adm")
+		return err == nil && dg["adm"].State == "Stable"
+	})
+	ds = kadm.TopicsSet{}
+	ds.Add("a2", 0)
+	dr, err = adm.DeleteOffsets(ctx, "adm", ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := dr["a2"][0]; !errors.Is(e, kerr.GroupSubscribedToTopic) {
+		t.Fatalf("OffsetDelete of a subscribed topic: %v", e)
+	}
+	if r, err := adm.DeleteGroups(ctx, "adm"); err != nil || !errors.Is(r["adm"].Err, kerr.NonEmptyGroup) {
+		t.Fatalf("DeleteGroups of a live group: %v %+v", err, r)
+	}
+	m.Close() // leaves
+	waitFor(t, "the group to empty", 20*time.Second, func() bool {
+		dg, err := adm.DescribeGroups(ctx, "adm")
+		return err == nil && dg["adm"].State == "Empty"
+	})
+	if r, err := adm.DeleteGroups(ctx, "adm"); err != nil || r["adm"].Err != nil {
+		t.Fatalf("DeleteGroups: %v %+v", err, r)
+	}
+	got, err = adm.FetchOffsets(ctx, "adm")
+	if err != nil || len(got) != 0 {
+		t.Fatalf("offsets of a deleted group: %v %+v", err, got)
+	}
+}
+
+func ctxTimeout(d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	time.AfterFunc(d, cancel)
+	return ctx
 }
