@@ -147,3 +147,39 @@ func TestCoordinatorFailoverLoadsGroupsAndOffsets(t *testing.T) {
 		t.Fatalf("deleted group: %+v", d)
 	}
 }
+
+// blockingStorage's Read waits until release is closed.
+type blockingStorage struct {
+	*memStorage
+	release chan struct{}
+}
+
+func (s blockingStorage) Read(p int32, offset int64, maxBytes int) ([]byte, int64, error) {
+	<-s.release
+	return s.memStorage.Read(p, offset, maxBytes)
+}
+
+// While a partition loads its groups answer COORDINATOR_LOAD_IN_PROGRESS;
+// a partition resigned during its load never installs what it read.
+func TestCoordinatorLoadInProgress(t *testing.T) {
+	st := blockingStorage{newMemStorage(), make(chan struct{})}
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	c := newTestCoordinator(t, st, clk)
+	p := PartitionFor("g", 3)
+	loaded := c.Elected(p, 1)
+	if err := c.Heartbeat("g", "m", "", 1); err != kerr.CoordinatorLoadInProgress {
+		t.Fatalf("heartbeat while loading: %v", err)
+	}
+	if _, err := c.Fetch("g", nil); err != kerr.CoordinatorLoadInProgress {
+		t.Fatalf("fetch while loading: %v", err)
+	}
+	if r := c.Join(context.Background(), "g", JoinRequest{ClientID: "c", ProtocolType: "consumer", Protocols: []Protocol{{"range", nil}}, SessionTimeout: 10 * time.Second}); r.Err != kerr.CoordinatorLoadInProgress {
+		t.Fatalf("join while loading: %v", r.Err)
+	}
+	c.Resigned(p)
+	close(st.release)
+	<-loaded
+	if err := c.Heartbeat("g", "m", "", 1); err != kerr.NotCoordinator {
+		t.Fatalf("after resigning during the load: %v", err)
+	}
+}

@@ -106,8 +106,11 @@ func TestGroupScripts(t *testing.T) {
 				reset()
 				if td.HasArg("delay") {
 					limit.InitialRebalanceDelay = dur(td, "delay", "0s")
-					g.limits = limit
 				}
+				if td.HasArg("maxsize") {
+					limit.MaxSize = int(num(td, "maxsize"))
+				}
+				g.limits = limit
 			case "join":
 				req := JoinRequest{
 					MemberID: arg(td, "id", ""), InstanceID: arg(td, "inst", ""), ClientID: arg(td, "client", "c"),
