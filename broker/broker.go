@@ -228,6 +228,7 @@ func (b *Broker) applyTopic(ts TopicState) {
 		b.logger.Error("topic config", "topic", ts.Name, "err", err)
 		return
 	}
+	b.offsetsTopicSeen(ts)
 	for _, ps := range ts.Partitions {
 		tp := TopicPartition{Topic: ts.Name, Partition: ps.Partition}
 		if !slices.Contains(ps.Replicas, b.cfg.BrokerID) {

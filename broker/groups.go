@@ -138,6 +138,16 @@ func (b *Broker) offsetsRoleChanged(tp TopicPartition, role roleChange, ps Parti
 	}
 }
 
+// offsetsTopicSeen makes the coordinator map groups onto the partitions
+// __consumer_offsets has, whatever this broker's
+// offsets.topic.num.partitions says (the topic may have been created by a
+// broker configured otherwise), as Kafka reads the count from the topic.
+func (b *Broker) offsetsTopicSeen(ts TopicState) {
+	if ts.Name == OffsetsTopic && len(ts.Partitions) > 0 {
+		b.groups.coord.UsePartitions(int32(len(ts.Partitions)))
+	}
+}
+
 // ensureOffsetsTopic returns __consumer_offsets, creating it on first use.
 func (b *Broker) ensureOffsetsTopic() (TopicState, error) {
 	if ts, ok := b.ctrl.Topic(OffsetsTopic); ok {

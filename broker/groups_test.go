@@ -408,3 +408,31 @@ func ctxTimeout(d time.Duration) context.Context {
 	time.AfterFunc(d, cancel)
 	return ctx
 }
+
+// __consumer_offsets made with another partition count than this broker's
+// offsets.topic.num.partitions: groups map onto the topic's partitions,
+// so FindCoordinator and the coordinator agree.
+func TestOffsetsTopicPartitionCountFromTheTopic(t *testing.T) {
+	c := startCluster(t, []string{"az1", "az2", "az1"}, groupTweak) // 5 configured
+	ts, err := c.ctrl.CreateTopic(TopicSpec{Name: OffsetsTopic, Partitions: 7, ReplicationFactor: 1, Configs: map[string]string{"cleanup.policy": "compact"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts.Partitions[4].Leader == ts.Partitions[5].Leader {
+		t.Fatal("partitions 4 and 5 must be led by different brokers")
+	}
+	cl := newClient(t, c, kgo.ConsumerGroup("grp-7"), kgo.ConsumeTopics("s7"))
+	createTopic(t, cl, "s7", 1, 1, nil)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// "grp-7" maps to partition 4 of 5 and to 5 of 7.
+	if group.PartitionFor("grp-7", 5) == group.PartitionFor("grp-7", 7) {
+		t.Fatal("pick a group id that maps differently")
+	}
+	waitFor(t, "the consumer to join", 20*time.Second, func() bool {
+		cl.PollFetches(ctxTimeout(100 * time.Millisecond))
+		dg, err := adm.DescribeGroups(ctx, "grp-7")
+		return err == nil && dg["grp-7"].State == "Stable"
+	})
+}

@@ -120,9 +120,10 @@ type Coordinator struct {
 	wg     sync.WaitGroup
 	mu     struct {
 		sync.Mutex
-		parts  map[int32]*partState
-		groups map[string]*entry
-		closed bool
+		parts      map[int32]*partState
+		groups     map[string]*entry
+		partitions int32 // of __consumer_offsets (UsePartitions)
+		closed     bool
 	}
 }
 
@@ -134,6 +135,7 @@ func NewCoordinator(cfg Config) (*Coordinator, error) {
 	c := &Coordinator{cfg: cfg, logger: cfg.Logger, kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	c.mu.parts = map[int32]*partState{}
 	c.mu.groups = map[string]*entry{}
+	c.mu.partitions = cfg.Partitions
 	c.wg.Add(1)
 	go c.timerLoop()
 	return c, nil
@@ -157,7 +159,27 @@ func (c *Coordinator) Close() {
 
 // PartitionFor is the group's __consumer_offsets partition.
 func (c *Coordinator) PartitionFor(groupID string) int32 {
-	return PartitionFor(groupID, c.cfg.Partitions)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return PartitionFor(groupID, c.mu.partitions)
+}
+
+// UsePartitions sets the partition count groups map onto, when
+// __consumer_offsets exists with a count other than Config.Partitions. It
+// applies only while no partition is led: groups already placed would
+// move.
+func (c *Coordinator) UsePartitions(n int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n == c.mu.partitions || n < 1 {
+		return
+	}
+	if len(c.mu.parts) > 0 {
+		c.logger.Error("__consumer_offsets changed its partition count while led; keeping the old count", "partitions", c.mu.partitions, "topic_partitions", n)
+		return
+	}
+	c.logger.Warn("__consumer_offsets has a partition count other than offsets.topic.num.partitions; using the topic's", "configured", c.mu.partitions, "topic_partitions", n)
+	c.mu.partitions = n
 }
 
 // Elected: this broker leads partition at leaderEpoch; its groups load in
@@ -361,7 +383,7 @@ func (c *Coordinator) lookupLocked(groupID string, create bool) (*partState, *en
 	if c.mu.closed {
 		return nil, nil, kerr.NotCoordinator
 	}
-	p := c.PartitionFor(groupID)
+	p := PartitionFor(groupID, c.mu.partitions)
 	ps := c.mu.parts[p]
 	switch {
 	case ps == nil:
