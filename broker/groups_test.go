@@ -228,6 +228,9 @@ func TestGroupWireErrors(t *testing.T) {
 	if r := join("", 1000); r.ErrorCode != kerr.InvalidSessionTimeout.Code {
 		t.Fatalf("session 1s: error %d", r.ErrorCode)
 	}
+	if d, _ := c.broker(1).groups.coord.Describe("wire"); d.State != group.Dead {
+		t.Fatalf("a refused first join left a group behind: %+v", d)
+	}
 	r := join("", 10000)
 	if r.ErrorCode != kerr.MemberIDRequired.Code || r.MemberID == "" {
 		t.Fatalf("first join: %+v", r)

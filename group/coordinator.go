@@ -466,6 +466,9 @@ func (c *Coordinator) Join(ctx context.Context, groupID string, req JoinRequest)
 		return errJoin(kerr.UnknownMemberID, req.MemberID)
 	}
 	e.g.Join(c.cfg.Clock.Now(), req, func(r JoinResult) { ch <- r })
+	if e.g.Unused() && len(e.offsets) == 0 {
+		delete(c.mu.groups, groupID) // a refused first join leaves nothing behind
+	}
 	c.afterLocked(ps, e)
 	c.mu.Unlock()
 	return wait(ctx, c, ch, errJoin(kerr.RebalanceInProgress, req.MemberID))
