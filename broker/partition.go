@@ -190,14 +190,13 @@ func (p *partition) appendAsFollower(records []byte, epoch int32) (kafkalog.Appe
 	if err != nil {
 		return info, err
 	}
-	// The append validated every batch; only the headers are needed here.
-	_ = kafkalog.WalkHeaders(records, func(h kafkalog.BatchHeader) error {
-		p.producers.record(h.ProducerID, h.ProducerEpoch, producerBatch{
-			firstSeq: h.BaseSequence, lastSeq: lastSeqOf(h.BaseSequence, h.LastOffsetDelta+1),
-			firstOffset: h.BaseOffset, lastOffset: h.LastOffset(),
+	// The append returns the headers it validated: no second walk.
+	for _, bi := range info.Batches {
+		p.producers.record(bi.ProducerID, bi.ProducerEpoch, producerBatch{
+			firstSeq: bi.BaseSequence, lastSeq: bi.LastSequence(),
+			firstOffset: bi.BaseOffset, lastOffset: bi.LastOffset,
 		})
-		return nil
-	})
+	}
 	return info, nil
 }
 

@@ -25,6 +25,50 @@ type AppendInfo struct {
 	// LastMaxTimestamp is the maxTimestamp of the last batch, so a caller
 	// need not walk the batches to find it.
 	LastMaxTimestamp int64
+	// Batches are the headers of the appended batches, in offset order,
+	// with the offsets and leader epoch the log gave them: what a caller
+	// needs for producer state without walking the bytes again. The slice
+	// is the caller's.
+	Batches []BatchInfo
+}
+
+// BatchInfo is the part of one appended batch's header that producer
+// state and callers need.
+type BatchInfo struct {
+	BaseOffset    int64
+	LastOffset    int64
+	LeaderEpoch   int32
+	MaxTimestamp  int64
+	ProducerID    int64 // -1: not idempotent
+	ProducerEpoch int16
+	BaseSequence  int32
+	// LastOffsetDelta is lastOffsetDelta; RecordCount the header's count
+	// (they differ only in compressed batches compacted by a cleaner).
+	LastOffsetDelta int32
+	RecordCount     int32
+	Transactional   bool
+	Control         bool
+}
+
+// LastSequence is the sequence number of the batch's last record,
+// wrapping at math.MaxInt32 as Kafka's DefaultRecordBatch.incrementSequence does.
+func (b BatchInfo) LastSequence() int32 { return IncrementSequence(b.BaseSequence, b.LastOffsetDelta) }
+
+// IncrementSequence is seq+n wrapping past math.MaxInt32 to 0.
+func IncrementSequence(seq, n int32) int32 {
+	if seq > math.MaxInt32-n {
+		return n - (math.MaxInt32 - seq) - 1
+	}
+	return seq + n
+}
+
+func batchInfoOf(h BatchHeader) BatchInfo {
+	return BatchInfo{
+		BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), LeaderEpoch: h.PartitionLeaderEpoch,
+		MaxTimestamp: h.MaxTimestamp, ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch,
+		BaseSequence: h.BaseSequence, LastOffsetDelta: h.LastOffsetDelta, RecordCount: h.RecordCount,
+		Transactional: h.Transactional(), Control: h.Control(),
+	}
 }
 
 // SegmentPosition is where in which segment a batch starts.
@@ -424,6 +468,7 @@ func (l *Log) appendValidated(data []byte, refs []batchRef) (AppendInfo, error) 
 	if len(refs) == 0 {
 		return info, nil
 	}
+	info.Batches = make([]BatchInfo, 0, len(refs))
 	now := l.clock.Now()
 	if act := l.active(); act.size > 0 && !act.firstAppend.IsZero() && now.Sub(act.firstAppend).Milliseconds() >= l.cfg.SegmentMs {
 		if err := l.roll(refs[0].h.BaseOffset); err != nil {
@@ -459,6 +504,7 @@ func (l *Log) appendValidated(data []byte, refs []batchRef) (AppendInfo, error) 
 		pos := act.size
 		var records int64
 		for _, r := range refs[i:j] {
+			info.Batches = append(info.Batches, batchInfoOf(r.h))
 			if act.bytesSinceIndex > l.cfg.IndexIntervalBytes {
 				idx = append(idx, indexEntry{rel: uint32(r.h.LastOffset() - act.base), pos: uint32(pos)})
 				act.bytesSinceIndex = 0
