@@ -128,8 +128,10 @@ type Log struct {
 		leo    int64
 		hw     int64
 		epochs epochCache
-		notify chan struct{}
-		closed bool
+		// producers is the producer table; the writer changes it.
+		producers producerState
+		notify    chan struct{}
+		closed    bool
 	}
 }
 
@@ -263,7 +265,7 @@ func (l *Log) load() error {
 	l.mu.hw = min(max(hw, l.logStartOffset()), l.mu.leo)
 	l.w.ckptHW = hw
 	l.w.lastFlush, l.w.lastHWCkpt = now, now
-	return nil
+	return l.loadProducerState()
 }
 
 // removeFiles deletes the files of the given segments, newest first so
@@ -523,6 +525,9 @@ func (l *Log) appendValidated(data []byte, refs []batchRef) (AppendInfo, error) 
 		act.maxTimestamp = maxTS
 		act.lastModified = now
 		l.mu.leo = act.next
+		for _, b := range info.Batches[len(info.Batches)-(j-i):] {
+			l.mu.producers.update(b)
+		}
 		l.notifyLocked()
 		l.mu.Unlock()
 		info.LastOffset = last.LastOffset()
@@ -587,6 +592,7 @@ func (l *Log) roll(base int64) error {
 		return fmt.Errorf("kafkalog: roll: %w", err)
 	}
 	l.w.recoveryPoint = base
+	l.takeSnapshot()
 	return nil
 }
 
@@ -952,6 +958,8 @@ func (l *Log) Close() error {
 		if l.w.recoveryPoint < act.base {
 			errs = append(errs, writeOffsetCheckpoint(l.fs, l.dir, recoveryPointCheckpointFile, act.base))
 		}
+		// Kafka snapshots at a clean shutdown too: the next open replays nothing.
+		l.takeSnapshot()
 	}
 	l.mu.Lock()
 	l.mu.closed = true

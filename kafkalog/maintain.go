@@ -89,6 +89,10 @@ func (l *Log) DeleteRetentionExpired() (int, error) {
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		return n, fmt.Errorf("kafkalog: retention: %w", err)
 	}
+	start := victims[n-1].next
+	if err := l.removeSnapshots(func(o int64) bool { return o >= start }); err != nil {
+		return n, fmt.Errorf("kafkalog: retention: %w", err)
+	}
 	l.logger.Info("kafkalog: deleted segments by retention", "count", n, "logStartOffset", victims[n-1].next)
 	return n, nil
 }
@@ -182,6 +186,11 @@ func (l *Log) Truncate(to int64) error {
 	if err := l.checkpointHW(l.clock.Now()); err != nil {
 		return fail(err)
 	}
+	// Kafka's truncateAndReload: snapshots above to go, and the table is
+	// rebuilt from the newest one left plus the batches after it.
+	if err := l.loadProducerState(); err != nil {
+		return fail(err)
+	}
 	return nil
 }
 
@@ -233,6 +242,12 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	if err := l.checkpointHW(l.clock.Now()); err != nil {
 		return fail(err)
 	}
+	if err := l.removeSnapshots(func(int64) bool { return false }); err != nil {
+		return fail(err)
+	}
+	l.mu.Lock()
+	l.mu.producers = newProducerState(offset)
+	l.mu.Unlock()
 	return nil
 }
 
