@@ -27,18 +27,17 @@ const (
 	// topic's followers about it before its leaders, and a follower's first
 	// OffsetForLeaderEpoch then fails once and would otherwise stall the
 	// topic's first acks=all produces for a second.
-	DefaultReplicaFetchBackoff      = 100 * time.Millisecond
-	DefaultClusterID                = "kwal-cluster"
-	DefaultListener                 = "127.0.0.1:9092"
-	DefaultCombinerThreadPoolSize   = 2
-	DefaultCombinerQueueSize        = 1024
-	DefaultCombinerTaskInterval     = 10 * time.Millisecond
-	DefaultCombinerTaskUploadBytes  = 4 << 20
-	DefaultRemoteWALThreadPoolSize  = 4
-	maxTopicNameLength              = 249
-	replicaFetcherClientIDPrefix    = "kwal-replica-fetcher-"
-	unknownRack                     = ""
-	defaultProducerStateBatchWindow = 5 // Kafka keeps the last 5 batches per producer
+	DefaultReplicaFetchBackoff     = 100 * time.Millisecond
+	DefaultClusterID               = "kwal-cluster"
+	DefaultListener                = "127.0.0.1:9092"
+	DefaultCombinerThreadPoolSize  = 2
+	DefaultCombinerQueueSize       = 1024
+	DefaultCombinerTaskInterval    = 10 * time.Millisecond
+	DefaultCombinerTaskUploadBytes = 4 << 20
+	DefaultRemoteWALThreadPoolSize = 4
+	maxTopicNameLength             = 249
+	replicaFetcherClientIDPrefix   = "kwal-replica-fetcher-"
+	unknownRack                    = ""
 )
 
 // ErrConfig is wrapped by every configuration error.

@@ -470,7 +470,6 @@ func (f *replicaFetcher) handlePartition(tp TopicPartition, st followState, rp *
 			f.b.logger.Warn("follower behind the leader's log start; starting over", "partition", tp, "log_start", rp.LogStartOffset)
 			p.appendMu.Lock()
 			err := p.log.TruncateFullyAndStartAt(rp.LogStartOffset)
-			p.producers = producerTable{}
 			p.appendMu.Unlock()
 			if err != nil {
 				f.b.logger.Error("truncate fully", "partition", tp, "err", err)

@@ -33,9 +33,9 @@ type partition struct {
 	logger *slog.Logger
 
 	// appendMu serialises appends, truncations and role changes; it is
-	// taken before mu. The producer table is guarded by it.
-	appendMu  sync.Mutex
-	producers producerTable
+	// taken before mu. Holding it, a producer's entry in the log cannot
+	// change between the sequence check and the append.
+	appendMu sync.Mutex
 
 	mu struct {
 		sync.Mutex
@@ -139,23 +139,24 @@ func (p *partition) appendAsLeader(records []byte, acks int16) appendResult {
 	if acks == -1 && isr < p.minISR {
 		return appendResult{err: kerr.NotEnoughReplicas, msg: "ISR is smaller than min.insync.replicas"}
 	}
-	lastSeq := lastSeqOf(h.BaseSequence, h.LastOffsetDelta+1)
-	chk := p.producers.check(h.ProducerID, h.ProducerEpoch, h.BaseSequence, lastSeq)
+	lastSeq := kafkalog.IncrementSequence(h.BaseSequence, h.LastOffsetDelta)
+	var chk seqCheck
+	if h.ProducerID >= 0 {
+		e, known := p.log.ProducerEntry(h.ProducerID)
+		chk = checkSequence(e, known, h.ProducerID, h.ProducerEpoch, h.BaseSequence, lastSeq)
+	}
 	if chk.err != nil {
 		return appendResult{err: chk.err}
 	}
 	if chk.dup != nil {
 		p.logger.Debug("duplicate idempotent batch answered with its original offsets",
-			"partition", p.tp, "producer_id", h.ProducerID, "first_seq", h.BaseSequence, "offset", chk.dup.firstOffset)
-		return appendResult{firstOffset: chk.dup.firstOffset, lastOffset: chk.dup.lastOffset}
+			"partition", p.tp, "producer_id", h.ProducerID, "first_seq", h.BaseSequence, "offset", chk.dup.FirstOffset)
+		return appendResult{firstOffset: chk.dup.FirstOffset, lastOffset: chk.dup.LastOffset}
 	}
 	info, err := p.log.AppendAsLeader(records, epoch)
 	if err != nil {
 		return appendResult{err: logErrorCode(err), msg: err.Error()}
 	}
-	p.producers.record(h.ProducerID, h.ProducerEpoch, producerBatch{
-		firstSeq: h.BaseSequence, lastSeq: lastSeq, firstOffset: info.FirstOffset, lastOffset: info.LastOffset,
-	})
 	return appendResult{firstOffset: info.FirstOffset, lastOffset: info.LastOffset}
 }
 
@@ -175,8 +176,8 @@ func logErrorCode(err error) *kerr.Error {
 	}
 }
 
-// appendAsFollower appends replicated batches and learns their producer
-// state, so that this replica can check sequences once it leads.
+// appendAsFollower appends replicated batches; the log learns their
+// producer state, so that this replica can check sequences once it leads.
 func (p *partition) appendAsFollower(records []byte, epoch int32) (kafkalog.AppendInfo, error) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
@@ -186,31 +187,17 @@ func (p *partition) appendAsFollower(records []byte, epoch int32) (kafkalog.Appe
 	if !ok {
 		return kafkalog.AppendInfo{}, errFetchStale
 	}
-	info, err := p.log.AppendAsFollower(records)
-	if err != nil {
-		return info, err
-	}
-	// The append returns the headers it validated: no second walk.
-	for _, bi := range info.Batches {
-		p.producers.record(bi.ProducerID, bi.ProducerEpoch, producerBatch{
-			firstSeq: bi.BaseSequence, lastSeq: bi.LastSequence(),
-			firstOffset: bi.BaseOffset, lastOffset: bi.LastOffset,
-		})
-	}
-	return info, nil
+	return p.log.AppendAsFollower(records)
 }
 
 var errFetchStale = errors.New("broker: partition state changed during fetch")
 
-// truncate cuts the log (follower side, KIP-101) and the producer state.
+// truncate cuts the log (follower side, KIP-101); the log rebuilds its
+// producer state.
 func (p *partition) truncate(to int64) error {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
-	if err := p.log.Truncate(to); err != nil {
-		return err
-	}
-	p.producers.truncate(to)
-	return nil
+	return p.log.Truncate(to)
 }
 
 // maybeAdvanceHW moves the leader's high watermark to the smallest log end
