@@ -268,14 +268,29 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, configs 
 		return nil, err
 	}
 	dir := filepath.Join(b.cfg.LogDir, tp.Topic+"-"+strconv.Itoa(int(tp.Partition)))
-	lc := kafkalog.Config{SegmentBytes: b.cfg.SegmentBytes, FlushMessages: b.cfg.FlushMessages, Clock: b.clock, Logger: b.logger}
+	lc := kafkalog.Config{
+		SegmentBytes:                 b.cfg.SegmentBytes,
+		FlushMessages:                b.cfg.FlushMessages,
+		RetentionMs:                  b.cfg.RetentionMs,
+		RetentionBytes:               b.cfg.RetentionBytes,
+		ProducerStateRebuildDisabled: b.cfg.ProducerStateRebuildDisabled,
+		Clock:                        b.clock,
+		Logger:                       b.logger,
+	}
 	minISR := b.cfg.MinInsyncReplicas
 	// Values were checked at creation (checkTopicConfigs).
 	if v, ok := configs["segment.bytes"]; ok {
 		lc.SegmentBytes, _ = strconv.ParseInt(v, 10, 64)
 	}
+	// kafkalog reads 0 as "the default": Kafka's retention.ms=0 and
+	// retention.bytes=0 ("keep nothing") become 1.
 	if v, ok := configs["retention.ms"]; ok {
 		lc.RetentionMs, _ = strconv.ParseInt(v, 10, 64)
+		lc.RetentionMs = nonZero(lc.RetentionMs)
+	}
+	if v, ok := configs["retention.bytes"]; ok {
+		lc.RetentionBytes, _ = strconv.ParseInt(v, 10, 64)
+		lc.RetentionBytes = nonZero(lc.RetentionBytes)
 	}
 	if v, ok := configs["min.insync.replicas"]; ok {
 		minISR, _ = strconv.Atoi(v)
@@ -287,6 +302,14 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, configs 
 	p := &partition{tp: tp, self: b.cfg.BrokerID, log: l, mode: mode, minISR: minISR, clock: b.clock, logger: b.logger}
 	b.mu.partitions[tp] = p
 	return p, nil
+}
+
+// nonZero maps 0 to 1 and keeps any other value.
+func nonZero(v int64) int64 {
+	if v == 0 {
+		return 1
+	}
+	return v
 }
 
 // dropPartition forgets a replica moved away; its directory stays.

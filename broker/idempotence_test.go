@@ -81,7 +81,7 @@ func TestIdempotentRetryNotAppendedTwice(t *testing.T) {
 // of order, epochs fence, sequences wrap at MaxInt32.
 func TestCheckSequence(t *testing.T) {
 	e := kafkalog.ProducerEntry{ProducerID: 7}
-	for i := int32(2); i < 7; i++ { // batches 0 and 1 fell out of the window
+	for i := int32(2); i < 2+defaultProducerStateBatchWindow; i++ { // batches 0 and 1 fell out of the window
 		e.Batches = append(e.Batches, kafkalog.ProducerBatch{FirstSeq: i * 2, LastSeq: i*2 + 1, FirstOffset: int64(i * 2), LastOffset: int64(i*2 + 1)})
 	}
 	wrapped := kafkalog.ProducerEntry{ProducerID: 7, Batches: []kafkalog.ProducerBatch{{FirstSeq: math.MaxInt32 - 1, LastSeq: math.MaxInt32, FirstOffset: 50, LastOffset: 51}}}

@@ -412,12 +412,12 @@ func TestRetention(t *testing.T) {
 	}
 	e.log.SetHighWatermark(1)
 	e.clk.Advance(75 * time.Second) // batches 0 and 1 are older than 60 s
-	n, err := e.log.DeleteRetentionExpired()
+	n, err := e.log.DeleteRetentionExpired(math.MaxInt64)
 	if err != nil || n != 1 {
 		t.Fatalf("deleted %d, %v; want 1 (the high watermark holds the second)", n, err)
 	}
 	e.log.SetHighWatermark(5)
-	if n, err := e.log.DeleteRetentionExpired(); err != nil || n != 1 {
+	if n, err := e.log.DeleteRetentionExpired(math.MaxInt64); err != nil || n != 1 {
 		t.Fatalf("deleted %d, %v", n, err)
 	}
 	if e.log.LogStartOffset() != 2 {
@@ -427,7 +427,7 @@ func TestRetention(t *testing.T) {
 		t.Fatalf("read below start: %v", err)
 	}
 	e.clk.Advance(time.Hour)
-	if n, _ := e.log.DeleteRetentionExpired(); n != 2 || len(e.log.Segments()) != 1 {
+	if n, _ := e.log.DeleteRetentionExpired(math.MaxInt64); n != 2 || len(e.log.Segments()) != 1 {
 		t.Fatalf("deleted %d, active must stay", n)
 	}
 	e.reopen()
@@ -435,12 +435,23 @@ func TestRetention(t *testing.T) {
 		t.Fatalf("after reopen start %d end %d", e.log.LogStartOffset(), e.log.LogEndOffset())
 	}
 
+	// A bound below the high watermark (the remote-WAL upload) holds segments too.
+	c := newEnv(t, Config{SegmentBytes: int64(one), RetentionMs: 1})
+	for i := 0; i < 4; i++ {
+		mustAppendLeader(t, c.log, batch(1, 50), 0)
+	}
+	c.log.SetHighWatermark(4)
+	c.clk.Advance(time.Hour)
+	if n, err := c.log.DeleteRetentionExpired(2); err != nil || n != 2 || c.log.LogStartOffset() != 2 {
+		t.Fatalf("bounded at 2: deleted %d, %v, start %d", n, err, c.log.LogStartOffset())
+	}
+
 	b := newEnv(t, Config{SegmentBytes: int64(one), RetentionBytes: int64(2 * one), RetentionMs: -1})
 	for i := 0; i < 5; i++ {
 		mustAppendLeader(t, b.log, batch(1, 50), 0)
 	}
 	b.log.SetHighWatermark(5)
-	if n, _ := b.log.DeleteRetentionExpired(); n != 3 || b.log.LogStartOffset() != 3 {
+	if n, _ := b.log.DeleteRetentionExpired(math.MaxInt64); n != 3 || b.log.LogStartOffset() != 3 {
 		t.Fatalf("bytes retention deleted %d, start %d", n, b.log.LogStartOffset())
 	}
 }

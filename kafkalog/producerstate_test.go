@@ -3,6 +3,7 @@ package kafkalog
 import (
 	"bytes"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -198,7 +199,7 @@ func TestProducerStateFromSnapshotBeyondLogStart(t *testing.T) {
 	}
 	e.log.SetHighWatermark(5)
 	e.clk.Advance(time.Hour)
-	if n, err := e.log.DeleteRetentionExpired(); err != nil || n != 4 {
+	if n, err := e.log.DeleteRetentionExpired(math.MaxInt64); err != nil || n != 4 {
 		t.Fatalf("retention deleted %d, %v", n, err)
 	}
 	if got := snapshotFiles(t, e); !reflect.DeepEqual(got, []int64{4}) {
