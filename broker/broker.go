@@ -94,9 +94,10 @@ func New(cfg Config) (*Broker, error) {
 	for _, ts := range b.ctrl.Topics() {
 		b.applyTopic(ts)
 	}
-	b.wg.Add(2)
+	b.wg.Add(3)
 	go b.acceptLoop()
 	go b.isrLoop()
+	go b.retentionLoop()
 	if cfg.MetricsListener != "" {
 		addr, err := b.ServeMetrics(cfg.MetricsListener)
 		if err != nil {

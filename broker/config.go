@@ -175,6 +175,9 @@ type Config struct {
 	Ledger *ledger.Ledger
 	Clock  clock.Clock  // default clock.Real{}
 	Logger *slog.Logger // default slog.Default()
+
+	// afterRetention, for tests, runs after each retention pass.
+	afterRetention func()
 }
 
 // Validate fills defaults and rejects nonsense; errors wrap ErrConfig and

@@ -242,6 +242,15 @@ func (r *RemoteWALReplicator) StartLeader(tp TopicPartition, log *kafkalog.Log, 
 	return r.wp.Manager.StartPartition(mtp(tp), log, leaderEpoch, fromOffset)
 }
 
+// UploadedOffset is where the partition's published slices end: bytes
+// below it are in object storage, so local retention may delete them.
+func (r *RemoteWALReplicator) UploadedOffset(tp TopicPartition) (int64, bool) {
+	off, err := r.wp.Manager.PublishedOffset(mtp(tp))
+	return off, err == nil
+}
+
+var _ UploadedOffsetReporter = (*RemoteWALReplicator)(nil)
+
 // StopLeader stops the partition's slice task.
 func (r *RemoteWALReplicator) StopLeader(tp TopicPartition) { r.wp.Manager.StopPartition(mtp(tp)) }
 
