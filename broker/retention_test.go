@@ -22,7 +22,7 @@ type fakeUploader struct {
 }
 
 func (*fakeUploader) StartLeader(TopicPartition, *kafkalog.Log, int32, int64) error { return nil }
-func (*fakeUploader) StopLeader(TopicPartition)                                    {}
+func (*fakeUploader) StopLeader(TopicPartition)                                     {}
 func (*fakeUploader) StartFollower(TopicPartition, *kafkalog.Log, int32, int32, func()) error {
 	return nil
 }
