@@ -23,10 +23,8 @@ type fakeUploader struct {
 
 func (*fakeUploader) StartLeader(TopicPartition, *kafkalog.Log, int32, int64) error { return nil }
 func (*fakeUploader) StopLeader(TopicPartition)                                     {}
-func (*fakeUploader) StartFollower(TopicPartition, *kafkalog.Log, int32, int32, func()) error {
-	return nil
-}
-func (*fakeUploader) StopFollower(TopicPartition) {}
+func (*fakeUploader) StartFollower(FollowerReplica) error                           { return nil }
+func (*fakeUploader) StopFollower(TopicPartition)                                   {}
 func (f *fakeUploader) UploadedOffset(TopicPartition) (int64, bool) {
 	return f.uploaded, f.known
 }
