@@ -333,8 +333,14 @@ func (b *Broker) dropPartition(tp TopicPartition) {
 // isrLoop shrinks ISRs of lagging followers every half
 // replica.lag.time.max.ms, as Kafka's isr-expiration task does.
 func (b *Broker) isrLoop() {
+	b.every(max(b.cfg.ReplicaLagTimeMax/2, 10*time.Millisecond), b.shrinkISRs, nil)
+}
+
+// every runs fn every period on the broker's clock until Close (it owns
+// one b.wg count); armed, if set, runs after each fn once the next run is
+// scheduled (a test hook).
+func (b *Broker) every(period time.Duration, fn, armed func()) {
 	defer b.wg.Done()
-	period := max(b.cfg.ReplicaLagTimeMax/2, 10*time.Millisecond)
 	t := b.clock.NewTimer(period)
 	defer t.Stop()
 	for {
@@ -343,8 +349,11 @@ func (b *Broker) isrLoop() {
 			return
 		case <-t.C():
 		}
-		b.shrinkISRs()
+		fn()
 		t.Reset(period)
+		if armed != nil {
+			armed()
+		}
 	}
 }
 

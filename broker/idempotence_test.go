@@ -9,6 +9,7 @@ import (
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -24,37 +25,11 @@ func TestIdempotentRetryNotAppendedTwice(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	init := kmsg.NewPtrInitProducerIDRequest()
-	initResp, err := init.RequestWith(ctx, cl)
-	if err != nil || initResp.ErrorCode != 0 {
-		t.Fatalf("init producer id: %v %v", err, initResp)
-	}
-	pid, epoch := initResp.ProducerID, initResp.ProducerEpoch
-
-	batch := func(seq int32, vals ...string) []byte {
-		var recs []kafkalogtest.Record
-		for _, v := range vals {
-			recs = append(recs, kafkalogtest.Record{Value: []byte(v)})
-		}
-		return kafkalogtest.Encode(kafkalogtest.BatchSpec{
-			ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, BaseTimestamp: 1, Records: recs,
-		})
-	}
+	pid, epoch := initProducerID(t, ctx, cl)
+	batch := func(seq int32, vals ...string) []byte { return idemBatch(pid, epoch, seq, vals...) }
 	produce := func(records []byte) kmsg.ProduceResponseTopicPartition {
 		t.Helper()
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = -1, 5000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "idem"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = records
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, cl.Broker(int(leader.cfg.BrokerID)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.Topics[0].Partitions[0]
+		return produceBatch(t, ctx, cl.Broker(int(leader.cfg.BrokerID)), "idem", records)
 	}
 
 	first := produce(batch(0, "a", "b", "c"))
@@ -74,6 +49,46 @@ func TestIdempotentRetryNotAppendedTwice(t *testing.T) {
 	if leo := l.LogEndOffset(); leo != 4 {
 		t.Fatalf("log end %d after a duplicate and a refused batch, want 4", leo)
 	}
+}
+
+// initProducerID asks for a producer id and epoch.
+func initProducerID(t *testing.T, ctx context.Context, cl *kgo.Client) (int64, int16) {
+	t.Helper()
+	resp, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(ctx, cl)
+	if err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("init producer id: %v %v", err, resp)
+	}
+	return resp.ProducerID, resp.ProducerEpoch
+}
+
+// idemBatch is a batch of producer pid at epoch from sequence seq, one
+// record per value.
+func idemBatch(pid int64, epoch int16, seq int32, vals ...string) []byte {
+	var recs []kafkalogtest.Record
+	for _, v := range vals {
+		recs = append(recs, kafkalogtest.Record{Value: []byte(v)})
+	}
+	return kafkalogtest.Encode(kafkalogtest.BatchSpec{
+		ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, BaseTimestamp: 1, Records: recs,
+	})
+}
+
+// produceBatch sends records to partition 0 of topic with acks=all.
+func produceBatch(t *testing.T, ctx context.Context, br *kgo.Broker, topic string, records []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = records
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Topics[0].Partitions[0]
 }
 
 // The sequence rules over a producer's entry (the log keeps its last 5

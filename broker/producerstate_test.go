@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kwal/kwal/kafkalog/kafkalogtest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -88,7 +87,17 @@ func TestIdempotentProducerAcrossLeaderRestart(t *testing.T) {
 			}
 			leader := c.brokers[li]
 			l, _ := leader.PartitionLog(tp)
-			waitFor(t, "the unacknowledged batch in the leader's log", 20*time.Second, func() bool { return l.LogEndOffset() == 120 })
+			for l.LogEndOffset() < 120 { // the unacknowledged batch reaches the leader's log
+				ch := l.AppendNotify()
+				if l.LogEndOffset() >= 120 {
+					break
+				}
+				select {
+				case <-ch:
+				case <-ctx.Done():
+					t.Fatalf("log end %d: the unacknowledged batch never arrived", l.LogEndOffset())
+				}
+			}
 			c.stopBroker(t, li)
 			c.startBroker(t, li)
 			c.startBroker(t, fi)
@@ -99,8 +108,12 @@ func TestIdempotentProducerAcrossLeaderRestart(t *testing.T) {
 				}
 			}
 
+			// Every batch in the log was acknowledged, so the high
+			// watermark is at the log end.
 			l, _ = c.brokers[li].PartitionLog(tp)
-			waitFor(t, "the high watermark at the log end", 20*time.Second, func() bool { return l.HighWatermark() == l.LogEndOffset() })
+			if hw, leo := l.HighWatermark(), l.LogEndOffset(); hw != leo {
+				t.Fatalf("high watermark %d, log end %d after every acknowledgement", hw, leo)
+			}
 			got := consumeValues(t, ctx, c, l.HighWatermark())
 			seen := map[string]int{}
 			for _, v := range got {
@@ -161,35 +174,17 @@ func TestResentBatchAfterRestart(t *testing.T) {
 			createTopic(t, cl, "resend", 1, 1, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			init := kmsg.NewPtrInitProducerIDRequest()
-			initResp, err := init.RequestWith(ctx, cl)
-			if err != nil || initResp.ErrorCode != 0 {
-				t.Fatalf("init producer id: %v %v", err, initResp)
-			}
+			pid, epoch := initProducerID(t, ctx, cl)
 			batch := func(seq int32, n int) []byte {
-				var recs []kafkalogtest.Record
+				var vals []string
 				for i := 0; i < n; i++ {
-					recs = append(recs, kafkalogtest.Record{Value: []byte(fmt.Sprintf("v%d", int(seq)+i))})
+					vals = append(vals, fmt.Sprintf("v%d", int(seq)+i))
 				}
-				return kafkalogtest.Encode(kafkalogtest.BatchSpec{
-					ProducerID: initResp.ProducerID, ProducerEpoch: initResp.ProducerEpoch, BaseSequence: seq, BaseTimestamp: 1, Records: recs,
-				})
+				return idemBatch(pid, epoch, seq, vals...)
 			}
 			produce := func(records []byte) kmsg.ProduceResponseTopicPartition {
 				t.Helper()
-				req := kmsg.NewPtrProduceRequest()
-				req.Acks, req.TimeoutMillis = -1, 5000
-				rt := kmsg.NewProduceRequestTopic()
-				rt.Topic = "resend"
-				rp := kmsg.NewProduceRequestTopicPartition()
-				rp.Records = records
-				rt.Partitions = append(rt.Partitions, rp)
-				req.Topics = append(req.Topics, rt)
-				resp, err := req.RequestWith(ctx, cl.Broker(1))
-				if err != nil {
-					t.Fatal(err)
-				}
-				return resp.Topics[0].Partitions[0]
+				return produceBatch(t, ctx, cl.Broker(1), "resend", records)
 			}
 			var bases []int64
 			seq := int32(0)

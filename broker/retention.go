@@ -26,21 +26,7 @@ type UploadedOffsetReporter interface {
 
 // retentionLoop runs enforceRetention every RetentionCheckInterval.
 func (b *Broker) retentionLoop() {
-	defer b.wg.Done()
-	t := b.clock.NewTimer(b.cfg.RetentionCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-t.C():
-		}
-		b.enforceRetention()
-		t.Reset(b.cfg.RetentionCheckInterval)
-		if b.cfg.afterRetention != nil {
-			b.cfg.afterRetention() // the next pass is armed
-		}
-	}
+	b.every(b.cfg.RetentionCheckInterval, func() { b.enforceRetention() }, b.cfg.afterRetention)
 }
 
 // enforceRetention deletes what retention allows on every replica and

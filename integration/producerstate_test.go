@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,21 +44,11 @@ func TestIdempotentProducerLeaderKill(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer emb.Close()
-			store := url.URL{Scheme: "s3", Host: env.Bucket, Path: "/prodstate-" + objstoretest.RandomPrefix()}
-			store.RawQuery = url.Values{
-				"endpoint": {env.Endpoint}, "region": {"us-east-1"}, "path_style": {"true"},
-				"access_key": {env.AccessKey}, "secret_key": {env.SecretKey}, "create_bucket": {"true"},
-			}.Encode()
-			c := startCompatCluster(t, bin, []string{"az1", "az2", "az1"}, map[string]string{
-				"default.replication.factor":            "3",
-				"min.insync.replicas":                   "2",
-				"replica.lag.time.max.ms":               "20000", // the stalled followers stay in the ISR
-				"log.segment.bytes":                     "65536", // rolls, so snapshots are used
-				"remote.log.wal.storage.system.enable":  "true",
-				"remote.wal.storage.url":                store.String(),
-				"remote.wal.metadata.bootstrap.servers": strings.Join(emb.Bootstrap(), ","),
-				"kwal.producer.state.rebuild.enable":    strconv.FormatBool(rebuild),
-			})
+			c := startCompatCluster(t, bin, []string{"az1", "az2", "az1"}, clusterProps(s3StoreURL(env, "prodstate"), emb.Bootstrap(), map[string]string{
+				"replica.lag.time.max.ms":            "20000", // the stalled followers stay in the ISR
+				"log.segment.bytes":                  "65536", // rolls, so snapshots are used
+				"kwal.producer.state.rebuild.enable": strconv.FormatBool(rebuild),
+			}))
 			defer c.stopAll(t)
 			for _, mode := range []string{"classic", "remotewal"} {
 				t.Run(mode, func(t *testing.T) {

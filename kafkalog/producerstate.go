@@ -8,8 +8,6 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 )
 
 // ProducerBatchWindow is how many of its latest batches a producer's
@@ -115,17 +113,7 @@ func (e *CorruptSnapshotError) Is(target error) bool { return target == ErrCorru
 
 func snapshotName(offset int64) string { return segmentName(offset) + snapshotSuffix }
 
-func parseSnapshotName(name string) (int64, bool) {
-	stem, ok := strings.CutSuffix(name, snapshotSuffix)
-	if !ok || len(stem) != 20 {
-		return 0, false
-	}
-	v, err := strconv.ParseInt(stem, 10, 64)
-	if err != nil || v < 0 {
-		return 0, false
-	}
-	return v, true
-}
+func parseSnapshotName(name string) (int64, bool) { return parseOffsetName(name, snapshotSuffix) }
 
 // encodeProducerSnapshot renders the table as of offset s.end, producers
 // in id order so that equal tables give equal bytes.
