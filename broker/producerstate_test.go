@@ -233,3 +233,44 @@ func TestResentBatchAfterRestart(t *testing.T) {
 		})
 	}
 }
+
+// A follower learns producer state from the batches it replicates, so
+// that once it leads it recognises a batch resent by a producer of the
+// old leader and checks the next sequence.
+func TestFollowerKnowsProducersWhenItLeads(t *testing.T) {
+	c := startCluster(t, []string{"az1", "az2"}, nil)
+	cl := newClient(t, c)
+	createTopic(t, cl, "moves", 1, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tp := TopicPartition{Topic: "moves"}
+	ts, _ := c.ctrl.Topic("moves")
+	oldLeader := ts.Partitions[0].Leader
+	newLeader := 3 - oldLeader
+	pid, epoch := initProducerID(t, ctx, cl)
+	var bases []int64
+	for i := int32(0); i < 3; i++ {
+		r := produceBatch(t, ctx, cl.Broker(int(oldLeader)), "moves", idemBatch(pid, epoch, 2*i, "a", "b"))
+		if r.ErrorCode != 0 {
+			t.Fatalf("batch %d: error %d", i, r.ErrorCode)
+		}
+		bases = append(bases, r.BaseOffset)
+	}
+	// acks=all: the follower holds the three batches.
+	if _, err := c.ctrl.ElectLeader(tp, newLeader); err != nil {
+		t.Fatal(err)
+	}
+	st, ok := c.broker(newLeader).PartitionStatus(tp)
+	if !ok || !st.IsLeader || st.LogEnd != 6 {
+		t.Fatalf("new leader %d: %+v", newLeader, st)
+	}
+	if r := produceBatch(t, ctx, cl.Broker(int(newLeader)), "moves", idemBatch(pid, epoch, 2, "a", "b")); r.ErrorCode != 0 || r.BaseOffset != bases[1] {
+		t.Fatalf("resent batch to the new leader: error %d offset %d, want its original offset %d", r.ErrorCode, r.BaseOffset, bases[1])
+	}
+	if r := produceBatch(t, ctx, cl.Broker(int(newLeader)), "moves", idemBatch(pid, epoch, 7, "x")); r.ErrorCode != kerr.OutOfOrderSequenceNumber.Code {
+		t.Fatalf("sequence gap at the new leader: error %d", r.ErrorCode)
+	}
+	if r := produceBatch(t, ctx, cl.Broker(int(newLeader)), "moves", idemBatch(pid, epoch, 6, "c")); r.ErrorCode != 0 || r.BaseOffset != 6 {
+		t.Fatalf("next batch at the new leader: error %d offset %d", r.ErrorCode, r.BaseOffset)
+	}
+}
