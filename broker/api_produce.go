@@ -161,6 +161,9 @@ func (b *Broker) producePartition(req *kmsg.ProduceRequest, tp TopicPartition, r
 	if res.err != nil {
 		return res.err, res.msg
 	}
+	if res.duplicate {
+		b.events.idempotentDuplicates.Add(1)
+	}
 	sp.BaseOffset, sp.LogStartOffset = res.firstOffset, p.log.LogStartOffset()
 	b.fetchWait.CheckAndComplete(tp)
 	if p.maybeAdvanceHW() {

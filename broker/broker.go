@@ -33,6 +33,7 @@ type Broker struct {
 	fetchers    *fetcherManager
 	unsubscribe func()
 	reqs        requestCounters
+	events      eventCounters
 	stop        chan struct{}
 	wg          sync.WaitGroup
 

@@ -115,6 +115,7 @@ func checkEpoch(current, ours int32) *kerr.Error {
 // appendResult is a leader append's outcome for the response.
 type appendResult struct {
 	firstOffset, lastOffset int64
+	duplicate               bool // already in the log: nothing appended
 	err                     *kerr.Error
 	msg                     string
 }
@@ -151,7 +152,7 @@ func (p *partition) appendAsLeader(records []byte, acks int16) appendResult {
 	if chk.dup != nil {
 		p.logger.Debug("duplicate idempotent batch answered with its original offsets",
 			"partition", p.tp, "producer_id", h.ProducerID, "first_seq", h.BaseSequence, "offset", chk.dup.FirstOffset)
-		return appendResult{firstOffset: chk.dup.FirstOffset, lastOffset: chk.dup.LastOffset}
+		return appendResult{firstOffset: chk.dup.FirstOffset, lastOffset: chk.dup.LastOffset, duplicate: true}
 	}
 	info, err := p.log.AppendAsLeader(records, epoch)
 	if err != nil {

@@ -134,6 +134,9 @@ func TestIdempotentProducerAcrossLeaderRestart(t *testing.T) {
 			if len(got) != 120 {
 				t.Fatalf("%d records read, want each of the 120 acknowledged once", len(got))
 			}
+			if n := c.brokers[li].events.idempotentDuplicates.Load(); n == 0 {
+				t.Fatal("the restarted leader saw no resent batch: the test did not exercise the rebuild")
+			}
 			for i, v := range got {
 				if string(v) != string(value(i)) {
 					t.Fatalf("record %d is %q, want %q", i, v, value(i))

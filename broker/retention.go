@@ -48,6 +48,7 @@ func (b *Broker) enforceRetention() int {
 		}
 		total += n
 	}
+	b.events.retentionSegments.Add(int64(total))
 	return total
 }
 

@@ -113,6 +113,10 @@ func TestRetentionCheck(t *testing.T) {
 		t.Fatalf("remote: log start %d, want the upload bound %d", s, up.uploaded)
 	}
 
+	if n := br.events.retentionSegments.Load(); n == 0 {
+		t.Fatal("kwal_retention_deleted_segments_total did not count the deletions")
+	}
+
 	// Clients see the new log start.
 	start := l.LogStartOffset()
 	lo := kmsg.NewPtrListOffsetsRequest()
