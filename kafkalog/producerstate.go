@@ -366,11 +366,12 @@ func (l *Log) readSnapshot(offset int64) (producerState, error) {
 // from must start a batch (snapshots are taken at batch boundaries).
 // Caller holds writeMu.
 func (l *Log) replayProducers(st *producerState, from, to int64) error {
+	r := &segReader{chunk: 1 << 20} // one buffer for every segment
 	for _, s := range l.mu.segs {
 		if s.next <= from || s.base >= to {
 			continue
 		}
-		r := &segReader{f: s.file, size: s.size, chunk: 1 << 20}
+		r.f, r.size, r.start, r.buf = s.file, s.size, 0, r.buf[:0]
 		pos := int64(0)
 		if from > s.base {
 			p, _, err := locate(r, s, from)
