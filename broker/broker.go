@@ -33,6 +33,7 @@ type Broker struct {
 	fetchers    *fetcherManager
 	unsubscribe func()
 	reqs        requestCounters
+	events      eventCounters
 	stop        chan struct{}
 	wg          sync.WaitGroup
 
@@ -94,9 +95,10 @@ func New(cfg Config) (*Broker, error) {
 	for _, ts := range b.ctrl.Topics() {
 		b.applyTopic(ts)
 	}
-	b.wg.Add(2)
+	b.wg.Add(3)
 	go b.acceptLoop()
 	go b.isrLoop()
+	go b.retentionLoop()
 	if cfg.MetricsListener != "" {
 		addr, err := b.ServeMetrics(cfg.MetricsListener)
 		if err != nil {
@@ -268,14 +270,29 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, configs 
 		return nil, err
 	}
 	dir := filepath.Join(b.cfg.LogDir, tp.Topic+"-"+strconv.Itoa(int(tp.Partition)))
-	lc := kafkalog.Config{SegmentBytes: b.cfg.SegmentBytes, FlushMessages: b.cfg.FlushMessages, Clock: b.clock, Logger: b.logger}
+	lc := kafkalog.Config{
+		SegmentBytes:                 b.cfg.SegmentBytes,
+		FlushMessages:                b.cfg.FlushMessages,
+		RetentionMs:                  b.cfg.RetentionMs,
+		RetentionBytes:               b.cfg.RetentionBytes,
+		ProducerStateRebuildDisabled: b.cfg.ProducerStateRebuildDisabled,
+		Clock:                        b.clock,
+		Logger:                       b.logger,
+	}
 	minISR := b.cfg.MinInsyncReplicas
 	// Values were checked at creation (checkTopicConfigs).
 	if v, ok := configs["segment.bytes"]; ok {
 		lc.SegmentBytes, _ = strconv.ParseInt(v, 10, 64)
 	}
+	// kafkalog reads 0 as "the default": Kafka's retention.ms=0 and
+	// retention.bytes=0 ("keep nothing") become 1.
 	if v, ok := configs["retention.ms"]; ok {
 		lc.RetentionMs, _ = strconv.ParseInt(v, 10, 64)
+		lc.RetentionMs = nonZero(lc.RetentionMs)
+	}
+	if v, ok := configs["retention.bytes"]; ok {
+		lc.RetentionBytes, _ = strconv.ParseInt(v, 10, 64)
+		lc.RetentionBytes = nonZero(lc.RetentionBytes)
 	}
 	if v, ok := configs["min.insync.replicas"]; ok {
 		minISR, _ = strconv.Atoi(v)
@@ -287,6 +304,14 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, configs 
 	p := &partition{tp: tp, self: b.cfg.BrokerID, log: l, mode: mode, minISR: minISR, lagMax: b.cfg.ReplicaLagTimeMax, clock: b.clock, logger: b.logger}
 	b.mu.partitions[tp] = p
 	return p, nil
+}
+
+// nonZero maps 0 to 1 and keeps any other value.
+func nonZero(v int64) int64 {
+	if v == 0 {
+		return 1
+	}
+	return v
 }
 
 // dropPartition forgets a replica moved away; its directory stays.
@@ -312,8 +337,14 @@ func (b *Broker) dropPartition(tp TopicPartition) {
 // isrLoop shrinks ISRs of lagging followers every half
 // replica.lag.time.max.ms, as Kafka's isr-expiration task does.
 func (b *Broker) isrLoop() {
+	b.every(max(b.cfg.ReplicaLagTimeMax/2, 10*time.Millisecond), b.shrinkISRs, nil)
+}
+
+// every runs fn every period on the broker's clock until Close (it owns
+// one b.wg count); armed, if set, runs after each fn once the next run is
+// scheduled (a test hook).
+func (b *Broker) every(period time.Duration, fn, armed func()) {
 	defer b.wg.Done()
-	period := max(b.cfg.ReplicaLagTimeMax/2, 10*time.Millisecond)
 	t := b.clock.NewTimer(period)
 	defer t.Stop()
 	for {
@@ -322,8 +353,11 @@ func (b *Broker) isrLoop() {
 			return
 		case <-t.C():
 		}
-		b.shrinkISRs()
+		fn()
 		t.Reset(period)
+		if armed != nil {
+			armed()
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/objstore/ledger"
 )
 
@@ -38,8 +39,11 @@ const (
 	maxTopicNameLength              = 249
 	replicaFetcherClientIDPrefix    = "kwal-replica-fetcher-"
 	unknownRack                     = ""
-	defaultProducerStateBatchWindow = 5 // Kafka keeps the last 5 batches per producer
+	defaultProducerStateBatchWindow = kafkalog.ProducerBatchWindow // the log keeps Kafka's last 5 batches per producer
 )
+
+// DefaultRetentionCheckInterval is log.retention.check.interval.ms.
+const DefaultRetentionCheckInterval = 5 * time.Minute
 
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("broker: invalid config")
@@ -106,6 +110,21 @@ type Config struct {
 	SegmentBytes int64
 	// FlushMessages: flush.messages. Default: the OS decides.
 	FlushMessages int64
+	// RetentionMs: log.retention.ms (or .minutes, .hours), the default of
+	// the topic config retention.ms. 0 takes Kafka's default, 7 days; -1
+	// keeps segments forever.
+	RetentionMs int64
+	// RetentionBytes: log.retention.bytes, the default of the topic config
+	// retention.bytes. 0 and -1: unlimited.
+	RetentionBytes int64
+	// RetentionCheckInterval: log.retention.check.interval.ms, how often
+	// the broker deletes segments retention allows. Default 5 minutes.
+	RetentionCheckInterval time.Duration
+	// ProducerStateRebuildDisabled opens partitions with an empty producer
+	// table (kafkalog.Config.ProducerStateRebuildDisabled): the behaviour
+	// of issue 11 item 8, where an idempotent producer gets duplicates
+	// after a restart. Only for tests that show that; never in production.
+	ProducerStateRebuildDisabled bool
 	// NumPartitions: num.partitions, for auto-created topics and
 	// CreateTopics with -1. Default 1.
 	NumPartitions int32
@@ -156,6 +175,9 @@ type Config struct {
 	Ledger *ledger.Ledger
 	Clock  clock.Clock  // default clock.Real{}
 	Logger *slog.Logger // default slog.Default()
+
+	// afterRetention, for tests, runs after each retention pass.
+	afterRetention func()
 }
 
 // Validate fills defaults and rejects nonsense; errors wrap ErrConfig and
@@ -193,6 +215,15 @@ func (c *Config) Validate() error {
 	}
 	if c.SocketRequestMaxBytes == 0 {
 		c.SocketRequestMaxBytes = DefaultSocketRequestMaxBytes
+	}
+	if c.RetentionCheckInterval == 0 {
+		c.RetentionCheckInterval = DefaultRetentionCheckInterval
+	}
+	if c.RetentionMs == 0 {
+		c.RetentionMs = kafkalog.DefaultRetentionMs
+	}
+	if c.RetentionBytes == 0 {
+		c.RetentionBytes = -1
 	}
 	if c.MaxTopicPartitions == 0 {
 		c.MaxTopicPartitions = 4096
@@ -235,6 +266,12 @@ func (c *Config) Validate() error {
 		return bad("log.segment.bytes", c.SegmentBytes)
 	case c.FlushMessages < 0:
 		return bad("flush.messages", c.FlushMessages)
+	case c.RetentionMs < -1:
+		return bad("log.retention.ms", c.RetentionMs)
+	case c.RetentionBytes < -1:
+		return bad("log.retention.bytes", c.RetentionBytes)
+	case c.RetentionCheckInterval < 0:
+		return bad("log.retention.check.interval.ms", c.RetentionCheckInterval)
 	case c.MaxTopicPartitions < 1:
 		return bad("max topic partitions", c.MaxTopicPartitions)
 	case c.NumPartitions < 1 || c.NumPartitions > c.MaxTopicPartitions:

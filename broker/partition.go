@@ -28,9 +28,9 @@ type partition struct {
 	logger *slog.Logger
 
 	// appendMu serialises appends, truncations and role changes; it is
-	// taken before mu. The producer table is guarded by it.
-	appendMu  sync.Mutex
-	producers producerTable
+	// taken before mu. Holding it, a producer's entry in the log cannot
+	// change between the sequence check and the append.
+	appendMu sync.Mutex
 
 	// hwMu serialises setting the log's high watermark from the leader
 	// machine's AdvanceHW actions. It is taken after mu is released: the
@@ -138,6 +138,7 @@ func checkEpoch(current, ours int32) *kerr.Error { return replica.CheckEpoch(cur
 // appendResult is a leader append's outcome for the response.
 type appendResult struct {
 	firstOffset, lastOffset int64
+	duplicate               bool // already in the log: nothing appended
 	err                     *kerr.Error
 	msg                     string
 }
@@ -166,23 +167,24 @@ func (p *partition) appendAsLeader(records []byte, acks int16) appendResult {
 	if refused != nil {
 		return appendResult{err: refused, msg: "ISR is smaller than min.insync.replicas"}
 	}
-	lastSeq := lastSeqOf(h.BaseSequence, h.LastOffsetDelta+1)
-	chk := p.producers.check(h.ProducerID, h.ProducerEpoch, h.BaseSequence, lastSeq)
+	lastSeq := kafkalog.IncrementSequence(h.BaseSequence, h.LastOffsetDelta)
+	var chk seqCheck
+	if h.ProducerID >= 0 {
+		e, known := p.log.ProducerEntry(h.ProducerID)
+		chk = checkSequence(e, known, h.ProducerID, h.ProducerEpoch, h.BaseSequence, lastSeq)
+	}
 	if chk.err != nil {
 		return appendResult{err: chk.err}
 	}
 	if chk.dup != nil {
 		p.logger.Debug("duplicate idempotent batch answered with its original offsets",
-			"partition", p.tp, "producer_id", h.ProducerID, "first_seq", h.BaseSequence, "offset", chk.dup.firstOffset)
-		return appendResult{firstOffset: chk.dup.firstOffset, lastOffset: chk.dup.lastOffset}
+			"partition", p.tp, "producer_id", h.ProducerID, "first_seq", h.BaseSequence, "offset", chk.dup.FirstOffset)
+		return appendResult{firstOffset: chk.dup.FirstOffset, lastOffset: chk.dup.LastOffset, duplicate: true}
 	}
 	info, err := p.log.AppendAsLeader(records, epoch)
 	if err != nil {
 		return appendResult{err: logErrorCode(err), msg: err.Error()}
 	}
-	p.producers.record(h.ProducerID, h.ProducerEpoch, producerBatch{
-		firstSeq: h.BaseSequence, lastSeq: lastSeq, firstOffset: info.FirstOffset, lastOffset: info.LastOffset,
-	})
 	return appendResult{firstOffset: info.FirstOffset, lastOffset: info.LastOffset}
 }
 
@@ -202,8 +204,8 @@ func logErrorCode(err error) *kerr.Error {
 	}
 }
 
-// appendAsFollower appends replicated batches and learns their producer
-// state, so that this replica can check sequences once it leads.
+// appendAsFollower appends replicated batches; the log learns their
+// producer state, so that this replica can check sequences once it leads.
 func (p *partition) appendAsFollower(records []byte, epoch int32) (kafkalog.AppendInfo, error) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
@@ -213,42 +215,25 @@ func (p *partition) appendAsFollower(records []byte, epoch int32) (kafkalog.Appe
 	if !ok {
 		return kafkalog.AppendInfo{}, errFetchStale
 	}
-	info, err := p.log.AppendAsFollower(records)
-	if err != nil {
-		return info, err
-	}
-	// The append validated every batch; only the headers are needed here.
-	_ = kafkalog.WalkHeaders(records, func(h kafkalog.BatchHeader) error {
-		p.producers.record(h.ProducerID, h.ProducerEpoch, producerBatch{
-			firstSeq: h.BaseSequence, lastSeq: lastSeqOf(h.BaseSequence, h.LastOffsetDelta+1),
-			firstOffset: h.BaseOffset, lastOffset: h.LastOffset(),
-		})
-		return nil
-	})
-	return info, nil
+	return p.log.AppendAsFollower(records)
 }
 
 var errFetchStale = replica.ErrStale
 
-// truncate cuts the log (follower side, KIP-101) and the producer state.
+// truncate cuts the log (follower side, KIP-101); the log rebuilds its
+// producer state.
 func (p *partition) truncate(to int64) error {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
-	if err := p.log.Truncate(to); err != nil {
-		return err
-	}
-	p.producers.truncate(to)
-	return nil
+	return p.log.Truncate(to)
 }
 
 // truncateFully empties the log and starts it at start (a follower behind
-// the leader's log start), with the producer state.
+// the leader's log start); the log forgets its producer state with it.
 func (p *partition) truncateFully(start int64) error {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
-	err := p.log.TruncateFullyAndStartAt(start)
-	p.producers = producerTable{}
-	return err
+	return p.log.TruncateFullyAndStartAt(start)
 }
 
 // followerView is the log as the follower machine reads it; the epoch

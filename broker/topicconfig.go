@@ -9,9 +9,10 @@ import (
 var errInvalidConfig = errors.New("broker: invalid topic config")
 
 // Topic configs the broker accepts, with how to check a value.
-// segment.bytes and min.insync.replicas are applied per partition;
-// retention.ms is stored and reported (retention is not enforced yet);
-// cleanup.policy accepts only "delete".
+// segment.bytes, min.insync.replicas, retention.ms and retention.bytes
+// are applied per partition (retention by the broker's retention check,
+// every log.retention.check.interval.ms); cleanup.policy accepts only
+// "delete".
 var topicConfigCheck = map[string]func(v string) error{
 	TopicConfigRemoteWAL: func(v string) error { _, err := strconv.ParseBool(v); return err },
 	"min.insync.replicas": func(v string) error {
@@ -29,6 +30,13 @@ var topicConfigCheck = map[string]func(v string) error{
 		return err
 	},
 	"retention.ms": func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err == nil && n < -1 {
+			err = fmt.Errorf("must be -1 or more")
+		}
+		return err
+	},
+	"retention.bytes": func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err == nil && n < -1 {
 			err = fmt.Errorf("must be -1 or more")
@@ -53,7 +61,8 @@ func (b *Broker) topicConfigDefaults() map[string]string {
 		TopicConfigRemoteWAL:  "false",
 		"min.insync.replicas": strconv.Itoa(b.cfg.MinInsyncReplicas),
 		"segment.bytes":       strconv.FormatInt(seg, 10),
-		"retention.ms":        "604800000",
+		"retention.ms":        strconv.FormatInt(b.cfg.RetentionMs, 10),
+		"retention.bytes":     strconv.FormatInt(b.cfg.RetentionBytes, 10),
 		"cleanup.policy":      "delete",
 	}
 }

@@ -25,6 +25,50 @@ type AppendInfo struct {
 	// LastMaxTimestamp is the maxTimestamp of the last batch, so a caller
 	// need not walk the batches to find it.
 	LastMaxTimestamp int64
+	// Batches are the headers of the appended batches, in offset order,
+	// with the offsets and leader epoch the log gave them: what a caller
+	// needs for producer state without walking the bytes again. The slice
+	// is the caller's.
+	Batches []BatchInfo
+}
+
+// BatchInfo is the part of one appended batch's header that producer
+// state and callers need.
+type BatchInfo struct {
+	BaseOffset    int64
+	LastOffset    int64
+	LeaderEpoch   int32
+	MaxTimestamp  int64
+	ProducerID    int64 // -1: not idempotent
+	ProducerEpoch int16
+	BaseSequence  int32
+	// LastOffsetDelta is lastOffsetDelta; RecordCount the header's count
+	// (they differ only in compressed batches compacted by a cleaner).
+	LastOffsetDelta int32
+	RecordCount     int32
+	Transactional   bool
+	Control         bool
+}
+
+// LastSequence is the sequence number of the batch's last record,
+// wrapping at math.MaxInt32 as Kafka's DefaultRecordBatch.incrementSequence does.
+func (b BatchInfo) LastSequence() int32 { return IncrementSequence(b.BaseSequence, b.LastOffsetDelta) }
+
+// IncrementSequence is seq+n wrapping past math.MaxInt32 to 0.
+func IncrementSequence(seq, n int32) int32 {
+	if seq > math.MaxInt32-n {
+		return n - (math.MaxInt32 - seq) - 1
+	}
+	return seq + n
+}
+
+func batchInfoOf(h BatchHeader) BatchInfo {
+	return BatchInfo{
+		BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), LeaderEpoch: h.PartitionLeaderEpoch,
+		MaxTimestamp: h.MaxTimestamp, ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch,
+		BaseSequence: h.BaseSequence, LastOffsetDelta: h.LastOffsetDelta, RecordCount: h.RecordCount,
+		Transactional: h.Transactional(), Control: h.Control(),
+	}
 }
 
 // SegmentPosition is where in which segment a batch starts.
@@ -84,8 +128,10 @@ type Log struct {
 		leo    int64
 		hw     int64
 		epochs epochCache
-		notify chan struct{}
-		closed bool
+		// producers is the producer table; the writer changes it.
+		producers producerState
+		notify    chan struct{}
+		closed    bool
 	}
 }
 
@@ -219,7 +265,7 @@ func (l *Log) load() error {
 	l.mu.hw = min(max(hw, l.logStartOffset()), l.mu.leo)
 	l.w.ckptHW = hw
 	l.w.lastFlush, l.w.lastHWCkpt = now, now
-	return nil
+	return l.loadProducerState()
 }
 
 // removeFiles deletes the files of the given segments, newest first so
@@ -424,6 +470,7 @@ func (l *Log) appendValidated(data []byte, refs []batchRef) (AppendInfo, error) 
 	if len(refs) == 0 {
 		return info, nil
 	}
+	info.Batches = make([]BatchInfo, 0, len(refs))
 	now := l.clock.Now()
 	if act := l.active(); act.size > 0 && !act.firstAppend.IsZero() && now.Sub(act.firstAppend).Milliseconds() >= l.cfg.SegmentMs {
 		if err := l.roll(refs[0].h.BaseOffset); err != nil {
@@ -459,6 +506,7 @@ func (l *Log) appendValidated(data []byte, refs []batchRef) (AppendInfo, error) 
 		pos := act.size
 		var records int64
 		for _, r := range refs[i:j] {
+			info.Batches = append(info.Batches, batchInfoOf(r.h))
 			if act.bytesSinceIndex > l.cfg.IndexIntervalBytes {
 				idx = append(idx, indexEntry{rel: uint32(r.h.LastOffset() - act.base), pos: uint32(pos)})
 				act.bytesSinceIndex = 0
@@ -477,6 +525,9 @@ func (l *Log) appendValidated(data []byte, refs []batchRef) (AppendInfo, error) 
 		act.maxTimestamp = maxTS
 		act.lastModified = now
 		l.mu.leo = act.next
+		for _, b := range info.Batches[len(info.Batches)-(j-i):] {
+			l.mu.producers.update(b)
+		}
 		l.notifyLocked()
 		l.mu.Unlock()
 		info.LastOffset = last.LastOffset()
@@ -541,6 +592,7 @@ func (l *Log) roll(base int64) error {
 		return fmt.Errorf("kafkalog: roll: %w", err)
 	}
 	l.w.recoveryPoint = base
+	l.takeSnapshot()
 	return nil
 }
 
@@ -906,6 +958,8 @@ func (l *Log) Close() error {
 		if l.w.recoveryPoint < act.base {
 			errs = append(errs, writeOffsetCheckpoint(l.fs, l.dir, recoveryPointCheckpointFile, act.base))
 		}
+		// Kafka snapshots at a clean shutdown too: the next open replays nothing.
+		l.takeSnapshot()
 	}
 	l.mu.Lock()
 	l.mu.closed = true

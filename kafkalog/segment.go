@@ -47,8 +47,11 @@ type segment struct {
 func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
 
 // parseSegmentName returns the base offset of a "<20 digits>.log" name.
-func parseSegmentName(name string) (int64, bool) {
-	stem, ok := strings.CutSuffix(name, ".log")
+func parseSegmentName(name string) (int64, bool) { return parseOffsetName(name, ".log") }
+
+// parseOffsetName returns the offset of a "<20 digits><suffix>" name.
+func parseOffsetName(name, suffix string) (int64, bool) {
+	stem, ok := strings.CutSuffix(name, suffix)
 	if !ok || len(stem) != 20 {
 		return 0, false
 	}
