@@ -47,7 +47,7 @@ func TestDecideRetention(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := DecideRetention(now, pol, []ObjectSnapshot{c.o}, c.safe)
+			got := DecideRetention(now, pol, []ObjectSnapshot{c.o}, c.safe, nil)
 			if (len(got) == 1) != c.want {
 				t.Fatalf("got %d actions, want delete=%v", len(got), c.want)
 			}
