@@ -110,6 +110,10 @@ type RemoteWALReplicator struct {
 	orphans  *combiner.OrphanCollector
 	stopMnt  context.CancelFunc
 	mntDone  chan struct{}
+	recon    *reconciler
+
+	closeOnce sync.Once
+	closeErr  error
 
 	mu struct {
 		sync.Mutex
@@ -155,7 +159,7 @@ func NewRemoteWALReplicator(cfg RemoteWALReplicatorConfig) (*RemoteWALReplicator
 	if cfg.Ledger == nil {
 		cfg.Ledger = ledger.New()
 	}
-	r := &RemoteWALReplicator{cfg: cfg, log: cfg.Logger.With("component", "remotewal", "broker", cfg.BrokerID)}
+	r := &RemoteWALReplicator{cfg: cfg, log: cfg.Logger.With("component", "remotewal", "broker", cfg.BrokerID), recon: newReconciler()}
 	r.mu.follows = map[metadata.TopicPartition]*followView{}
 	r.mu.clients = map[int32]*leaderConn{}
 	var err error
@@ -237,9 +241,16 @@ func mtp(tp TopicPartition) metadata.TopicPartition {
 	return metadata.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
 }
 
-// StartLeader starts the partition's slice task.
+// StartLeader starts the partition's slice task at fromOffset (the log end)
+// with the new leader epoch, replacing a task of an earlier epoch, and
+// publishes the epoch's dead range (see publishDeadRange).
 func (r *RemoteWALReplicator) StartLeader(tp TopicPartition, log *kafkalog.Log, leaderEpoch int32, fromOffset int64) error {
-	return r.wp.Manager.StartPartition(mtp(tp), log, leaderEpoch, fromOffset)
+	r.wp.Manager.StopPartition(mtp(tp))
+	if err := r.wp.Manager.StartPartition(mtp(tp), log, leaderEpoch, fromOffset); err != nil {
+		return err
+	}
+	r.publishDeadRange(tp, log, leaderEpoch, fromOffset)
+	return nil
 }
 
 // StopLeader stops the partition's slice task.
@@ -312,7 +323,8 @@ func (r *RemoteWALReplicator) State() *metadata.State { return r.state }
 func (r *RemoteWALReplicator) startMaintenance() error {
 	pol := r.cfg.Retention
 	pol.BrokerID = r.cfg.BrokerID
-	ret, err := metadata.NewRetainer(pol, r.state, r.pub, r.cfg.Store, r.safeOffset, r.cfg.Clock, r.log)
+	pol.Deletes = r.deletes
+	ret, err := metadata.NewRetainer(pol, r.state, r.pub, r.cfg.Store, r.replicatedOffset, r.cfg.Clock, r.log)
 	if err != nil {
 		return err
 	}
@@ -344,6 +356,9 @@ func (r *RemoteWALReplicator) startMaintenance() error {
 			case <-ctx.Done():
 				return
 			case <-t.C():
+			}
+			if err := r.vouch(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("remote WAL replicated offsets not published; will retry", "err", err)
 			}
 			if n, err := r.retainer.RunOnce(ctx); err != nil && ctx.Err() == nil {
 				r.log.Warn("remote WAL retention run failed; will retry", "err", err)
@@ -379,14 +394,21 @@ func (r *RemoteWALReplicator) safeOffset(tp metadata.TopicPartition) (int64, boo
 }
 
 // Close stops the follower, then lets the write path upload and publish
-// what it holds until ctx ends, then closes the metadata clients.
+// what it holds until ctx ends, then closes the metadata clients. Later
+// calls return the first call's error.
 func (r *RemoteWALReplicator) Close(ctx context.Context) error {
+	r.closeOnce.Do(func() { r.closeErr = r.close(ctx) })
+	return r.closeErr
+}
+
+func (r *RemoteWALReplicator) close(ctx context.Context) error {
 	if r.stopMnt != nil {
 		r.stopMnt()
 		<-r.mntDone
 	}
 	ferr := r.fol.Close()
 	werr := r.wp.Close(ctx)
+	r.recon.close()
 	r.cons.Close()
 	r.pub.Close()
 	r.mu.Lock()

@@ -1,0 +1,329 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/objstore"
+	"github.com/kwal/kwal/objstore/mem"
+)
+
+// lostStore is the object store of one broker's AZ seen by every broker:
+// the keys the AZ's broker uploaded become unreadable to everybody once
+// the AZ is lost (its S3 Express bucket gone with it).
+type lostStore struct {
+	objstore.Store
+	az    *lostAZ
+	owner bool // this is the lost AZ's broker's view: its Puts go there
+}
+
+type lostAZ struct {
+	mu   sync.Mutex
+	keys map[string]bool
+	gone bool
+}
+
+var errAZLost = errors.New("test: the AZ holding this object is lost")
+
+func (s *lostStore) Put(ctx context.Context, key string, body []byte, opts objstore.PutOptions) error {
+	if s.owner {
+		s.az.mu.Lock()
+		s.az.keys[key] = true
+		s.az.mu.Unlock()
+	}
+	return s.Store.Put(ctx, key, body, opts)
+}
+
+func (s *lostStore) lost(key string) bool {
+	s.az.mu.Lock()
+	defer s.az.mu.Unlock()
+	return s.az.gone && s.az.keys[key]
+}
+
+func (s *lostStore) GetRange(ctx context.Context, key string, off, length int64) ([]byte, error) {
+	if s.lost(key) {
+		return nil, errAZLost
+	}
+	return s.Store.GetRange(ctx, key, off, length)
+}
+
+func (s *lostStore) Head(ctx context.Context, key string) (objstore.ObjectInfo, error) {
+	if s.lost(key) {
+		return objstore.ObjectInfo{}, errAZLost
+	}
+	return s.Store.Head(ctx, key)
+}
+
+var _ objstore.Store = (*lostStore)(nil)
+
+type logRecord struct {
+	offset int64
+	epoch  int32
+	value  string
+}
+
+// logRecords decodes every record of an uncompressed log.
+func logRecords(t *testing.T, l *kafkalog.Log) []logRecord {
+	t.Helper()
+	var out []logRecord
+	all := segmentBytes(t, l.Segments(), l.ReadSegmentRange)
+	err := kafkalog.SplitBatches(all, func(h kafkalog.BatchHeader, batch []byte) error {
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(batch); err != nil {
+			return err
+		}
+		if h.Compression() != 0 {
+			return fmt.Errorf("batch at %d is compressed", h.BaseOffset)
+		}
+		src := rb.Records
+		for range rb.NumRecords {
+			n, k := binary.Varint(src)
+			if k <= 0 || int(n)+k > len(src) {
+				return fmt.Errorf("bad record length in batch at %d", h.BaseOffset)
+			}
+			var r kmsg.Record
+			if err := r.ReadFrom(src[:k+int(n)]); err != nil {
+				return err
+			}
+			out = append(out, logRecord{offset: h.BaseOffset + int64(r.OffsetDelta), epoch: rb.PartitionLeaderEpoch, value: string(r.Value)})
+			src = src[k+int(n):]
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func replicatorOf(b *Broker) *RemoteWALReplicator { return b.cfg.Replicator.(*RemoteWALReplicator) }
+
+func logEnd(b *Broker, tp TopicPartition) int64 {
+	l, ok := b.PartitionLog(tp)
+	if !ok {
+		return -1
+	}
+	return l.LogEndOffset()
+}
+
+// maxIndexed is the highest LastOffset b's metadata index holds for tp.
+func maxIndexed(b *Broker, tp TopicPartition) int64 {
+	last := int64(-1)
+	for _, s := range replicatorOf(b).State().Slices(mtp(tp), 0) {
+		last = max(last, s.LastOffset)
+	}
+	return last
+}
+
+func produceOne(t *testing.T, cl *kgo.Client, topic, v string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr(); err != nil {
+		t.Fatalf("produce %s: %v", v, err)
+	}
+}
+
+// TestRemoteWALKIPFailover is KIP-1176's failover example, in process: RF
+// 3; leader B1 has offsets 0–10 uploaded and published, B2 is at 5 (log
+// end 6), B3 at 7 (log end 8); B1 dies with its AZ's store. Elected, B2
+// continues at 6: B3 truncates to 6, the dead range says every entry of
+// B1's epoch from 6 on is dead, and nothing of B1's past 5 is ever in a
+// log or served. Elected, B3 continues at 8: B2 catches up to 8 (from B3,
+// since B1's objects are gone) and B1's 8–10 are dead.
+func TestRemoteWALKIPFailover(t *testing.T) {
+	for _, elect := range []int32{2, 3} {
+		t.Run(fmt.Sprintf("elect=B%d", elect), func(t *testing.T) { runKIPFailover(t, elect) })
+	}
+}
+
+func runKIPFailover(t *testing.T, elect int32) {
+	az1 := &lostAZ{keys: map[string]bool{}}
+	store := mem.New()
+	c := startRemoteWALClusterWith(t, []string{"az1", "az2", "az3"}, store, func(rc *RemoteWALReplicatorConfig) {
+		rc.Store = &lostStore{Store: rc.Store, az: az1, owner: rc.BrokerID == 1}
+	})
+	topic := "kip"
+	tp := TopicPartition{Topic: topic, Partition: 0}
+	admin := newClient(t, c)
+	createTopic(t, admin, topic, 1, 3, map[string]string{TopicConfigRemoteWAL: "true"})
+	ts, _ := c.ctrl.Topic(topic)
+	if ts.Partitions[0].Leader != 1 {
+		if _, err := c.ctrl.ElectLeader(tp, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts, _ = c.ctrl.Topic(topic)
+	oldEpoch := ts.Partitions[0].LeaderEpoch
+	b1, b2, b3 := c.broker(1), c.broker(2), c.broker(3)
+	waitFor(t, "B1 to lead", 10*time.Second, func() bool { return b1.Info().ID == 1 && leaderOf(b1, tp) })
+
+	all := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	one := newClient(t, c, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0))
+	for i := range 6 {
+		produceOne(t, all, topic, string(value(i)))
+	}
+	waitFor(t, "every replica at 6", 20*time.Second, func() bool {
+		return logEnd(b1, tp) == 6 && logEnd(b2, tp) == 6 && logEnd(b3, tp) == 6
+	})
+	replicatorOf(b2).StopFollower(tp) // B2 stays at 5
+	for i := 6; i < 8; i++ {
+		produceOne(t, one, topic, string(value(i)))
+	}
+	waitFor(t, "B3 at 8", 20*time.Second, func() bool { return logEnd(b3, tp) == 8 })
+	replicatorOf(b3).StopFollower(tp) // B3 stays at 7
+	for i := 8; i < 11; i++ {
+		produceOne(t, one, topic, string(value(i)))
+	}
+	waitFor(t, "B1's 0–10 uploaded and published", 20*time.Second, func() bool {
+		return maxIndexed(b2, tp) == 10 && maxIndexed(b3, tp) == 10
+	})
+	if logEnd(b2, tp) != 6 || logEnd(b3, tp) != 8 {
+		t.Fatalf("before the failover B2 at %d, B3 at %d; want 6 and 8", logEnd(b2, tp), logEnd(b3, tp))
+	}
+
+	// B1's AZ is lost: the broker and the objects it uploaded.
+	az1.mu.Lock()
+	az1.gone = true
+	az1.mu.Unlock()
+	if err := b1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := replicatorOf(b1).Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	survivors := []*Broker{b2, b3}
+	leader, other := b2, b3
+	start := int64(6)
+	if elect == 3 {
+		leader, other, start = b3, b2, 8
+	}
+	ps, err := c.ctrl.ElectLeader(tp, elect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What liveness will do: the dead broker leaves the ISR.
+	if _, err := c.ctrl.AlterISR(tp, ps.LeaderEpoch, ps.PartitionEpoch, []int32{2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the other survivor at the new leader's log end", 20*time.Second, func() bool {
+		return logEnd(other, tp) == start && logEnd(leader, tp) == start
+	})
+	for _, b := range survivors {
+		st := replicatorOf(b).State()
+		waitFor(t, fmt.Sprintf("broker %d to see the dead range", b.Info().ID), 20*time.Second, func() bool {
+			from, ok := st.DeadFrom(mtp(tp), oldEpoch)
+			return ok && from == start
+		})
+		if got := st.DeadRanges(mtp(tp)); len(got) == 0 || got[len(got)-1].LeaderEpoch != ps.LeaderEpoch {
+			t.Fatalf("broker %d dead ranges %+v, want one of epoch %d", b.Info().ID, got, ps.LeaderEpoch)
+		}
+		for _, s := range st.Slices(mtp(tp), 0) {
+			if s.LeaderEpoch < ps.LeaderEpoch && s.BaseOffset >= start {
+				t.Fatalf("broker %d still indexes dead slice [%d, %d] of epoch %d", b.Info().ID, s.BaseOffset, s.LastOffset, s.LeaderEpoch)
+			}
+		}
+	}
+
+	// The partition continues at start with the new epoch.
+	for i := range 3 {
+		produceOne(t, all, topic, fmt.Sprintf("after-%d", i))
+	}
+	want := start + 3
+	waitFor(t, "both survivors at the new end", 20*time.Second, func() bool {
+		return logEnd(leader, tp) == want && logEnd(other, tp) == want
+	})
+	var first []logRecord
+	for _, b := range survivors {
+		l, _ := b.PartitionLog(tp)
+		recs := logRecords(t, l)
+		if int64(len(recs)) != want {
+			t.Fatalf("broker %d holds %d records, want %d", b.Info().ID, len(recs), want)
+		}
+		for _, r := range recs {
+			wantV := string(value(int(r.offset)))
+			if r.offset >= start {
+				wantV = fmt.Sprintf("after-%d", r.offset-start)
+				if r.epoch != ps.LeaderEpoch {
+					t.Errorf("broker %d offset %d has epoch %d, want %d", b.Info().ID, r.offset, r.epoch, ps.LeaderEpoch)
+				}
+			}
+			if r.value != wantV {
+				t.Errorf("broker %d offset %d holds %q, want %q", b.Info().ID, r.offset, r.value, wantV)
+			}
+		}
+		if first == nil {
+			first = recs
+		} else if fmt.Sprint(first) != fmt.Sprint(recs) {
+			t.Errorf("survivors' logs differ:\n%v\n%v", first, recs)
+		}
+		ll, _ := leader.PartitionLog(tp)
+		if !strings.EqualFold(fmt.Sprintf("%x", segmentBytes(t, l.Segments(), l.ReadSegmentRange)),
+			fmt.Sprintf("%x", segmentBytes(t, ll.Segments(), ll.ReadSegmentRange))) {
+			t.Errorf("broker %d's log is not byte-identical to the new leader's", b.Info().ID)
+		}
+	}
+	// Served: a consumer reading from each survivor's rack sees the
+	// continued log and nothing of B1's past the new leader's log end.
+	for _, b := range survivors {
+		cons := newClient(t, c, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+			kgo.Rack(b.cfg.Rack))
+		got := consumeValues(t, cons, int(want))
+		for off, v := range got {
+			wantV := string(value(off))
+			if int64(off) >= start {
+				wantV = fmt.Sprintf("after-%d", int64(off)-start)
+			}
+			if v != wantV {
+				t.Errorf("consumer in %s: offset %d is %q, want %q", b.cfg.Rack, off, v, wantV)
+			}
+		}
+	}
+}
+
+func leaderOf(b *Broker, tp TopicPartition) bool {
+	p := b.partition(tp)
+	if p == nil {
+		return false
+	}
+	_, leader := p.snapshot()
+	return leader
+}
+
+// consumeValues polls until n records arrived and returns their values by
+// offset.
+func consumeValues(t *testing.T, cl *kgo.Client, n int) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out := make([]string, n)
+	seen := 0
+	for seen < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d records", seen, n)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch error: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset < int64(n) {
+				out[r.Offset] = string(r.Value)
+				seen++
+			}
+		})
+	}
+	return out
+}
