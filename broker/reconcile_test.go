@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/kafkalog/kafkalogtest"
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/mem"
 )
@@ -326,4 +327,116 @@ func consumeValues(t *testing.T, cl *kgo.Client, n int) []string {
 		})
 	}
 	return out
+}
+
+// A deposed leader still running, cut off from the controller, keeps taking
+// produce and uploading slices of its old epoch after the new leader's
+// election: none of it is indexed or appended by any follower, and it
+// acknowledges no acks=all produce.
+func TestRemoteWALZombieLeaderUploadsNeverAppended(t *testing.T) {
+	c := startRemoteWALCluster(t, []string{"az1", "az2", "az3"}, mem.New())
+	topic := "zombie"
+	tp := TopicPartition{Topic: topic, Partition: 0}
+	admin := newClient(t, c)
+	createTopic(t, admin, topic, 1, 3, map[string]string{TopicConfigRemoteWAL: "true"})
+	ts, _ := c.ctrl.Topic(topic)
+	if ts.Partitions[0].Leader != 1 {
+		if _, err := c.ctrl.ElectLeader(tp, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts, _ = c.ctrl.Topic(topic)
+	oldEpoch := ts.Partitions[0].LeaderEpoch
+	b1, b2, b3 := c.broker(1), c.broker(2), c.broker(3)
+	waitFor(t, "B1 to lead", 10*time.Second, func() bool { return leaderOf(b1, tp) })
+	all := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	for i := range 5 {
+		produceOne(t, all, topic, string(value(i)))
+	}
+	waitFor(t, "every replica at 5", 20*time.Second, func() bool {
+		return logEnd(b1, tp) == 5 && logEnd(b2, tp) == 5 && logEnd(b3, tp) == 5
+	})
+
+	// B1 is cut off from the controller, then B2 is elected.
+	b1.unsubscribe()
+	ps, err := c.ctrl.ElectLeader(tp, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ctrl.AlterISR(tp, ps.LeaderEpoch, ps.PartitionEpoch, []int32{2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if !leaderOf(b1, tp) {
+		t.Fatal("B1 learned of the election: not a zombie")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// kgo sends a raw ProduceRequest with its client's acks.
+	rawOne := newClient(t, c, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	rawAll := newClient(t, c)
+	produceTo := func(acks int16, vals ...string) kmsg.ProduceResponseTopicPartition {
+		t.Helper()
+		var recs [][]byte
+		for _, v := range vals {
+			recs = append(recs, []byte(v))
+		}
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = acks, 300
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = kafkalogtest.MakeBatch(0, -1, recs, time.Now().UnixMilli())
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		raw := rawAll
+		if acks == 1 {
+			raw = rawOne
+		}
+		resp, err := req.RequestWith(ctx, raw.Broker(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0]
+	}
+	for i := range 4 {
+		if r := produceTo(1, fmt.Sprintf("zombie-%d", i)); r.ErrorCode != 0 {
+			t.Fatalf("zombie refused acks=1 produce %d: %+v", i, r)
+		}
+	}
+	if r := produceTo(-1, "zombie-acks-all"); r.ErrorCode == 0 {
+		t.Fatalf("the zombie acknowledged an acks=all produce at offset %d after the new leader's election", r.BaseOffset)
+	}
+	// The zombie's slices reach the store and the metadata topic...
+	zombieObject := func(b *Broker) bool {
+		for _, o := range replicatorOf(b).State().Objects() {
+			for _, p := range o.Parts {
+				for _, e := range p.Entries {
+					if e.TopicPartition == mtp(tp) && e.LeaderEpoch == oldEpoch && e.BaseOffset >= 5 && o.BrokerID == 1 {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	waitFor(t, "the zombie's uploads to be published", 20*time.Second, func() bool { return zombieObject(b2) && zombieObject(b3) })
+	// ...and after them (the metadata partition is ordered) the new leader's.
+	for i := range 3 {
+		produceOne(t, all, topic, fmt.Sprintf("after-%d", i))
+	}
+	waitFor(t, "B3 to follow B2 past the zombie's uploads", 20*time.Second, func() bool { return logEnd(b3, tp) == 8 })
+	for _, b := range []*Broker{b2, b3} {
+		for _, s := range replicatorOf(b).State().Slices(mtp(tp), 0) {
+			if s.LeaderEpoch == oldEpoch && s.BaseOffset >= 5 {
+				t.Errorf("broker %d indexes the zombie's slice [%d, %d]", b.Info().ID, s.BaseOffset, s.LastOffset)
+			}
+		}
+		l, _ := b.PartitionLog(tp)
+		for _, r := range logRecords(t, l) {
+			if strings.HasPrefix(r.value, "zombie") {
+				t.Errorf("broker %d appended the zombie's %q at %d", b.Info().ID, r.value, r.offset)
+			}
+		}
+	}
 }
