@@ -15,6 +15,7 @@ import (
 
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"
+	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/mem"
 )
@@ -438,5 +439,70 @@ func TestRemoteWALZombieLeaderUploadsNeverAppended(t *testing.T) {
 				t.Errorf("broker %d appended the zombie's %q at %d", b.Info().ID, r.value, r.offset)
 			}
 		}
+	}
+}
+
+// Retention after leadership moves: objects uploaded by a broker that no
+// longer leads (and by brokers that led for a while in between) are all
+// deleted once every in-sync replica has their entries, so the store ends
+// empty while every broker stays up.
+func TestRemoteWALRetentionAfterLeadershipMoves(t *testing.T) {
+	store := mem.New()
+	c := startRemoteWALClusterWith(t, []string{"az1", "az2", "az3"}, store, func(rc *RemoteWALReplicatorConfig) {
+		rc.Retention = metadata.RetentionPolicy{Retention: time.Millisecond}
+		rc.MaintenanceInterval = 20 * time.Millisecond
+	})
+	topic := "moves"
+	admin := newClient(t, c)
+	createTopic(t, admin, topic, 2, 3, map[string]string{TopicConfigRemoteWAL: "true"})
+	prod := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic))
+	n := 0
+	produce := func(k int) {
+		for range k {
+			if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: value(n)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+	uploaders := map[int32]bool{}
+	produce(100)
+	for _, leader := range []int32{1, 2, 3, 1} {
+		for p := range int32(2) {
+			if _, err := c.ctrl.ElectLeader(TopicPartition{Topic: topic, Partition: p}, leader); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, fmt.Sprintf("broker %d to lead both partitions", leader), 10*time.Second, func() bool {
+			return leaderOf(c.broker(leader), TopicPartition{Topic: topic, Partition: 0}) &&
+				leaderOf(c.broker(leader), TopicPartition{Topic: topic, Partition: 1})
+		})
+		produce(100)
+		for _, o := range replicatorOf(c.broker(1)).State().Objects() {
+			uploaders[o.BrokerID] = true
+		}
+	}
+	countObjects := func() int {
+		k := 0
+		if err := objstore.ListAll(context.Background(), store, "", func(objstore.ObjectInfo) error { k++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	waitFor(t, "retention to empty the store", 30*time.Second, func() bool { return countObjects() == 0 })
+	if len(uploaders) < 2 {
+		t.Fatalf("objects came from brokers %v only: leadership did not move uploads", uploaders)
+	}
+	for p := range int32(2) {
+		tp := TopicPartition{Topic: topic, Partition: p}
+		le := logEnd(c.broker(1), tp)
+		for _, b := range c.brokers {
+			if got := logEnd(b, tp); got != le {
+				t.Errorf("broker %d holds %d of %d offsets of partition %d", b.Info().ID, got, le, p)
+			}
+		}
+	}
+	if total := logEnd(c.broker(1), TopicPartition{Topic: topic, Partition: 0}) + logEnd(c.broker(1), TopicPartition{Topic: topic, Partition: 1}); total != int64(n) {
+		t.Fatalf("logs hold %d records, want %d", total, n)
 	}
 }
