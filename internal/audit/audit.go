@@ -47,12 +47,12 @@ type Stored struct {
 
 // Report is an audit's result.
 type Report struct {
-	Objects         int            `json:"objects"`
-	Bytes           int64          `json:"bytes"`
-	Slices          int            `json:"slices"`
-	MetadataObjects int            `json:"metadata_objects"`
-	MetadataChecked bool           `json:"metadata_checked"`
-	Findings        []Finding      `json:"findings"`
+	Objects         int       `json:"objects"`
+	Bytes           int64     `json:"bytes"`
+	Slices          int       `json:"slices"`
+	MetadataObjects int       `json:"metadata_objects"`
+	MetadataChecked bool      `json:"metadata_checked"`
+	Findings        []Finding `json:"findings"`
 	// Notes are states that are not faults (DeadAwaitingDeletion).
 	Notes []Finding `json:"notes"`
 	// DeadSlices counts the metadata entries a dead range killed;
