@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -284,12 +285,31 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 	},
 }
 
-// ServerPropertyKeys returns every accepted server.properties key, sorted.
+// rackStorageURLKey + <rack> is the store of one rack.
+const rackStorageURLKey = "remote.wal.storage.url."
+
+func setRackStorageURL(sc *ServerConfig, rack, v string) error {
+	if rack == "" || strings.ContainsAny(rack, "\x00/{}") {
+		return fmt.Errorf("bad rack name %q in the key", rack)
+	}
+	if v == "" {
+		return errors.New("empty store URL")
+	}
+	if sc.Broker.RemoteWAL.RackStorageURLs == nil {
+		sc.Broker.RemoteWAL.RackStorageURLs = map[string]string{}
+	}
+	sc.Broker.RemoteWAL.RackStorageURLs[rack] = v
+	return nil
+}
+
+// ServerPropertyKeys returns every accepted server.properties key, sorted;
+// remote.wal.storage.url.<rack> stands for one key per rack.
 func ServerPropertyKeys() []string {
-	keys := make([]string, 0, len(serverKeys))
+	keys := make([]string, 0, len(serverKeys)+1)
 	for k := range serverKeys {
 		keys = append(keys, k)
 	}
+	keys = append(keys, rackStorageURLKey+"<rack>")
 	sort.Strings(keys)
 	return keys
 }
@@ -302,6 +322,9 @@ func ServerConfigFromProperties(props []Property) (ServerConfig, error) {
 	sc.Broker.LogDir = "/tmp/kwal-logs"
 	for _, p := range props {
 		set, ok := serverKeys[p.Key]
+		if rack, isRack := strings.CutPrefix(p.Key, rackStorageURLKey); !ok && isRack {
+			ok, set = true, func(sc *ServerConfig, v string) error { return setRackStorageURL(sc, rack, v) }
+		}
 		if !ok {
 			return ServerConfig{}, fmt.Errorf("%w: line %d: unknown key %q", ErrConfig, p.Line, p.Key)
 		}

@@ -65,6 +65,10 @@ type RemoteWALReplicatorConfig struct {
 	// Store holds the combined objects; decorate it (ledger, latency,
 	// faults) before passing it in.
 	Store objstore.Store
+	// Stores, when set, is one store per rack (see StoreSet): this broker
+	// uploads to Stores.Store(Stores.IDFor(Rack)) and reads every slice
+	// from the store its event names; Store is then unused.
+	Stores StoreResolver
 	// Metadata names the Kafka cluster of __remote_wal_log_metadata.
 	Metadata metadata.TopicConfig
 	// Tasks, Combiner and Follower tune the three parts; their wiring
@@ -111,6 +115,8 @@ type RemoteWALReplicator struct {
 	stopMnt  context.CancelFunc
 	mntDone  chan struct{}
 	recon    *reconciler
+	own      objstore.Store // the store this broker uploads to
+	storeID  string         // its id, in the events this broker publishes
 
 	closeOnce sync.Once
 	closeErr  error
@@ -144,8 +150,11 @@ type leaderConn struct {
 // waits until the consumer has caught up, so followers never act on a
 // partial index), the write path and the follower.
 func NewRemoteWALReplicator(cfg RemoteWALReplicatorConfig) (*RemoteWALReplicator, error) {
-	if cfg.Store == nil {
+	if cfg.Store == nil && cfg.Stores == nil {
 		return nil, errors.New("broker: remote WAL replicator needs an object store")
+	}
+	if cfg.Stores == nil {
+		cfg.Stores = oneStore{cfg.Store}
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
@@ -160,9 +169,12 @@ func NewRemoteWALReplicator(cfg RemoteWALReplicatorConfig) (*RemoteWALReplicator
 		cfg.Ledger = ledger.New()
 	}
 	r := &RemoteWALReplicator{cfg: cfg, log: cfg.Logger.With("component", "remotewal", "broker", cfg.BrokerID), recon: newReconciler()}
+	own, err := r.ownStore()
+	if err != nil {
+		return nil, err
+	}
 	r.mu.follows = map[metadata.TopicPartition]*followView{}
 	r.mu.clients = map[int32]*leaderConn{}
-	var err error
 	if r.pub, err = metadata.NewPublisher(cfg.Metadata, cfg.Clock, r.log); err != nil {
 		return nil, err
 	}
@@ -182,19 +194,20 @@ func NewRemoteWALReplicator(cfg RemoteWALReplicatorConfig) (*RemoteWALReplicator
 	}
 	cc := cfg.Combiner
 	cc.BrokerID = cfg.BrokerID
+	cc.Bucket = r.storeID
 	if cc.Clock == nil {
 		cc.Clock = cfg.Clock
 	}
 	if r.wp, err = remotewal.NewWritePath(remotewal.WritePathConfig{
-		Store: cfg.Store, Publisher: r.pub, Tasks: cfg.Tasks, Combiner: cc, Logger: r.log,
+		Store: own, Publisher: r.pub, Tasks: cfg.Tasks, Combiner: cc, Logger: r.log,
 	}); err != nil {
 		r.cons.Close()
 		r.pub.Close()
 		return nil, err
 	}
 	fc := cfg.Follower
-	fc.Store = cfg.Store
-	fc.Index = follower.StateIndex{State: r.state}
+	fc.Store = &storeRouter{stores: cfg.Stores, log: r.log}
+	fc.Index = routedIndex{state: r.state}
 	fc.Leader = (*leaderState)(r)
 	fc.LeaderClient = (*leaderClient)(r)
 	fc.Reporter = (*logEndReporter)(r)
@@ -324,7 +337,7 @@ func (r *RemoteWALReplicator) startMaintenance() error {
 	pol := r.cfg.Retention
 	pol.BrokerID = r.cfg.BrokerID
 	pol.Deletes = r.deletes
-	ret, err := metadata.NewRetainer(pol, r.state, r.pub, r.cfg.Store, r.replicatedOffset, r.cfg.Clock, r.log)
+	ret, err := metadata.NewRetainer(pol, r.state, r.pub, r.cfg.Stores.Store, r.replicatedOffset, r.cfg.Clock, r.log)
 	if err != nil {
 		return err
 	}
@@ -333,7 +346,7 @@ func (r *RemoteWALReplicator) startMaintenance() error {
 		grace = 5 * time.Minute
 	}
 	oc, err := combiner.NewOrphanCollector(combiner.OrphanConfig{
-		Store: r.cfg.Store, KeyPrefix: r.cfg.Combiner.KeyPrefix, Refs: remotewal.StateReferences{State: r.state},
+		Store: r.own, KeyPrefix: r.cfg.Combiner.KeyPrefix, Refs: remotewal.StateReferences{State: r.state},
 		InFlight: r.wp.Combiner.InFlight, Grace: grace, UploadTimeout: r.cfg.Combiner.UploadTimeout,
 		Clock: r.cfg.Clock, Logger: r.log,
 	})

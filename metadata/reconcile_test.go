@@ -1,11 +1,17 @@
 package metadata
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/objstore"
 )
 
 func epochEntry(epoch int32, base, last int64) SliceEntry {
@@ -199,5 +205,58 @@ func TestDecideRetentionDeadAndDeleter(t *testing.T) {
 				t.Fatalf("dead %v", got[0].Dead)
 			}
 		})
+	}
+}
+
+// Each object is deleted from the store its Bucket names; an object whose
+// store is unreachable (its AZ lost) does not stop the others.
+func TestRetainerPerBucketAndPastAFailingStore(t *testing.T) {
+	clk := clock.NewManual(time.UnixMilli(1_700_000_000_000))
+	st := NewState()
+	pub := &statePublisher{st: st}
+	az1, az2 := newMemStore(), newMemStore()
+	az1.mu.fail = errors.New("az1 unreachable")
+	stores := func(b string) (objstore.Store, error) {
+		switch b {
+		case "az1":
+			return az1, nil
+		case "az2":
+			return az2, nil
+		}
+		return nil, fmt.Errorf("unknown bucket %q", b)
+	}
+	var keys []string
+	for i, b := range []string{"az1", "az2", "az2", "nowhere"} {
+		o := testObject(byte(10*i+1), 0, CopySegmentFinished, testEntry("orders", int32(i), 0, 9))
+		o.Bucket = b
+		o.EventTimestampMs = clk.Now().UnixMilli()
+		s, _ := stores(b)
+		if s != nil {
+			if err := s.Put(context.Background(), o.Key, []byte("x"), objstore.PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustApply(t, st, o)
+		keys = append(keys, o.Key)
+	}
+	r, err := NewRetainer(RetentionPolicy{Retention: time.Minute, BrokerID: -1}, st, pub, stores,
+		func(TopicPartition) (int64, bool) { return 10, true }, clk, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Minute)
+	n, err := r.RunOnce(context.Background())
+	if n != 2 || err == nil {
+		t.Fatalf("RunOnce = %d, %v; want the two az2 objects deleted and the failures reported", n, err)
+	}
+	if len(az2.mu.objs) != 0 || len(az1.mu.objs) != 1 {
+		t.Fatalf("az1 holds %d, az2 %d objects", len(az1.mu.objs), len(az2.mu.objs))
+	}
+	if s, _ := st.ObjectState(keys[0]); s != DeleteSegmentStarted {
+		t.Fatalf("az1 object in %v, want DELETE_SEGMENT_STARTED (resumed later)", s)
+	}
+	az1.mu.fail = nil
+	if n, _ := r.RunOnce(context.Background()); n != 1 {
+		t.Fatalf("after az1 came back, deleted %d", n)
 	}
 }

@@ -165,6 +165,15 @@ func allPast(o *ObjectSnapshot, safe SafeOffsetFunc, dead DeadFromFunc) bool {
 	return true
 }
 
+// StoreForBucket resolves an object's Bucket (the id of the store it was
+// uploaded to, one per rack when each AZ has its own) to that store.
+type StoreForBucket func(bucket string) (objstore.Store, error)
+
+// OneStore is the StoreForBucket of a single store holding every object.
+func OneStore(s objstore.Store) StoreForBucket {
+	return func(string) (objstore.Store, error) { return s, nil }
+}
+
 // EventPublisher is what the retention driver publishes through; *Publisher
 // is one.
 type EventPublisher interface {
@@ -183,7 +192,7 @@ type Retainer struct {
 	pol    RetentionPolicy
 	state  *State
 	pub    EventPublisher
-	store  objstore.Store
+	stores StoreForBucket
 	safe   SafeOffsetFunc
 	clk    clock.Clock
 	logger *slog.Logger
@@ -196,18 +205,21 @@ type Retainer struct {
 	}
 }
 
-// NewRetainer returns a retention driver.
-func NewRetainer(pol RetentionPolicy, state *State, pub EventPublisher, store objstore.Store, safe SafeOffsetFunc, clk clock.Clock, logger *slog.Logger) (*Retainer, error) {
+// NewRetainer returns a retention driver; stores says where each object
+// is (OneStore for a single store).
+func NewRetainer(pol RetentionPolicy, state *State, pub EventPublisher, stores StoreForBucket, safe SafeOffsetFunc, clk clock.Clock, logger *slog.Logger) (*Retainer, error) {
 	if err := pol.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Retainer{pol: pol, state: state, pub: pub, store: store, safe: safe, clk: clk, logger: logger}
+	r := &Retainer{pol: pol, state: state, pub: pub, stores: stores, safe: safe, clk: clk, logger: logger}
 	r.mu.done = make(map[ObjectID]bool)
 	return r, nil
 }
 
 // RunOnce deletes every object due now and returns how many it deleted.
-// It stops at the first error (the rest wait for the next run).
+// An object that fails (its store unreachable, say after an AZ outage) is
+// logged and left for the next run; the others go on. The error joins the
+// failures.
 func (r *Retainer) RunOnce(ctx context.Context) (int, error) {
 	objects := r.state.Objects()
 	r.mu.Lock()
@@ -223,6 +235,7 @@ func (r *Retainer) RunOnce(ctx context.Context) (int, error) {
 	r.mu.Unlock()
 
 	n := 0
+	var errs []error
 	for _, a := range DecideRetention(r.clk.Now(), r.pol, objects, r.safe, r.state.DeadFrom) {
 		r.mu.Lock()
 		skip := r.mu.done[a.Object.ID]
@@ -231,7 +244,12 @@ func (r *Retainer) RunOnce(ctx context.Context) (int, error) {
 			continue
 		}
 		if err := r.deleteObject(ctx, &a.Object); err != nil {
-			return n, err
+			if ctx.Err() != nil {
+				return n, errors.Join(append(errs, err)...)
+			}
+			r.logger.Warn("remote WAL object not deleted; will retry", "object", a.Object.ID, "key", a.Object.Key, "bucket", a.Object.Bucket, "err", err)
+			errs = append(errs, err)
+			continue
 		}
 		r.mu.Lock()
 		r.mu.done[a.Object.ID] = true
@@ -240,7 +258,7 @@ func (r *Retainer) RunOnce(ctx context.Context) (int, error) {
 		r.logger.Info("remote WAL object deleted", "object", a.Object.ID, "key", a.Object.Key,
 			"parts", len(a.Object.Parts), "resumed", a.Resume, "dead", a.Dead)
 	}
-	return n, nil
+	return n, errors.Join(errs...)
 }
 
 func (r *Retainer) deleteObject(ctx context.Context, o *ObjectSnapshot) error {
@@ -269,7 +287,11 @@ func (r *Retainer) deleteObject(ctx context.Context, o *ObjectSnapshot) error {
 		}
 	}
 	tctx := objstore.WithTags(ctx, objstore.Tags{Component: "retention", Partition: -1})
-	if err := r.store.Delete(tctx, o.Key); err != nil {
+	store, err := r.stores(o.Bucket)
+	if err != nil {
+		return fmt.Errorf("metadata: retention of %s: store %q: %w", o.ID, o.Bucket, err)
+	}
+	if err := store.Delete(tctx, o.Key); err != nil {
 		return fmt.Errorf("metadata: retention of %s: delete %s: %w", o.ID, o.Key, err)
 	}
 	if evs := snapshots(DeleteSegmentFinished); len(evs) > 0 {

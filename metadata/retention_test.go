@@ -130,7 +130,7 @@ func TestRetainerDeletesInOrder(t *testing.T) {
 		mustApply(t, st, p)
 	}
 	safe := int64(0)
-	r, err := NewRetainer(RetentionPolicy{Retention: time.Minute, BrokerID: -1}, st, pub, store,
+	r, err := NewRetainer(RetentionPolicy{Retention: time.Minute, BrokerID: -1}, st, pub, OneStore(store),
 		func(TopicPartition) (int64, bool) { return safe, true }, clk, quietLogger())
 	if err != nil {
 		t.Fatal(err)
