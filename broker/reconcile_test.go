@@ -3,10 +3,9 @@ package broker
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,54 +18,6 @@ import (
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/mem"
 )
-
-// lostStore is the object store of one broker's AZ seen by every broker:
-// the keys the AZ's broker uploaded become unreadable to everybody once
-// the AZ is lost (its S3 Express bucket gone with it).
-type lostStore struct {
-	objstore.Store
-	az    *lostAZ
-	owner bool // this is the lost AZ's broker's view: its Puts go there
-}
-
-type lostAZ struct {
-	mu   sync.Mutex
-	keys map[string]bool
-	gone bool
-}
-
-var errAZLost = errors.New("test: the AZ holding this object is lost")
-
-func (s *lostStore) Put(ctx context.Context, key string, body []byte, opts objstore.PutOptions) error {
-	if s.owner {
-		s.az.mu.Lock()
-		s.az.keys[key] = true
-		s.az.mu.Unlock()
-	}
-	return s.Store.Put(ctx, key, body, opts)
-}
-
-func (s *lostStore) lost(key string) bool {
-	s.az.mu.Lock()
-	defer s.az.mu.Unlock()
-	return s.az.gone && s.az.keys[key]
-}
-
-func (s *lostStore) GetRange(ctx context.Context, key string, off, length int64) ([]byte, error) {
-	if s.lost(key) {
-		return nil, errAZLost
-	}
-	return s.Store.GetRange(ctx, key, off, length)
-}
-
-func (s *lostStore) Head(ctx context.Context, key string) (objstore.ObjectInfo, error) {
-	if s.lost(key) {
-		return objstore.ObjectInfo{}, errAZLost
-	}
-	return s.Store.Head(ctx, key)
-}
-
-var _ objstore.Store = (*lostStore)(nil)
 
 type logRecord struct {
 	offset int64
@@ -150,10 +101,11 @@ func TestRemoteWALKIPFailover(t *testing.T) {
 }
 
 func runKIPFailover(t *testing.T, elect int32) {
-	az1 := &lostAZ{keys: map[string]bool{}}
-	store := mem.New()
-	c := startRemoteWALClusterWith(t, []string{"az1", "az2", "az3"}, store, func(rc *RemoteWALReplicatorConfig) {
-		rc.Store = &lostStore{Store: rc.Store, az: az1, owner: rc.BrokerID == 1}
+	// One store per AZ; B1's (az1) can be lost with it.
+	var az1Down atomic.Bool
+	stores := map[string]objstore.Store{"az1": downStore{Store: mem.New(), down: &az1Down}, "az2": mem.New(), "az3": mem.New()}
+	c := startRemoteWALClusterWith(t, []string{"az1", "az2", "az3"}, nil, func(rc *RemoteWALReplicatorConfig) {
+		rc.Store, rc.Stores = nil, NewStoreSet(stores, "", nil)
 	})
 	topic := "kip"
 	tp := TopicPartition{Topic: topic, Partition: 0}
@@ -195,10 +147,8 @@ func runKIPFailover(t *testing.T, elect int32) {
 		t.Fatalf("before the failover B2 at %d, B3 at %d; want 6 and 8", logEnd(b2, tp), logEnd(b3, tp))
 	}
 
-	// B1's AZ is lost: the broker and the objects it uploaded.
-	az1.mu.Lock()
-	az1.gone = true
-	az1.mu.Unlock()
+	// B1's AZ is lost: the broker and its store.
+	az1Down.Store(true)
 	if err := b1.Close(); err != nil {
 		t.Fatal(err)
 	}
