@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +19,33 @@ import (
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/mem"
 )
+
+// putRecorder records the keys put while recording is on.
+type putRecorder struct {
+	objstore.Store
+	recording atomic.Bool
+	mu        sync.Mutex
+	seen      map[string]bool
+}
+
+func (s *putRecorder) Put(ctx context.Context, key string, body []byte, opts objstore.PutOptions) error {
+	if s.recording.Load() {
+		s.mu.Lock()
+		s.seen[key] = true
+		s.mu.Unlock()
+	}
+	return s.Store.Put(ctx, key, body, opts)
+}
+
+func (s *putRecorder) keys() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]bool, len(s.seen))
+	for k := range s.seen {
+		out[k] = true
+	}
+	return out
+}
 
 type logRecord struct {
 	offset int64
@@ -282,10 +310,20 @@ func consumeValues(t *testing.T, cl *kgo.Client, n int) []string {
 
 // A deposed leader still running, cut off from the controller, keeps taking
 // produce and uploading slices of its old epoch after the new leader's
-// election: none of it is indexed or appended by any follower, and it
-// acknowledges no acks=all produce.
+// election: none of it is indexed or appended by any follower, it
+// acknowledges no acks=all produce, and retention deletes its objects (all
+// dead) at once, long before the retention time.
 func TestRemoteWALZombieLeaderUploadsNeverAppended(t *testing.T) {
-	c := startRemoteWALCluster(t, []string{"az1", "az2", "az3"}, mem.New())
+	store := mem.New()
+	zombiePuts := &putRecorder{Store: store, seen: map[string]bool{}}
+	c := startRemoteWALClusterWith(t, []string{"az1", "az2", "az3"}, store, func(rc *RemoteWALReplicatorConfig) {
+		rc.Retention = metadata.RetentionPolicy{Retention: time.Hour}
+		rc.MaintenanceInterval = 20 * time.Millisecond
+		if rc.BrokerID == 1 {
+			zombiePuts.Store = rc.Store
+			rc.Store = zombiePuts
+		}
+	})
 	topic := "zombie"
 	tp := TopicPartition{Topic: topic, Partition: 0}
 	admin := newClient(t, c)
@@ -310,6 +348,7 @@ func TestRemoteWALZombieLeaderUploadsNeverAppended(t *testing.T) {
 
 	// B1 is cut off from the controller, then B2 is elected.
 	b1.unsubscribe()
+	zombiePuts.recording.Store(true)
 	ps, err := c.ctrl.ElectLeader(tp, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -358,25 +397,25 @@ func TestRemoteWALZombieLeaderUploadsNeverAppended(t *testing.T) {
 	if r := produceTo(-1, "zombie-acks-all"); r.ErrorCode == 0 {
 		t.Fatalf("the zombie acknowledged an acks=all produce at offset %d after the new leader's election", r.BaseOffset)
 	}
-	// The zombie's slices reach the store and the metadata topic...
-	zombieObject := func(b *Broker) bool {
-		for _, o := range replicatorOf(b).State().Objects() {
-			for _, p := range o.Parts {
-				for _, e := range p.Entries {
-					if e.TopicPartition == mtp(tp) && e.LeaderEpoch == oldEpoch && e.BaseOffset >= 5 && o.BrokerID == 1 {
-						return true
-					}
-				}
-			}
-		}
-		return false
+	// The zombie's slices reach its store and the metadata topic...
+	waitFor(t, "the zombie to publish its uploads", 20*time.Second, func() bool {
+		off, err := replicatorOf(b1).WritePath().Manager.PublishedOffset(mtp(tp))
+		return err == nil && off == 10
+	})
+	zombieKeys := zombiePuts.keys()
+	if len(zombieKeys) == 0 {
+		t.Fatal("the zombie uploaded nothing")
 	}
-	waitFor(t, "the zombie's uploads to be published", 20*time.Second, func() bool { return zombieObject(b2) && zombieObject(b3) })
 	// ...and after them (the metadata partition is ordered) the new leader's.
 	for i := range 3 {
 		produceOne(t, all, topic, fmt.Sprintf("after-%d", i))
 	}
-	waitFor(t, "B3 to follow B2 past the zombie's uploads", 20*time.Second, func() bool { return logEnd(b3, tp) == 8 })
+	waitFor(t, "B3 to follow B2", 20*time.Second, func() bool { return logEnd(b3, tp) == 8 })
+	// Each survivor's metadata consumer applies its partition in order: once
+	// it indexed B2's slices up to 7, it applied the zombie's events too.
+	waitFor(t, "the survivors to index the new leader's slices", 20*time.Second, func() bool {
+		return maxIndexed(b2, tp) == 7 && maxIndexed(b3, tp) == 7
+	})
 	for _, b := range []*Broker{b2, b3} {
 		for _, s := range replicatorOf(b).State().Slices(mtp(tp), 0) {
 			if s.LeaderEpoch == oldEpoch && s.BaseOffset >= 5 {
@@ -389,6 +428,26 @@ func TestRemoteWALZombieLeaderUploadsNeverAppended(t *testing.T) {
 				t.Errorf("broker %d appended the zombie's %q at %d", b.Info().ID, r.value, r.offset)
 			}
 		}
+	}
+	// The zombie's objects hold only dead entries: deleted within a few
+	// maintenance runs although the retention time is an hour; the live
+	// objects stay.
+	stored := func() (zombie, live int) {
+		if err := objstore.ListAll(context.Background(), store, "", func(o objstore.ObjectInfo) error {
+			if zombieKeys[o.Key] {
+				zombie++
+			} else {
+				live++
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return zombie, live
+	}
+	waitFor(t, "retention to delete the zombie's dead objects", 20*time.Second, func() bool { z, _ := stored(); return z == 0 })
+	if _, live := stored(); live == 0 {
+		t.Fatal("retention deleted live objects before their retention time")
 	}
 }
 
