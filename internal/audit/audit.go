@@ -58,9 +58,12 @@ type Report struct {
 	// DeadSlices counts the metadata entries a dead range killed;
 	// DeadGone the objects whose every entry is dead and that are no
 	// longer stored (fine: nothing needs them).
-	DeadSlices int            `json:"dead_slices"`
-	DeadGone   int            `json:"dead_gone"`
-	Counts     map[string]int `json:"counts"`
+	DeadSlices int `json:"dead_slices"`
+	DeadGone   int `json:"dead_gone"`
+	// OtherStores counts the metadata objects in other stores than the
+	// audited one (Config.StoreID), left out.
+	OtherStores int            `json:"other_stores"`
+	Counts      map[string]int `json:"counts"`
 }
 
 // OK reports whether the audit found nothing.
@@ -225,6 +228,12 @@ type Config struct {
 	Prefix string
 	// Metadata, when set, is the metadata state to compare with.
 	Metadata *metadata.State
+	// StoreID is the id of Store as the brokers name it in the events'
+	// bucket field: its rack with one store per rack
+	// (remote.wal.storage.url.<rack>), "" for the default store. Objects
+	// the metadata places in other stores are left out (counted in
+	// Report.OtherStores).
+	StoreID string
 	// VerifySlices reads every slice's stored bytes and checks its CRC32C.
 	VerifySlices bool
 	Logger       *slog.Logger
@@ -280,7 +289,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		dead  metadata.DeadFromFunc
 	)
 	if cfg.Metadata != nil {
-		snaps = cfg.Metadata.Objects()
+		for _, o := range cfg.Metadata.Objects() {
+			if o.Bucket != cfg.StoreID {
+				rep.OtherStores++
+				continue
+			}
+			snaps = append(snaps, o)
+		}
 		rep.MetadataObjects = len(snaps)
 		rep.MetadataChecked = true
 		dead = cfg.Metadata.DeadFrom
@@ -302,6 +317,9 @@ func WriteText(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "audited %d objects (%d bytes, %d slices)", r.Objects, r.Bytes, r.Slices)
 	if r.MetadataChecked {
 		fmt.Fprintf(w, " against %d objects in the metadata", r.MetadataObjects)
+		if r.OtherStores > 0 {
+			fmt.Fprintf(w, " (%d more in other stores, not audited here)", r.OtherStores)
+		}
 	} else {
 		fmt.Fprint(w, " (no metadata given: objects checked alone)")
 	}

@@ -172,3 +172,34 @@ func TestAuditAccountsForDeadRanges(t *testing.T) {
 		t.Fatalf("without the dead range: %+v", rep)
 	}
 }
+
+// With one store per rack, an audit of one store leaves out the objects the
+// metadata places in the others instead of calling them missing.
+func TestAuditOneStoreOfMany(t *testing.T) {
+	az1, az2 := mem.New(), mem.New()
+	st := metadata.NewState()
+	tp := metadata.TopicPartition{Topic: "t", Partition: 0}
+	_, a, _ := put(t, az1, 1, tp)
+	a.Bucket = "az1"
+	_, b, _ := put(t, az2, 2, tp)
+	b.Bucket = "az2"
+	for _, ev := range []metadata.Event{a, b} {
+		if err := st.Apply(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := Run(context.Background(), Config{Store: az1, StoreID: "az1", Metadata: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.MetadataObjects != 1 || rep.OtherStores != 1 {
+		t.Fatalf("audit of az1: %+v", rep)
+	}
+	rep, err = Run(context.Background(), Config{Store: az1, StoreID: "az2", Metadata: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Counts[Missing] != 1 || rep.Counts[Orphan] != 1 {
+		t.Fatalf("az1 audited as az2 should show az2's object missing and az1's orphaned: %+v", rep)
+	}
+}
