@@ -267,3 +267,49 @@ func runStorePerRack(t *testing.T, open func(t *testing.T, rack string) objstore
 		t.Fatal("no slices of the new leader indexed")
 	}
 }
+
+func TestOpenRemoteWALPartsPerRack(t *testing.T) {
+	dir := t.TempDir()
+	open := func(rw RemoteWALConfig, rack string) (*RemoteWALParts, error) {
+		rw.SystemEnable = true
+		rw.MetadataBootstrapServers = "127.0.0.1:1" // no embedded Kafka
+		cfg := Config{BrokerID: 1, Rack: rack, LogDir: t.TempDir(), Controller: NewMemController(nil, 1), RemoteWAL: rw}
+		return OpenRemoteWALParts(context.Background(), &cfg)
+	}
+	// A template: every rack's store opens on first use.
+	parts, err := open(RemoteWALConfig{StorageURL: "file://" + dir + "/{rack}"}, "az1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parts.Stores == nil || parts.Stores.IDFor("az1") != "az1" {
+		t.Fatalf("template: stores %+v", parts.Stores)
+	}
+	az2, err := parts.Stores.Store("az2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := az2.Put(context.Background(), "wal/x", []byte("x"), objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir + "/az2/wal/x"); err != nil {
+		t.Fatalf("az2's object not under its directory: %v", err)
+	}
+	if _, err := open(RemoteWALConfig{StorageURL: "file://" + dir + "/{rack}"}, ""); !errors.Is(err, ErrUnknownStore) {
+		t.Fatalf("a template without broker.rack: %v", err)
+	}
+	// Fixed stores per rack, plus the default.
+	parts, err = open(RemoteWALConfig{StorageURL: "mem://", RackStorageURLs: map[string]string{"az1": "file://" + dir + "/one"}}, "az2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parts.Stores.IDFor("az2") != "" || parts.Stores.IDFor("az1") != "az1" {
+		t.Fatal("a rack without a store uploads to the default")
+	}
+	if _, err := parts.Stores.Store("az3"); !errors.Is(err, ErrUnknownStore) {
+		t.Fatalf("unconfigured rack: %v", err)
+	}
+	// Without per-rack keys nothing changes: one store.
+	if parts, err = open(RemoteWALConfig{StorageURL: "mem://"}, "az1"); err != nil || parts.Stores != nil || parts.Store == nil {
+		t.Fatalf("one store: %+v %v", parts, err)
+	}
+}
