@@ -285,8 +285,9 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 	},
 }
 
-// rackStorageURLKey + <rack> is the store of one rack.
-const rackStorageURLKey = "remote.wal.storage.url."
+// RackStorageURLKey + <rack> is the server.properties key of one rack's
+// remote WAL store (see rwnode.StoreSet).
+const RackStorageURLKey = "remote.wal.storage.url."
 
 func setRackStorageURL(sc *ServerConfig, rack, v string) error {
 	if rack == "" || strings.ContainsAny(rack, "\x00/{}") {
@@ -309,7 +310,7 @@ func ServerPropertyKeys() []string {
 	for k := range serverKeys {
 		keys = append(keys, k)
 	}
-	keys = append(keys, rackStorageURLKey+"<rack>")
+	keys = append(keys, RackStorageURLKey+"<rack>")
 	sort.Strings(keys)
 	return keys
 }
@@ -322,7 +323,7 @@ func ServerConfigFromProperties(props []Property) (ServerConfig, error) {
 	sc.Broker.LogDir = "/tmp/kwal-logs"
 	for _, p := range props {
 		set, ok := serverKeys[p.Key]
-		if rack, isRack := strings.CutPrefix(p.Key, rackStorageURLKey); !ok && isRack {
+		if rack, isRack := strings.CutPrefix(p.Key, RackStorageURLKey); !ok && isRack {
 			ok, set = true, func(sc *ServerConfig, v string) error { return setRackStorageURL(sc, rack, v) }
 		}
 		if !ok {

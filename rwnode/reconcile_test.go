@@ -1,4 +1,4 @@
-package broker
+package rwnode
 
 import (
 	"context"
@@ -13,12 +13,29 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/mem"
 )
+
+// cutController is a broker's view of the controller that can be cut off:
+// once cut, the broker hears of no more changes (a leader partitioned from
+// the controller, still serving).
+type cutController struct {
+	broker.Controller
+	cut atomic.Bool
+}
+
+func (c *cutController) Subscribe(fn func(broker.TopicState)) func() {
+	return c.Controller.Subscribe(func(ts broker.TopicState) {
+		if !c.cut.Load() {
+			fn(ts)
+		}
+	})
+}
 
 // putRecorder records the keys put while recording is on.
 type putRecorder struct {
@@ -87,9 +104,10 @@ func logRecords(t *testing.T, l *kafkalog.Log) []logRecord {
 	return out
 }
 
-func replicatorOf(b *Broker) *RemoteWALReplicator { return b.cfg.Replicator.(*RemoteWALReplicator) }
+// rep is broker id's replicator.
+func (c *testCluster) rep(id int32) *RemoteWALReplicator { return c.replicators[id-1] }
 
-func logEnd(b *Broker, tp TopicPartition) int64 {
+func logEnd(b *broker.Broker, tp broker.TopicPartition) int64 {
 	l, ok := b.PartitionLog(tp)
 	if !ok {
 		return -1
@@ -97,10 +115,10 @@ func logEnd(b *Broker, tp TopicPartition) int64 {
 	return l.LogEndOffset()
 }
 
-// maxIndexed is the highest LastOffset b's metadata index holds for tp.
-func maxIndexed(b *Broker, tp TopicPartition) int64 {
+// maxIndexed is the highest LastOffset r's metadata index holds for tp.
+func maxIndexed(r *RemoteWALReplicator, tp broker.TopicPartition) int64 {
 	last := int64(-1)
-	for _, s := range replicatorOf(b).State().Slices(mtp(tp), 0) {
+	for _, s := range r.State().Slices(mtp(tp), 0) {
 		last = max(last, s.LastOffset)
 	}
 	return last
@@ -136,9 +154,9 @@ func runKIPFailover(t *testing.T, elect int32) {
 		rc.Store, rc.Stores = nil, NewStoreSet(stores, "", nil)
 	})
 	topic := "kip"
-	tp := TopicPartition{Topic: topic, Partition: 0}
+	tp := broker.TopicPartition{Topic: topic, Partition: 0}
 	admin := newClient(t, c)
-	createTopic(t, admin, topic, 1, 3, map[string]string{TopicConfigRemoteWAL: "true"})
+	createTopic(t, admin, topic, 1, 3, map[string]string{broker.TopicConfigRemoteWAL: "true"})
 	ts, _ := c.ctrl.Topic(topic)
 	if ts.Partitions[0].Leader != 1 {
 		if _, err := c.ctrl.ElectLeader(tp, 1); err != nil {
@@ -159,17 +177,17 @@ func runKIPFailover(t *testing.T, elect int32) {
 	waitFor(t, "every replica at 6", 20*time.Second, func() bool {
 		return logEnd(b1, tp) == 6 && logEnd(b2, tp) == 6 && logEnd(b3, tp) == 6
 	})
-	replicatorOf(b2).StopFollower(tp) // B2 stays at 5
+	c.rep(2).StopFollower(tp) // B2 stays at 5
 	for i := 6; i < 8; i++ {
 		produceOne(t, one, topic, string(value(i)))
 	}
 	waitFor(t, "B3 at 8", 20*time.Second, func() bool { return logEnd(b3, tp) == 8 })
-	replicatorOf(b3).StopFollower(tp) // B3 stays at 7
+	c.rep(3).StopFollower(tp) // B3 stays at 7
 	for i := 8; i < 11; i++ {
 		produceOne(t, one, topic, string(value(i)))
 	}
 	waitFor(t, "B1's 0–10 uploaded and published", 20*time.Second, func() bool {
-		return maxIndexed(b2, tp) == 10 && maxIndexed(b3, tp) == 10
+		return maxIndexed(c.rep(2), tp) == 10 && maxIndexed(c.rep(3), tp) == 10
 	})
 	if logEnd(b2, tp) != 6 || logEnd(b3, tp) != 8 {
 		t.Fatalf("before the failover B2 at %d, B3 at %d; want 6 and 8", logEnd(b2, tp), logEnd(b3, tp))
@@ -182,11 +200,11 @@ func runKIPFailover(t *testing.T, elect int32) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := replicatorOf(b1).Close(ctx); err != nil {
+	if err := c.rep(1).Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 
-	survivors := []*Broker{b2, b3}
+	survivors := []*broker.Broker{b2, b3}
 	leader, other := b2, b3
 	start := int64(6)
 	if elect == 3 {
@@ -204,7 +222,7 @@ func runKIPFailover(t *testing.T, elect int32) {
 		return logEnd(other, tp) == start && logEnd(leader, tp) == start
 	})
 	for _, b := range survivors {
-		st := replicatorOf(b).State()
+		st := c.rep(b.Info().ID).State()
 		waitFor(t, fmt.Sprintf("broker %d to see the dead range", b.Info().ID), 20*time.Second, func() bool {
 			from, ok := st.DeadFrom(mtp(tp), oldEpoch)
 			return ok && from == start
@@ -261,7 +279,7 @@ func runKIPFailover(t *testing.T, elect int32) {
 	// continued log and nothing of B1's past the new leader's log end.
 	for _, b := range survivors {
 		cons := newClient(t, c, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
-			kgo.Rack(b.cfg.Rack))
+			kgo.Rack(b.Info().Rack))
 		got := consumeValues(t, cons, int(want))
 		for off, v := range got {
 			wantV := string(value(off))
@@ -269,19 +287,15 @@ func runKIPFailover(t *testing.T, elect int32) {
 				wantV = fmt.Sprintf("after-%d", int64(off)-start)
 			}
 			if v != wantV {
-				t.Errorf("consumer in %s: offset %d is %q, want %q", b.cfg.Rack, off, v, wantV)
+				t.Errorf("consumer in %s: offset %d is %q, want %q", b.Info().Rack, off, v, wantV)
 			}
 		}
 	}
 }
 
-func leaderOf(b *Broker, tp TopicPartition) bool {
-	p := b.partition(tp)
-	if p == nil {
-		return false
-	}
-	_, leader := p.snapshot()
-	return leader
+func leaderOf(b *broker.Broker, tp broker.TopicPartition) bool {
+	st, ok := b.PartitionStatus(tp)
+	return ok && st.IsLeader
 }
 
 // consumeValues polls until n records arrived and returns their values by
@@ -316,18 +330,24 @@ func consumeValues(t *testing.T, cl *kgo.Client, n int) []string {
 func TestRemoteWALZombieLeaderUploadsNeverAppended(t *testing.T) {
 	store := mem.New()
 	zombiePuts := &putRecorder{Store: store, seen: map[string]bool{}}
-	c := startRemoteWALClusterWith(t, []string{"az1", "az2", "az3"}, store, func(rc *RemoteWALReplicatorConfig) {
+	var b1ctrl *cutController
+	c := startRemoteWALClusterBrokers(t, []string{"az1", "az2", "az3"}, store, func(rc *RemoteWALReplicatorConfig) {
 		rc.Retention = metadata.RetentionPolicy{Retention: time.Hour}
 		rc.MaintenanceInterval = 20 * time.Millisecond
 		if rc.BrokerID == 1 {
 			zombiePuts.Store = rc.Store
 			rc.Store = zombiePuts
 		}
+	}, func(cfg *broker.Config) {
+		if cfg.BrokerID == 1 {
+			b1ctrl = &cutController{Controller: cfg.Controller}
+			cfg.Controller = b1ctrl
+		}
 	})
 	topic := "zombie"
-	tp := TopicPartition{Topic: topic, Partition: 0}
+	tp := broker.TopicPartition{Topic: topic, Partition: 0}
 	admin := newClient(t, c)
-	createTopic(t, admin, topic, 1, 3, map[string]string{TopicConfigRemoteWAL: "true"})
+	createTopic(t, admin, topic, 1, 3, map[string]string{broker.TopicConfigRemoteWAL: "true"})
 	ts, _ := c.ctrl.Topic(topic)
 	if ts.Partitions[0].Leader != 1 {
 		if _, err := c.ctrl.ElectLeader(tp, 1); err != nil {
@@ -347,7 +367,7 @@ func TestRemoteWALZombieLeaderUploadsNeverAppended(t *testing.T) {
 	})
 
 	// B1 is cut off from the controller, then B2 is elected.
-	b1.unsubscribe()
+	b1ctrl.cut.Store(true)
 	zombiePuts.recording.Store(true)
 	ps, err := c.ctrl.ElectLeader(tp, 2)
 	if err != nil {
@@ -399,7 +419,7 @@ func TestRemoteWALZombieLeaderUploadsNeverAppended(t *testing.T) {
 	}
 	// The zombie's slices reach its store and the metadata topic...
 	waitFor(t, "the zombie to publish its uploads", 20*time.Second, func() bool {
-		off, err := replicatorOf(b1).WritePath().Manager.PublishedOffset(mtp(tp))
+		off, err := c.rep(1).WritePath().Manager.PublishedOffset(mtp(tp))
 		return err == nil && off == 10
 	})
 	zombieKeys := zombiePuts.keys()
@@ -414,10 +434,10 @@ func TestRemoteWALZombieLeaderUploadsNeverAppended(t *testing.T) {
 	// Each survivor's metadata consumer applies its partition in order: once
 	// it indexed B2's slices up to 7, it applied the zombie's events too.
 	waitFor(t, "the survivors to index the new leader's slices", 20*time.Second, func() bool {
-		return maxIndexed(b2, tp) == 7 && maxIndexed(b3, tp) == 7
+		return maxIndexed(c.rep(2), tp) == 7 && maxIndexed(c.rep(3), tp) == 7
 	})
-	for _, b := range []*Broker{b2, b3} {
-		for _, s := range replicatorOf(b).State().Slices(mtp(tp), 0) {
+	for _, b := range []*broker.Broker{b2, b3} {
+		for _, s := range c.rep(b.Info().ID).State().Slices(mtp(tp), 0) {
 			if s.LeaderEpoch == oldEpoch && s.BaseOffset >= 5 {
 				t.Errorf("broker %d indexes the zombie's slice [%d, %d]", b.Info().ID, s.BaseOffset, s.LastOffset)
 			}
@@ -463,7 +483,7 @@ func TestRemoteWALRetentionAfterLeadershipMoves(t *testing.T) {
 	})
 	topic := "moves"
 	admin := newClient(t, c)
-	createTopic(t, admin, topic, 2, 3, map[string]string{TopicConfigRemoteWAL: "true"})
+	createTopic(t, admin, topic, 2, 3, map[string]string{broker.TopicConfigRemoteWAL: "true"})
 	prod := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic))
 	n := 0
 	produce := func(k int) {
@@ -478,16 +498,16 @@ func TestRemoteWALRetentionAfterLeadershipMoves(t *testing.T) {
 	produce(100)
 	for _, leader := range []int32{1, 2, 3, 1} {
 		for p := range int32(2) {
-			if _, err := c.ctrl.ElectLeader(TopicPartition{Topic: topic, Partition: p}, leader); err != nil {
+			if _, err := c.ctrl.ElectLeader(broker.TopicPartition{Topic: topic, Partition: p}, leader); err != nil {
 				t.Fatal(err)
 			}
 		}
 		waitFor(t, fmt.Sprintf("broker %d to lead both partitions", leader), 10*time.Second, func() bool {
-			return leaderOf(c.broker(leader), TopicPartition{Topic: topic, Partition: 0}) &&
-				leaderOf(c.broker(leader), TopicPartition{Topic: topic, Partition: 1})
+			return leaderOf(c.broker(leader), broker.TopicPartition{Topic: topic, Partition: 0}) &&
+				leaderOf(c.broker(leader), broker.TopicPartition{Topic: topic, Partition: 1})
 		})
 		produce(100)
-		for _, o := range replicatorOf(c.broker(1)).State().Objects() {
+		for _, o := range c.rep(1).State().Objects() {
 			uploaders[o.BrokerID] = true
 		}
 	}
@@ -503,7 +523,7 @@ func TestRemoteWALRetentionAfterLeadershipMoves(t *testing.T) {
 		t.Fatalf("objects came from brokers %v only: leadership did not move uploads", uploaders)
 	}
 	for p := range int32(2) {
-		tp := TopicPartition{Topic: topic, Partition: p}
+		tp := broker.TopicPartition{Topic: topic, Partition: p}
 		le := logEnd(c.broker(1), tp)
 		for _, b := range c.brokers {
 			if got := logEnd(b, tp); got != le {
@@ -511,7 +531,7 @@ func TestRemoteWALRetentionAfterLeadershipMoves(t *testing.T) {
 			}
 		}
 	}
-	if total := logEnd(c.broker(1), TopicPartition{Topic: topic, Partition: 0}) + logEnd(c.broker(1), TopicPartition{Topic: topic, Partition: 1}); total != int64(n) {
+	if total := logEnd(c.broker(1), broker.TopicPartition{Topic: topic, Partition: 0}) + logEnd(c.broker(1), broker.TopicPartition{Topic: topic, Partition: 1}); total != int64(n) {
 		t.Fatalf("logs hold %d records, want %d", total, n)
 	}
 }

@@ -1,4 +1,4 @@
-package broker
+package rwnode
 
 import (
 	"cmp"
@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
 )
@@ -22,8 +23,11 @@ import (
 //   - Every leader vouches for its partitions' high watermarks with
 //     metadata.ReplicatedOffset events, so whichever broker deletes an
 //     object can tell that no in-sync replica needs it.
-//   - The broker that deletes an object is the current leader of the
-//     object's least user partition (deleter), whoever uploaded it; the
+//   - The broker that deletes an object is the latest leader of the
+//     object's least user partition, as the metadata knows it: the broker
+//     of that partition's newest ReplicatedOffset (deletes), whoever
+//     uploaded it. Every leader vouches at least once per leader epoch, so
+//     the deleter follows leadership within a maintenance interval; the
 //     deletion steps are idempotent, so two brokers acting across a
 //     leadership change only repeat each other.
 
@@ -38,6 +42,13 @@ type reconciler struct {
 		// vouched: the last ReplicatedOffset published per partition.
 		vouched map[metadata.TopicPartition]metadata.ReplicatedOffset
 	}
+}
+
+// leaderView is a snapshot of a partition this broker leads.
+type leaderView struct {
+	tp    metadata.TopicPartition
+	epoch int32
+	hw    int64
 }
 
 func newReconciler() *reconciler {
@@ -68,7 +79,7 @@ func epochStartOffset(log *kafkalog.Log, leaderEpoch int32, logEnd int64) int64 
 // broker's leadership of tp at leaderEpoch. It retries until published,
 // the replicator closes, or this broker no longer leads tp at that epoch.
 // Epoch 0 has no older epoch to kill.
-func (r *RemoteWALReplicator) publishDeadRange(tp TopicPartition, log *kafkalog.Log, leaderEpoch int32, logEnd int64) {
+func (r *RemoteWALReplicator) publishDeadRange(tp broker.TopicPartition, log *kafkalog.Log, leaderEpoch int32, logEnd int64) {
 	if leaderEpoch <= 0 {
 		return
 	}
@@ -91,7 +102,7 @@ func (r *RemoteWALReplicator) publishDeadRange(tp TopicPartition, log *kafkalog.
 					"partition", tp, "leader_epoch", leaderEpoch, "start_offset", ev.StartOffset)
 				return
 			}
-			if rc.ctx.Err() != nil || !r.leads(tp, leaderEpoch) {
+			if rc.ctx.Err() != nil || !r.leads(mtp(tp), leaderEpoch) {
 				return
 			}
 			r.log.Warn("publish dead range failed; will retry", "partition", tp, "leader_epoch", leaderEpoch, "err", err)
@@ -108,44 +119,38 @@ func (r *RemoteWALReplicator) publishDeadRange(tp TopicPartition, log *kafkalog.
 }
 
 // leads reports whether this broker leads tp at leaderEpoch.
-func (r *RemoteWALReplicator) leads(tp TopicPartition, leaderEpoch int32) bool {
-	b := r.broker()
-	if b == nil {
-		return false
-	}
-	p := b.partition(tp)
-	if p == nil {
-		return false
-	}
-	ps, leader := p.snapshot()
-	return leader && ps.LeaderEpoch == leaderEpoch
+func (r *RemoteWALReplicator) leads(tp metadata.TopicPartition, leaderEpoch int32) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l, ok := r.mu.leads[tp]
+	return ok && l.epoch == leaderEpoch
 }
 
-// vouch publishes a ReplicatedOffset for every remotewal partition this
-// broker leads whose high watermark moved since the last one published.
-func (r *RemoteWALReplicator) vouch(ctx context.Context) error {
-	b := r.broker()
-	if b == nil {
-		return nil
+// leading returns the partitions this broker leads, with their high
+// watermarks.
+func (r *RemoteWALReplicator) leading() []leaderView {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]leaderView, 0, len(r.mu.leads))
+	for tp, l := range r.mu.leads {
+		out = append(out, leaderView{tp: tp, epoch: l.epoch, hw: l.log.HighWatermark()})
 	}
+	return out
+}
+
+// vouch publishes a ReplicatedOffset for every partition this broker leads
+// whose high watermark moved (or whose epoch is new) since the last one
+// published.
+func (r *RemoteWALReplicator) vouch(ctx context.Context) error {
 	var evs []metadata.Event
 	rc := r.recon
 	rc.mu.Lock()
-	for _, p := range b.partitionsSnapshot() {
-		if p.mode != RemoteWAL {
+	for _, l := range r.leading() {
+		last, ok := rc.mu.vouched[l.tp]
+		if ok && last.LeaderEpoch == l.epoch && last.Offset >= l.hw {
 			continue
 		}
-		ps, leader := p.snapshot()
-		if !leader {
-			continue
-		}
-		tp := mtp(p.tp)
-		hw := p.log.HighWatermark()
-		last, ok := rc.mu.vouched[tp]
-		if ok && last.LeaderEpoch == ps.LeaderEpoch && last.Offset >= hw {
-			continue
-		}
-		evs = append(evs, &metadata.ReplicatedOffset{TopicPartition: tp, LeaderEpoch: ps.LeaderEpoch, Offset: hw,
+		evs = append(evs, &metadata.ReplicatedOffset{TopicPartition: l.tp, LeaderEpoch: l.epoch, Offset: l.hw,
 			BrokerID: r.cfg.BrokerID, EventTimestampMs: r.cfg.Clock.Now().UnixMilli()})
 	}
 	rc.mu.Unlock()
@@ -175,42 +180,32 @@ func (r *RemoteWALReplicator) replicatedOffset(tp metadata.TopicPartition) (int6
 	return safe, ok
 }
 
-// deletes is the deleter rule: this broker deletes o when it is the
-// current leader of the least user partition (by topic, then partition)
-// among o's entries whose topic still exists; an object none of whose
-// topics exists is deleted by its uploader.
+// deletes is the deleter rule: this broker deletes o when it published
+// the newest vouch (ReplicatedOffset) of o's least user partition (by
+// topic, then partition) among those with a vouch, that is when it is
+// that partition's latest leader as the metadata says; an object none of
+// whose partitions has a vouch is deleted by its uploader.
 func (r *RemoteWALReplicator) deletes(o *metadata.ObjectSnapshot) bool {
-	b := r.broker()
-	if b == nil {
-		return false
-	}
-	var tps []metadata.TopicPartition
+	var (
+		least metadata.TopicPartition
+		owner int32
+		found bool
+	)
 	for i := range o.Parts {
 		for _, e := range o.Parts[i].Entries {
-			tps = append(tps, e.TopicPartition)
-		}
-	}
-	least, found := metadata.TopicPartition{}, false
-	topics := map[string]TopicState{}
-	for _, tp := range tps {
-		ts, ok := topics[tp.Topic]
-		if !ok {
-			if ts, ok = b.ctrl.Topic(tp.Topic); !ok {
+			tp := e.TopicPartition
+			if found && cmp.Or(cmp.Compare(tp.Topic, least.Topic), cmp.Compare(tp.Partition, least.Partition)) >= 0 {
 				continue
 			}
-			topics[tp.Topic] = ts
-		}
-		if !found || cmp.Or(cmp.Compare(tp.Topic, least.Topic), cmp.Compare(tp.Partition, least.Partition)) < 0 {
-			least, found = tp, true
+			v, ok := r.state.ReplicatedOffset(tp)
+			if !ok {
+				continue
+			}
+			least, owner, found = tp, v.BrokerID, true
 		}
 	}
 	if !found {
 		return o.BrokerID == r.cfg.BrokerID
 	}
-	for _, ps := range topics[least.Topic].Partitions {
-		if ps.Partition == least.Partition {
-			return ps.Leader == r.cfg.BrokerID
-		}
-	}
-	return false
+	return owner == r.cfg.BrokerID
 }

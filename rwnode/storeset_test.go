@@ -1,4 +1,4 @@
-package broker
+package rwnode
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/mem"
 	"github.com/kwal/kwal/objstore/objstoretest"
@@ -183,9 +184,9 @@ func runStorePerRack(t *testing.T, open func(t *testing.T, rack string) objstore
 		rc.Stores = NewStoreSet(mine, "", nil)
 	})
 	topic := "racks"
-	tp := TopicPartition{Topic: topic, Partition: 0}
+	tp := broker.TopicPartition{Topic: topic, Partition: 0}
 	admin := newClient(t, c)
-	createTopic(t, admin, topic, 1, 3, map[string]string{TopicConfigRemoteWAL: "true"})
+	createTopic(t, admin, topic, 1, 3, map[string]string{broker.TopicConfigRemoteWAL: "true"})
 	if ts, _ := c.ctrl.Topic(topic); ts.Partitions[0].Leader != 1 {
 		if _, err := c.ctrl.ElectLeader(tp, 1); err != nil {
 			t.Fatal(err)
@@ -204,7 +205,7 @@ func runStorePerRack(t *testing.T, open func(t *testing.T, rack string) objstore
 	if countKeys(t, stores["az1"]) == 0 || countKeys(t, stores["az2"]) != 0 || countKeys(t, stores["az3"]) != 0 {
 		t.Fatalf("B1 (az1) uploaded to az1 %d, az2 %d, az3 %d objects", countKeys(t, stores["az1"]), countKeys(t, stores["az2"]), countKeys(t, stores["az3"]))
 	}
-	for _, s := range replicatorOf(b2).State().Slices(mtp(tp), 0) {
+	for _, s := range c.rep(2).State().Slices(mtp(tp), 0) {
 		if s.Bucket != "az1" {
 			t.Fatalf("slice [%d, %d] names store %q, want az1", s.BaseOffset, s.LastOffset, s.Bucket)
 		}
@@ -244,7 +245,7 @@ func runStorePerRack(t *testing.T, open func(t *testing.T, rack string) objstore
 	if countKeys(t, stores["az2"]) == 0 {
 		t.Fatal("the new leader in az2 uploaded nothing to az2's store")
 	}
-	for _, b := range []*Broker{b2, b3} {
+	for _, b := range []*broker.Broker{b2, b3} {
 		l, _ := b.PartitionLog(tp)
 		recs := logRecords(t, l)
 		if len(recs) != 2*n {
@@ -257,7 +258,7 @@ func runStorePerRack(t *testing.T, open func(t *testing.T, rack string) objstore
 		}
 	}
 	newer := 0
-	for _, s := range replicatorOf(b3).State().Slices(mtp(tp), n) {
+	for _, s := range c.rep(3).State().Slices(mtp(tp), n) {
 		if s.Bucket != "az2" {
 			t.Fatalf("new leader's slice [%d, %d] names store %q, want az2", s.BaseOffset, s.LastOffset, s.Bucket)
 		}
@@ -270,14 +271,14 @@ func runStorePerRack(t *testing.T, open func(t *testing.T, rack string) objstore
 
 func TestOpenRemoteWALPartsPerRack(t *testing.T) {
 	dir := t.TempDir()
-	open := func(rw RemoteWALConfig, rack string) (*RemoteWALParts, error) {
+	open := func(rw broker.RemoteWALConfig, rack string) (*RemoteWALParts, error) {
 		rw.SystemEnable = true
 		rw.MetadataBootstrapServers = "127.0.0.1:1" // no embedded Kafka
-		cfg := Config{BrokerID: 1, Rack: rack, LogDir: t.TempDir(), Controller: NewMemController(nil, 1), RemoteWAL: rw}
+		cfg := broker.Config{BrokerID: 1, Rack: rack, LogDir: t.TempDir(), Controller: broker.NewMemController(nil, 1), RemoteWAL: rw}
 		return OpenRemoteWALParts(context.Background(), &cfg)
 	}
 	// A template: every rack's store opens on first use.
-	parts, err := open(RemoteWALConfig{StorageURL: "file://" + dir + "/{rack}"}, "az1")
+	parts, err := open(broker.RemoteWALConfig{StorageURL: "file://" + dir + "/{rack}"}, "az1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,11 +295,11 @@ func TestOpenRemoteWALPartsPerRack(t *testing.T) {
 	if _, err := os.Stat(dir + "/az2/wal/x"); err != nil {
 		t.Fatalf("az2's object not under its directory: %v", err)
 	}
-	if _, err := open(RemoteWALConfig{StorageURL: "file://" + dir + "/{rack}"}, ""); !errors.Is(err, ErrUnknownStore) {
+	if _, err := open(broker.RemoteWALConfig{StorageURL: "file://" + dir + "/{rack}"}, ""); !errors.Is(err, ErrUnknownStore) {
 		t.Fatalf("a template without broker.rack: %v", err)
 	}
 	// Fixed stores per rack, plus the default.
-	parts, err = open(RemoteWALConfig{StorageURL: "mem://", RackStorageURLs: map[string]string{"az1": "file://" + dir + "/one"}}, "az2")
+	parts, err = open(broker.RemoteWALConfig{StorageURL: "mem://", RackStorageURLs: map[string]string{"az1": "file://" + dir + "/one"}}, "az2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +310,7 @@ func TestOpenRemoteWALPartsPerRack(t *testing.T) {
 		t.Fatalf("unconfigured rack: %v", err)
 	}
 	// Without per-rack keys nothing changes: one store.
-	if parts, err = open(RemoteWALConfig{StorageURL: "mem://"}, "az1"); err != nil || parts.Stores != nil || parts.Store == nil {
+	if parts, err = open(broker.RemoteWALConfig{StorageURL: "mem://"}, "az1"); err != nil || parts.Stores != nil || parts.Store == nil {
 		t.Fatalf("one store: %+v %v", parts, err)
 	}
 }

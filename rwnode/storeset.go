@@ -1,4 +1,4 @@
-package broker
+package rwnode
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/follower"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
@@ -39,13 +40,13 @@ const RackTemplate = "{rack}"
 
 // ErrUnknownStore: a metadata event names a store id this broker has no
 // store for.
-var ErrUnknownStore = errors.New("broker: unknown remote WAL store id")
+var ErrUnknownStore = errors.New("rwnode: unknown remote WAL store id")
 
 // UnknownStoreError names the store id; errors.Is(err, ErrUnknownStore).
 type UnknownStoreError struct{ ID string }
 
 func (e *UnknownStoreError) Error() string {
-	return fmt.Sprintf("broker: remote WAL store id %q is not configured here (remote.wal.storage.url.%s, or a %s template)", e.ID, e.ID, RackTemplate)
+	return fmt.Sprintf("rwnode: remote WAL store id %q is not configured here (remote.wal.storage.url.%s, or a %s template)", e.ID, e.ID, RackTemplate)
 }
 
 func (e *UnknownStoreError) Is(target error) bool { return target == ErrUnknownStore }
@@ -96,7 +97,7 @@ func (s *StoreSet) Store(id string) (objstore.Store, error) {
 	}
 	st, err := s.open(context.Background(), strings.ReplaceAll(s.template, RackTemplate, id))
 	if err != nil {
-		return nil, fmt.Errorf("broker: open the remote WAL store of rack %q: %w", id, err)
+		return nil, fmt.Errorf("rwnode: open the remote WAL store of rack %q: %w", id, err)
 	}
 	s.mu.stores[id] = st
 	return st, nil
@@ -285,7 +286,7 @@ func (r *RemoteWALReplicator) ownStore() (objstore.Store, error) {
 	id := r.cfg.Stores.IDFor(r.cfg.Rack)
 	st, err := r.cfg.Stores.Store(id)
 	if err != nil {
-		return nil, fmt.Errorf("broker: the remote WAL store of broker %d (rack %q): %w", r.cfg.BrokerID, r.cfg.Rack, err)
+		return nil, fmt.Errorf("rwnode: the remote WAL store of broker %d (rack %q): %w", r.cfg.BrokerID, r.cfg.Rack, err)
 	}
 	r.own, r.storeID = st, id
 	return st, nil
@@ -295,7 +296,7 @@ func (r *RemoteWALReplicator) ownStore() (objstore.Store, error) {
 // (remote.wal.storage.url, default file://<log.dirs>/remote-wal), and, when
 // per-rack stores are configured or the URL is a {rack} template, the set
 // of them (the template's stores open on first use).
-func openRemoteWALStores(ctx context.Context, cfg *Config) (objstore.Store, *StoreSet, error) {
+func openRemoteWALStores(ctx context.Context, cfg *broker.Config) (objstore.Store, *StoreSet, error) {
 	rw := cfg.RemoteWAL
 	open := func(ctx context.Context, u string) (objstore.Store, error) {
 		return storeurl.Open(ctx, u, storeurl.WithClock(cfg.Clock))
@@ -330,7 +331,7 @@ func openRemoteWALStores(ctx context.Context, cfg *Config) (objstore.Store, *Sto
 	for rack, u := range rw.RackStorageURLs {
 		st, err := open(ctx, u)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s%s=%q: %w", rackStorageURLKey, rack, u, err)
+			return nil, nil, fmt.Errorf("%s%s=%q: %w", broker.RackStorageURLKey, rack, u, err)
 		}
 		stores[rack] = st
 	}
