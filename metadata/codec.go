@@ -56,19 +56,9 @@ func Encode(dst []byte, ev Event) ([]byte, error) {
 		dst = binary.AppendVarint(dst, e.EventTimestampMs)
 		dst = binary.AppendVarint(dst, int64(e.BrokerID))
 	case *DeadRange:
-		dst = appendString(dst, e.Topic)
-		dst = binary.AppendUvarint(dst, uint64(e.Partition))
-		dst = binary.AppendUvarint(dst, uint64(e.LeaderEpoch))
-		dst = binary.AppendUvarint(dst, uint64(e.StartOffset))
-		dst = binary.AppendVarint(dst, int64(e.BrokerID))
-		dst = binary.AppendVarint(dst, e.EventTimestampMs)
+		dst = appendPartitionOffset(dst, e.TopicPartition, e.LeaderEpoch, e.StartOffset, e.BrokerID, e.EventTimestampMs)
 	case *ReplicatedOffset:
-		dst = appendString(dst, e.Topic)
-		dst = binary.AppendUvarint(dst, uint64(e.Partition))
-		dst = binary.AppendUvarint(dst, uint64(e.LeaderEpoch))
-		dst = binary.AppendUvarint(dst, uint64(e.Offset))
-		dst = binary.AppendVarint(dst, int64(e.BrokerID))
-		dst = binary.AppendVarint(dst, e.EventTimestampMs)
+		dst = appendPartitionOffset(dst, e.TopicPartition, e.LeaderEpoch, e.Offset, e.BrokerID, e.EventTimestampMs)
 	default:
 		return dst[:start], malformed("%s events have no encoding", ev.Type())
 	}
@@ -115,6 +105,29 @@ func encodeObject(dst []byte, m *ObjectMetadata) []byte {
 		dst = binary.BigEndian.AppendUint32(dst, e.CRC32C)
 	}
 	return dst
+}
+
+// appendPartitionOffset is the payload of the partition-offset events
+// (DeadRange, ReplicatedOffset): topic:str partition:uv leader_epoch:uv
+// offset:uv broker:v timestamp_ms:v.
+func appendPartitionOffset(dst []byte, tp TopicPartition, epoch int32, offset int64, broker int32, ts int64) []byte {
+	dst = appendString(dst, tp.Topic)
+	dst = binary.AppendUvarint(dst, uint64(tp.Partition))
+	dst = binary.AppendUvarint(dst, uint64(epoch))
+	dst = binary.AppendUvarint(dst, uint64(offset))
+	dst = binary.AppendVarint(dst, int64(broker))
+	return binary.AppendVarint(dst, ts)
+}
+
+// partitionOffset reads what appendPartitionOffset wrote.
+func (r *reader) partitionOffset() (tp TopicPartition, epoch int32, offset int64, broker int32, ts int64) {
+	tp.Topic = r.string()
+	tp.Partition = r.uint31()
+	epoch = r.uint31()
+	offset = r.uint63()
+	broker = r.int32()
+	ts = r.varint()
+	return tp, epoch, offset, broker, ts
 }
 
 func appendString(dst []byte, s string) []byte {
@@ -167,21 +180,11 @@ func Decode(b []byte) (Event, error) {
 		ev = d
 	case TypeDeadRange:
 		d := &DeadRange{}
-		d.Topic = r.string()
-		d.Partition = r.uint31()
-		d.LeaderEpoch = r.uint31()
-		d.StartOffset = r.uint63()
-		d.BrokerID = r.int32()
-		d.EventTimestampMs = r.varint()
+		d.TopicPartition, d.LeaderEpoch, d.StartOffset, d.BrokerID, d.EventTimestampMs = r.partitionOffset()
 		ev = d
 	case TypeReplicatedOffset:
 		v := &ReplicatedOffset{}
-		v.Topic = r.string()
-		v.Partition = r.uint31()
-		v.LeaderEpoch = r.uint31()
-		v.Offset = r.uint63()
-		v.BrokerID = r.int32()
-		v.EventTimestampMs = r.varint()
+		v.TopicPartition, v.LeaderEpoch, v.Offset, v.BrokerID, v.EventTimestampMs = r.partitionOffset()
 		ev = v
 	default:
 		return nil, malformed("unknown event type %d", body[1])

@@ -31,11 +31,17 @@ type DeadRange struct {
 func (*DeadRange) Type() EventType { return TypeDeadRange }
 
 func (d *DeadRange) Validate() error {
-	if d.Topic == "" || d.Partition < 0 {
-		return malformed("dead range: bad partition %s", d.TopicPartition)
+	return validatePartitionOffset("dead range", d.TopicPartition, d.LeaderEpoch, d.StartOffset)
+}
+
+// validatePartitionOffset checks the fields DeadRange and ReplicatedOffset
+// share.
+func validatePartitionOffset(what string, tp TopicPartition, epoch int32, offset int64) error {
+	if tp.Topic == "" || tp.Partition < 0 {
+		return malformed("%s: bad partition %s", what, tp)
 	}
-	if d.LeaderEpoch < 0 || d.StartOffset < 0 {
-		return malformed("dead range %s: leader epoch %d start offset %d", d.TopicPartition, d.LeaderEpoch, d.StartOffset)
+	if epoch < 0 || offset < 0 {
+		return malformed("%s %s: leader epoch %d offset %d", what, tp, epoch, offset)
 	}
 	return nil
 }
@@ -60,13 +66,7 @@ type ReplicatedOffset struct {
 func (*ReplicatedOffset) Type() EventType { return TypeReplicatedOffset }
 
 func (v *ReplicatedOffset) Validate() error {
-	if v.Topic == "" || v.Partition < 0 {
-		return malformed("replicated offset: bad partition %s", v.TopicPartition)
-	}
-	if v.LeaderEpoch < 0 || v.Offset < 0 {
-		return malformed("replicated offset %s: leader epoch %d offset %d", v.TopicPartition, v.LeaderEpoch, v.Offset)
-	}
-	return nil
+	return validatePartitionOffset("replicated offset", v.TopicPartition, v.LeaderEpoch, v.Offset)
 }
 
 // deadFrom is DeadFrom over one partition's dead ranges (epoch → start).
