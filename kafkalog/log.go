@@ -306,14 +306,8 @@ func (l *Log) writable() error {
 func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
-	if err := l.writable(); err != nil {
+	if err := l.leaderAppendable(leaderEpoch); err != nil {
 		return AppendInfo{}, err
-	}
-	if leaderEpoch < 0 {
-		return AppendInfo{}, fmt.Errorf("kafkalog: append as leader: %w: negative epoch %d", ErrEpochRegression, leaderEpoch)
-	}
-	if latest, ok := l.mu.epochs.latest(); ok && leaderEpoch < latest.Epoch {
-		return AppendInfo{}, fmt.Errorf("kafkalog: append as leader: %w: epoch %d, latest %d", ErrEpochRegression, leaderEpoch, latest.Epoch)
 	}
 	refs := l.w.refs[:0]
 	err := splitBatches(batches, l.cfg.MaxBatchBytes, func(h BatchHeader, b []byte) error {
@@ -324,7 +318,55 @@ func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, err
 	if err != nil {
 		return AppendInfo{}, fmt.Errorf("kafkalog: append as leader: %w", err)
 	}
-	buf := append(l.w.buf[:0], batches...)
+	return l.assignAndAppend(append(l.w.buf[:0], batches...), refs, leaderEpoch)
+}
+
+// AppendValidatedAsLeader appends one batch a BatchValidator accepted, as
+// AppendAsLeader does, without validating it again (the produce path
+// validates each batch once). Like Kafka's leader, it sets the header's
+// maxTimestamp to the records' largest timestamp (and the CRC with it)
+// when the client's differs and the batch is CreateTime.
+//
+// Errors: as AppendAsLeader; ErrBatchTooLarge if the batch is over this
+// log's MaxBatchBytes.
+func (l *Log) AppendValidatedAsLeader(vb ValidBatch, leaderEpoch int32) (AppendInfo, error) {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	if err := l.leaderAppendable(leaderEpoch); err != nil {
+		return AppendInfo{}, err
+	}
+	if len(vb.bytes) > l.cfg.MaxBatchBytes {
+		return AppendInfo{}, fmt.Errorf("kafkalog: append as leader: %w: %d bytes, max %d", ErrBatchTooLarge, len(vb.bytes), l.cfg.MaxBatchBytes)
+	}
+	buf := append(l.w.buf[:0], vb.bytes...)
+	h := vb.header
+	if !h.LogAppendTime() && h.MaxTimestamp != vb.maxTimestamp {
+		h.MaxTimestamp, h.CRC = vb.maxTimestamp, setMaxTimestamp(buf, vb.maxTimestamp)
+	}
+	refs := append(l.w.refs[:0], batchRef{h: h})
+	l.w.refs = refs
+	return l.assignAndAppend(buf, refs, leaderEpoch)
+}
+
+// leaderAppendable checks the log and the epoch of a leader append.
+// Caller holds writeMu.
+func (l *Log) leaderAppendable(leaderEpoch int32) error {
+	if err := l.writable(); err != nil {
+		return err
+	}
+	if leaderEpoch < 0 {
+		return fmt.Errorf("kafkalog: append as leader: %w: negative epoch %d", ErrEpochRegression, leaderEpoch)
+	}
+	if latest, ok := l.mu.epochs.latest(); ok && leaderEpoch < latest.Epoch {
+		return fmt.Errorf("kafkalog: append as leader: %w: epoch %d, latest %d", ErrEpochRegression, leaderEpoch, latest.Epoch)
+	}
+	return nil
+}
+
+// assignAndAppend stamps offsets from the log end and leaderEpoch into
+// buf (validated batches, the log's own copy, described by refs) and
+// appends it. Caller holds writeMu.
+func (l *Log) assignAndAppend(buf []byte, refs []batchRef, leaderEpoch int32) (AppendInfo, error) {
 	l.w.buf = buf
 	next := l.mu.leo
 	pos := 0
