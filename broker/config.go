@@ -135,6 +135,10 @@ type Config struct {
 	// SocketRequestMaxBytes: socket.request.max.bytes; larger frames close
 	// the connection. Default 100 MiB.
 	SocketRequestMaxBytes int32
+	// MaxUncompressedBatchBytes: kwal.batch.max.uncompressed.bytes, what
+	// one compressed produced batch may decompress to; a larger one is
+	// refused with CORRUPT_MESSAGE. Default 64 MiB.
+	MaxUncompressedBatchBytes int64
 	// AutoCreateTopics: auto.create.topics.enable. Default true (set
 	// DisableAutoCreateTopics to turn it off).
 	DisableAutoCreateTopics bool
