@@ -29,7 +29,7 @@ type Broker struct {
 	ln     net.Listener
 	// validator checks every produced batch once (BatchValidator).
 	validator *kafkalog.BatchValidator
-	info   BrokerInfo
+	info      BrokerInfo
 
 	produceWait *purgatory.Purgatory[TopicPartition]
 	fetchWait   *purgatory.Purgatory[TopicPartition]

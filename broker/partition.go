@@ -24,15 +24,15 @@ type followerState struct {
 
 // partition is one replica of a partition on this broker.
 type partition struct {
-	tp     TopicPartition
-	self   int32
-	log    *kafkalog.Log
+	tp   TopicPartition
+	self int32
+	log  *kafkalog.Log
 	// validator checks produced batches (shared by the broker's partitions).
 	validator *kafkalog.BatchValidator
 	mode      ReplicationMode
-	minISR int
-	clock  clock.Clock
-	logger *slog.Logger
+	minISR    int
+	clock     clock.Clock
+	logger    *slog.Logger
 
 	// appendMu serialises appends, truncations and role changes; it is
 	// taken before mu. The producer table is guarded by it.
