@@ -738,6 +738,24 @@ func (l *Log) segmentFor(offset int64) *segment {
 	return segs[max(i-1, 0)]
 }
 
+// find returns the first batch whose last offset is at or above offset
+// (LogStartOffset <= offset < leo): in the segment holding offset, or, where
+// compaction left the rest of that segment (or all of it) without batches,
+// in the next segment that has one. Caller holds mu.
+func (l *Log) find(offset int64) (*segment, int64, liteHeader, error) {
+	segs := l.mu.segs
+	i := max(sort.Search(len(segs), func(i int) bool { return segs[i].base > offset })-1, 0)
+	for ; ; i++ {
+		s := segs[i]
+		r := l.reader(s)
+		pos, h, err := locate(r, s, max(offset, s.base))
+		l.release(r)
+		if err == nil || !errors.Is(err, ErrOffsetOutOfRange) || i == len(segs)-1 {
+			return s, pos, h, err
+		}
+	}
+}
+
 func (l *Log) reader(s *segment) *segReader {
 	r, _ := l.bufs.Get().(*segReader)
 	if r == nil {
@@ -785,10 +803,7 @@ func (l *Log) ReadInto(dst []byte, offset int64, maxBytes int) ([]byte, error) {
 		}
 		return dst[:0], nil
 	}
-	s := l.segmentFor(offset)
-	r := l.reader(s)
-	pos, h, err := locate(r, s, offset)
-	l.release(r)
+	s, pos, h, err := l.find(offset)
 	if err != nil {
 		return nil, fmt.Errorf("kafkalog: read %d: %w", offset, err)
 	}
@@ -839,10 +854,7 @@ func (l *Log) PositionOf(offset int64) (SegmentPosition, error) {
 		act := l.active()
 		return SegmentPosition{SegmentBaseOffset: act.base, Position: act.size}, nil
 	}
-	s := l.segmentFor(offset)
-	r := l.reader(s)
-	defer l.release(r)
-	pos, _, err := locate(r, s, offset)
+	s, pos, _, err := l.find(offset)
 	if err != nil {
 		return SegmentPosition{}, fmt.Errorf("kafkalog: position of %d: %w", offset, err)
 	}
