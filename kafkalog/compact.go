@@ -198,6 +198,17 @@ func (l *Log) Compact(cfg CompactConfig) (CompactStats, error) {
 		horizon = newest - cfg.DeleteRetentionMs
 	}
 
+	// Before the first rewritten segment exists, record that the log may
+	// hold compacted segments, so that recovery accepts their gaps.
+	l.writeMu.Lock()
+	if !l.w.compacted {
+		if err := writeOffsetCheckpoint(l.fs, l.dir, cleanerCheckpointFile, firstDirty); err != nil {
+			l.writeMu.Unlock()
+			return st, fmt.Errorf("kafkalog: compact: checkpoint: %w", err)
+		}
+		l.w.compacted = true
+	}
+	l.writeMu.Unlock()
 	for _, v := range views {
 		n, err := l.compactSegment(v, keyOf, offsets, lastOfProducer, horizon, &st)
 		if err != nil {
@@ -468,7 +479,7 @@ func (l *Log) swapSegment(v segView, tmp string) error {
 	size, err := f.Size()
 	if err == nil {
 		var res scanResult
-		res, err = scanSegment(f, size, v.base, l.cfg.IndexIntervalBytes, false)
+		res, err = scanSegment(f, size, v.base, l.cfg.IndexIntervalBytes, false, true)
 		if err == nil && res.validEnd != size {
 			err = fmt.Errorf("rewritten segment does not scan: %s", res.problem)
 		}

@@ -71,6 +71,7 @@ type Log struct {
 		lastHWCkpt    time.Time
 		ckptHW        int64 // last high watermark written, -1 none
 		recoveryPoint int64
+		compacted     bool // the cleaner has rewritten (or may have) segments
 		failed        error
 		buf           []byte
 		refs          []batchRef
@@ -135,6 +136,12 @@ func (l *Log) load() error {
 		}
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	// A cleaner checkpoint says the log may hold compacted segments.
+	_, l.w.compacted, err = readOffsetCheckpoint(l.fs, l.dir, cleanerCheckpointFile)
+	if err != nil {
+		l.logger.Warn("kafkalog: unreadable cleaner checkpoint; treating the log as compacted", "err", err)
+		l.w.compacted = true
+	}
 	rp, _, err := readOffsetCheckpoint(l.fs, l.dir, recoveryPointCheckpointFile)
 	if err != nil {
 		l.logger.Warn("kafkalog: ignoring unreadable recovery point; recovering every segment", "err", err)
@@ -159,7 +166,7 @@ func (l *Log) load() error {
 			return err
 		}
 		verify := i == len(bases)-1 || bases[i+1] > rp
-		res, err := scanSegment(s.file, size, base, l.cfg.IndexIntervalBytes, verify)
+		res, err := scanSegment(s.file, size, base, l.cfg.IndexIntervalBytes, verify, l.w.compacted)
 		if err != nil {
 			return fmt.Errorf("scan segment %d: %w", base, err)
 		}

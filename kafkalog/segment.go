@@ -191,12 +191,13 @@ type scanResult struct {
 
 // scanSegment walks a segment file from the start. With verify it
 // validates every batch fully (CRC, records); without, only the framing,
-// magic and offsets. Segments may hold compacted batches (gaps between
-// batches, batches with fewer records than their offset range), so verify
+// magic and offsets. The offsets of a log that was never compacted are
+// contiguous; a compacted log (compacted) may have gaps between batches
+// and batches with fewer records than their offset range, so verify then
 // checks the stored-batch rules of validateStoredBatch and offsets need
 // only increase. It stops at the first torn or bad batch and reports the
 // valid prefix; only I/O errors are returned as errors.
-func scanSegment(f File, size int64, base int64, interval int, verify bool) (scanResult, error) {
+func scanSegment(f File, size int64, base int64, interval int, verify, compacted bool) (scanResult, error) {
 	res := scanResult{next: base, maxTimestamp: -1}
 	r := &segReader{f: f, size: size, chunk: 1 << 20}
 	pos := int64(0)
@@ -222,8 +223,10 @@ func scanSegment(f File, size int64, base int64, interval int, verify bool) (sca
 			return res, err
 		}
 		var h BatchHeader
-		if verify {
+		if verify && compacted {
 			h, err = validateStoredBatch(b)
+		} else if verify {
+			h, err = ValidateBatchMax(b, math.MaxInt32)
 		} else {
 			h, err = ParseBatchHeader(b)
 			if err == nil && (h.LastOffsetDelta < 0 || h.RecordCount < 0) {
@@ -234,8 +237,8 @@ func scanSegment(f File, size int64, base int64, interval int, verify bool) (sca
 			res.problem = err.Error()
 			break
 		}
-		if h.BaseOffset < res.next {
-			res.problem = fmt.Sprintf("batch base offset %d below the end of the previous batch, %d", h.BaseOffset, res.next)
+		if h.BaseOffset < res.next || (!compacted && h.BaseOffset != res.next) {
+			res.problem = fmt.Sprintf("batch base offset %d, expected %d", h.BaseOffset, res.next)
 			break
 		}
 		if h.LastOffset()-base > math.MaxInt32 || pos > math.MaxUint32 {
