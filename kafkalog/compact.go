@@ -549,3 +549,26 @@ func validateStoredBatch(b []byte) (BatchHeader, error) {
 	}
 	return h, nil
 }
+
+// splitStoredBatches is splitBatches for a compacted log's bytes: each
+// batch is checked by validateStoredBatch (and maxBytes).
+func splitStoredBatches(b []byte, maxBytes int, fn func(h BatchHeader, batch []byte) error) error {
+	for pos := 0; pos < len(b); {
+		size, err := frameSize(b[pos:], int64(pos))
+		if err != nil {
+			return err
+		}
+		if size > maxBytes {
+			return fmt.Errorf("%w: %d bytes, max %d", ErrBatchTooLarge, size, maxBytes)
+		}
+		h, err := validateStoredBatch(b[pos : pos+size])
+		if err != nil {
+			return atPosition(err, int64(pos))
+		}
+		if err := fn(h, b[pos:pos+size]); err != nil {
+			return err
+		}
+		pos += size
+	}
+	return nil
+}

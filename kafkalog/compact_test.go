@@ -73,7 +73,7 @@ func readRecords(tb testing.TB, l *Log) []kv {
 			tb.Fatalf("read %d: %v", off, err)
 		}
 		next := off
-		err = splitStored(data, func(h BatchHeader, b []byte) error {
+		err = splitStoredBatches(data, 1<<30, func(h BatchHeader, b []byte) error {
 			next = h.NextOffset()
 			return l.eachRecord(h, b, func(r record) {
 				o := h.BaseOffset + int64(r.offsetDelta)
@@ -93,26 +93,6 @@ func readRecords(tb testing.TB, l *Log) []kv {
 		off = next
 	}
 	return out
-}
-
-// splitStored walks whole stored batches, checking each as a sealed
-// segment's.
-func splitStored(data []byte, fn func(h BatchHeader, b []byte) error) error {
-	for pos := 0; pos < len(data); {
-		n, err := frameSize(data[pos:], int64(pos))
-		if err != nil {
-			return err
-		}
-		h, err := validateStoredBatch(data[pos : pos+n])
-		if err != nil {
-			return err
-		}
-		if err := fn(h, data[pos:pos+n]); err != nil {
-			return err
-		}
-		pos += n
-	}
-	return nil
 }
 
 // recordValue digs the value out of a raw record (length varint first).
@@ -420,4 +400,42 @@ func FuzzValidateStoredBatch(f *testing.F) {
 		// What it accepts the cleaner can walk.
 		_ = splitRecords(b[BatchHeaderSize:], h, func(record) {})
 	})
+}
+
+// A follower of a compacted topic copies the leader's compacted segments
+// (gaps, sparse batches) as they are; one that is not told the topic is
+// compacted refuses the gap.
+func TestFollowerCopiesCompactedLeader(t *testing.T) {
+	leader := newEnv(t, Config{SegmentBytes: 8 << 10, Compacted: true})
+	compactWorkload(t, leader.log, rand.New(rand.NewSource(5)), 4_000, 300, 10, 0.1)
+	leader.log.SetHighWatermark(leader.log.LogEndOffset())
+	if _, err := leader.log.Compact(CompactConfig{UpTo: leader.log.HighWatermark(), Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, compacted := range []bool{true, false} {
+		f := newEnv(t, Config{SegmentBytes: 8 << 10, Compacted: compacted})
+		var err error
+		for off := int64(0); off < leader.log.LogEndOffset() && err == nil; {
+			var data []byte
+			if data, err = leader.log.Read(off, 1<<20); err != nil {
+				t.Fatal(err)
+			}
+			var info AppendInfo
+			if info, err = f.log.AppendAsFollower(data); err == nil {
+				off = info.LastOffset + 1
+			}
+		}
+		if !compacted {
+			if err == nil {
+				t.Fatal("a follower of an uncompacted topic took offset gaps")
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameRecords(t, readRecords(t, f.log), readRecords(t, leader.log))
+		f.reopen()
+		sameRecords(t, readRecords(t, f.log), readRecords(t, leader.log))
+	}
 }

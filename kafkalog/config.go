@@ -51,6 +51,12 @@ type Config struct {
 	// always write it. Default 5000; -1 writes on every change.
 	HighWatermarkCheckpointMs int64
 
+	// Compacted: the topic's cleanup.policy includes compact. Its sealed
+	// segments may be rewritten by the cleaner (Compact), and a follower
+	// accepts the leader's compacted batches (offset gaps, batches with
+	// fewer records than their offset range).
+	Compacted bool
+
 	Clock  clock.Clock  // default clock.Real{}
 	Logger *slog.Logger // default slog.Default()
 	FS     FS           // default OSFS{}

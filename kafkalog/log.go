@@ -142,6 +142,7 @@ func (l *Log) load() error {
 		l.logger.Warn("kafkalog: unreadable cleaner checkpoint; treating the log as compacted", "err", err)
 		l.w.compacted = true
 	}
+	l.w.compacted = l.w.compacted || l.cfg.Compacted
 	rp, _, err := readOffsetCheckpoint(l.fs, l.dir, recoveryPointCheckpointFile)
 	if err != nil {
 		l.logger.Warn("kafkalog: ignoring unreadable recovery point; recovering every segment", "err", err)
@@ -416,8 +417,14 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 		latest = e.Epoch
 	}
 	pos := 0
-	err := splitBatches(batches, math.MaxInt32, func(h BatchHeader, b []byte) error {
-		if h.BaseOffset != expected {
+	split, gapsOK := splitBatches, false
+	if l.cfg.Compacted {
+		// A compacted leader's sealed segments have gaps and sparse
+		// batches; a follower catching up copies them as they are.
+		split, gapsOK = splitStoredBatches, true
+	}
+	err := split(batches, math.MaxInt32, func(h BatchHeader, b []byte) error {
+		if h.BaseOffset < expected || (!gapsOK && h.BaseOffset != expected) {
 			return offsetMismatch(expected, h.BaseOffset)
 		}
 		if h.PartitionLeaderEpoch < latest && h.PartitionLeaderEpoch >= 0 {
