@@ -98,6 +98,10 @@ func New(cfg Config) (*Broker, error) {
 	b.wg.Add(2)
 	go b.acceptLoop()
 	go b.isrLoop()
+	if !cfg.LogCleanerDisable {
+		b.wg.Add(1)
+		go b.cleanerLoop()
+	}
 	if cfg.MetricsListener != "" {
 		addr, err := b.ServeMetrics(cfg.MetricsListener)
 		if err != nil {
@@ -293,6 +297,7 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, configs 
 	if v, ok := configs["min.insync.replicas"]; ok {
 		minISR, _ = strconv.Atoi(v)
 	}
+	_, lc.Compacted = compactConfigOf(configs)
 	l, err := kafkalog.Open(dir, lc)
 	if err != nil {
 		return nil, err

@@ -177,7 +177,7 @@ func (l *Log) Compact(cfg CompactConfig) (CompactStats, error) {
 			if v.next <= firstDirty || h.LastOffset() < firstDirty || h.Control() {
 				return nil
 			}
-			return l.eachRecord(h, batch, func(r record) {
+			return eachStoredRecord(h, batch, func(r record) {
 				if r.hasKey && h.BaseOffset+int64(r.offsetDelta) >= firstDirty {
 					offsets[keyOf(r.key)] = h.BaseOffset + int64(r.offsetDelta)
 				}
@@ -273,7 +273,7 @@ type record struct {
 }
 
 // records returns the batch's records section, decompressed.
-func (l *Log) records(h BatchHeader, batch []byte) ([]byte, error) {
+func storedRecords(h BatchHeader, batch []byte) ([]byte, error) {
 	if h.Compression() == CodecNone {
 		return batch[BatchHeaderSize:], nil
 	}
@@ -285,8 +285,8 @@ func (l *Log) records(h BatchHeader, batch []byte) ([]byte, error) {
 }
 
 // eachRecord calls fn for each record of a stored batch.
-func (l *Log) eachRecord(h BatchHeader, batch []byte, fn func(r record)) error {
-	recs, err := l.records(h, batch)
+func eachStoredRecord(h BatchHeader, batch []byte, fn func(r record)) error {
+	recs, err := storedRecords(h, batch)
 	if err != nil {
 		return err
 	}
@@ -353,7 +353,7 @@ func (l *Log) compactSegment(v segView, keyOf func([]byte) [2]uint64, offsets ma
 			kept = kept[:0]
 			count := int32(0)
 			var err error
-			if err = l.eachRecord(h, batch, func(r record) {
+			if err = eachStoredRecord(h, batch, func(r record) {
 				off := h.BaseOffset + int64(r.offsetDelta)
 				if r.hasKey {
 					if last, ok := offsets[keyOf(r.key)]; ok && last > off {
@@ -571,4 +571,46 @@ func splitStoredBatches(b []byte, maxBytes int, fn func(h BatchHeader, batch []b
 		pos += size
 	}
 	return nil
+}
+
+// Record is one record of a stored batch as EachRecord hands it out.
+// Key and Value alias the batch (or its decompressed copy); a nil Key or
+// Value was null.
+type Record struct {
+	Offset    int64
+	Timestamp int64
+	Key       []byte
+	Value     []byte
+}
+
+// EachRecord calls fn for each record of one stored batch (compressed or
+// not, compacted or not). Errors: *CorruptBatchError.
+func EachRecord(batch []byte, fn func(r Record)) error {
+	h, err := validateStoredBatch(batch)
+	if err != nil {
+		return err
+	}
+	return eachStoredRecord(h, batch, func(r record) {
+		out := Record{Offset: h.BaseOffset + int64(r.offsetDelta), Timestamp: h.BaseTimestamp + r.tsDelta, Key: r.key}
+		if !r.tombstone {
+			out.Value = valueOf(r.raw)
+		}
+		fn(out)
+	})
+}
+
+// valueOf returns the value of a raw record (length varint first) that
+// splitRecords accepted.
+func valueOf(raw []byte) []byte {
+	rr := recReader{b: raw}
+	rr.varint(math.MaxInt32) // length
+	rr.b = rr.b[1:]          // attributes
+	rr.varint(math.MaxInt64) // timestamp delta
+	rr.varint(math.MaxInt32) // offset delta
+	rr.bytes(true)           // key
+	vl := rr.varint(math.MaxInt32)
+	if rr.bad || vl < 0 || vl > int64(len(rr.b)) {
+		return nil
+	}
+	return rr.b[:vl:vl]
 }

@@ -75,14 +75,14 @@ func readRecords(tb testing.TB, l *Log) []kv {
 		next := off
 		err = splitStoredBatches(data, 1<<30, func(h BatchHeader, b []byte) error {
 			next = h.NextOffset()
-			return l.eachRecord(h, b, func(r record) {
+			return eachStoredRecord(h, b, func(r record) {
 				o := h.BaseOffset + int64(r.offsetDelta)
 				if o < off {
 					return
 				}
 				var v []byte
 				if !r.tombstone {
-					v = recordValue(tb, r.raw)
+					v = valueOf(r.raw)
 				}
 				out = append(out, kv{offset: o, key: string(r.key), value: v, ts: h.BaseTimestamp + r.tsDelta})
 			})
@@ -93,22 +93,6 @@ func readRecords(tb testing.TB, l *Log) []kv {
 		off = next
 	}
 	return out
-}
-
-// recordValue digs the value out of a raw record (length varint first).
-func recordValue(tb testing.TB, raw []byte) []byte {
-	rr := recReader{b: raw}
-	rr.varint(1 << 31)
-	rr.b = rr.b[1:]
-	rr.varint(1 << 62)
-	rr.varint(1 << 31)
-	kl := rr.varint(1 << 31)
-	rr.b = rr.b[kl:]
-	vl := rr.varint(1 << 31)
-	if rr.bad || vl < 0 {
-		tb.Fatalf("bad record")
-	}
-	return rr.b[:vl]
 }
 
 // expectCompacted is what a consumer must read after cleaning offsets below
