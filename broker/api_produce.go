@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -105,7 +107,12 @@ func (b *Broker) handleProduce(cs *connState, req *kmsg.ProduceRequest) (kmsg.Re
 					m := msg
 					sp.ErrorMessage = &m
 				}
-				b.logger.Debug("produce refused", "remote", cs.remote, "partition", tp, "err", code.Message, "detail", msg)
+				level := slog.LevelDebug
+				if code == kerr.CorruptMessage || code == kerr.InvalidRecord || code == kerr.MessageTooLarge {
+					// A client sent bytes that cannot be stored: say so.
+					level = slog.LevelWarn
+				}
+				b.logger.Log(context.Background(), level, "produce refused", "remote", cs.remote, "client_id", cs.clientID, "partition", tp, "err", code.Message, "detail", msg)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -152,10 +159,7 @@ func (b *Broker) producePartition(req *kmsg.ProduceRequest, tp TopicPartition, r
 	}
 	p := b.partition(tp)
 	if p == nil {
-		if _, ok := b.ctrl.Topic(tp.Topic); ok {
-			return kerr.NotLeaderForPartition, ""
-		}
-		return kerr.UnknownTopicOrPartition, ""
+		return b.notHere(tp), ""
 	}
 	res := p.appendAsLeader(records, req.Acks)
 	if res.err != nil {

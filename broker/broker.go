@@ -16,6 +16,7 @@ import (
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/kwal/kwal/purgatory"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // Broker is one Kafka-compatible broker. Make it with New; Close stops it.
@@ -26,7 +27,9 @@ type Broker struct {
 	ctrl   Controller
 	ledger *ledger.Ledger
 	ln     net.Listener
-	info   BrokerInfo
+	// validator checks every produced batch once (BatchValidator).
+	validator *kafkalog.BatchValidator
+	info      BrokerInfo
 
 	produceWait *purgatory.Purgatory[TopicPartition]
 	fetchWait   *purgatory.Purgatory[TopicPartition]
@@ -52,6 +55,7 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, clock: cfg.Clock, ctrl: cfg.Controller, ledger: cfg.Ledger, stop: make(chan struct{})}
+	b.validator = kafkalog.NewBatchValidator(kafkalog.DefaultMaxBatchBytes, cfg.MaxUncompressedBatchBytes)
 	b.logger = cfg.Logger.With("broker", cfg.BrokerID)
 	b.mu.partitions = map[TopicPartition]*partition{}
 	b.mu.conns = map[net.Conn]struct{}{}
@@ -99,6 +103,10 @@ func New(cfg Config) (*Broker, error) {
 	go b.acceptLoop()
 	go b.isrLoop()
 	go b.retentionLoop()
+	if !cfg.LogCleanerDisable {
+		b.wg.Add(1)
+		go b.cleanerLoop()
+	}
 	if cfg.MetricsListener != "" {
 		addr, err := b.ServeMetrics(cfg.MetricsListener)
 		if err != nil {
@@ -177,6 +185,18 @@ func (b *Broker) Close() error {
 	}
 	b.logger.Info("broker stopped")
 	return errors.Join(errs...)
+}
+
+// notHere is the error for a partition this broker holds no replica of:
+// UNKNOWN_TOPIC_OR_PARTITION if the controller knows no such partition
+// (an unknown topic, or a partition number past the topic's), else
+// NOT_LEADER_OR_FOLLOWER (the client's metadata is stale; it retries).
+func (b *Broker) notHere(tp TopicPartition) *kerr.Error {
+	ts, ok := b.ctrl.Topic(tp.Topic)
+	if !ok || tp.Partition < 0 || int(tp.Partition) >= len(ts.Partitions) {
+		return kerr.UnknownTopicOrPartition
+	}
+	return kerr.NotLeaderForPartition
 }
 
 func (b *Broker) partition(tp TopicPartition) *partition {
@@ -297,11 +317,12 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, configs 
 	if v, ok := configs["min.insync.replicas"]; ok {
 		minISR, _ = strconv.Atoi(v)
 	}
+	_, lc.Compacted = compactConfigOf(configs)
 	l, err := kafkalog.Open(dir, lc)
 	if err != nil {
 		return nil, err
 	}
-	p := &partition{tp: tp, self: b.cfg.BrokerID, log: l, mode: mode, minISR: minISR, lagMax: b.cfg.ReplicaLagTimeMax, clock: b.clock, logger: b.logger}
+	p := &partition{tp: tp, self: b.cfg.BrokerID, log: l, validator: b.validator, mode: mode, minISR: minISR, lagMax: b.cfg.ReplicaLagTimeMax, clock: b.clock, logger: b.logger}
 	b.mu.partitions[tp] = p
 	return p, nil
 }

@@ -160,12 +160,22 @@ type Config struct {
 	// SocketRequestMaxBytes: socket.request.max.bytes; larger frames close
 	// the connection. Default 100 MiB.
 	SocketRequestMaxBytes int32
+	// MaxUncompressedBatchBytes: kwal.batch.max.uncompressed.bytes, what
+	// one compressed produced batch may decompress to; a larger one is
+	// refused with CORRUPT_MESSAGE. Default 64 MiB.
+	MaxUncompressedBatchBytes int64
 	// AutoCreateTopics: auto.create.topics.enable. Default true (set
 	// DisableAutoCreateTopics to turn it off).
 	DisableAutoCreateTopics bool
 	// MaxTopicPartitions bounds the partitions of one topic (each is a
 	// log directory with open files). Default 4096.
 	MaxTopicPartitions int32
+	// LogCleanerDisable: log.cleaner.enable=false. Compacted topics are
+	// then never cleaned.
+	LogCleanerDisable bool
+	// LogCleanerBackoff: log.cleaner.backoff.ms, the pause between cleaner
+	// passes. Default 15 s.
+	LogCleanerBackoff time.Duration
 	// ClusterID is reported in Metadata. Default "kwal-cluster".
 	ClusterID string
 	// RemoteWAL holds the KIP-1176 settings.
@@ -203,6 +213,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ReplicaLagTimeMax == 0 {
 		c.ReplicaLagTimeMax = DefaultReplicaLagTimeMax
+	}
+	if c.LogCleanerBackoff == 0 {
+		c.LogCleanerBackoff = DefaultLogCleanerBackoff
 	}
 	if c.Dial == nil {
 		c.Dial = net.DialTimeout
@@ -286,6 +299,8 @@ func (c *Config) Validate() error {
 		return bad("default.replication.factor", c.DefaultReplicationFactor)
 	case c.MinInsyncReplicas < 1:
 		return bad("min.insync.replicas", c.MinInsyncReplicas)
+	case c.LogCleanerBackoff < 0:
+		return bad("log.cleaner.backoff.ms", c.LogCleanerBackoff)
 	case c.ReplicaLagTimeMax < 0:
 		return bad("replica.lag.time.max.ms", c.ReplicaLagTimeMax)
 	case c.ReplicaFetchWaitMax < 0:

@@ -18,14 +18,16 @@ import (
 // log and hands the follower driver (fetcher.go) a small handle
 // (followerLog) instead of its locks.
 type partition struct {
-	tp     TopicPartition
-	self   int32
-	log    *kafkalog.Log
-	mode   ReplicationMode
-	minISR int
-	lagMax time.Duration // replica.lag.time.max.ms
-	clock  clock.Clock
-	logger *slog.Logger
+	tp   TopicPartition
+	self int32
+	log  *kafkalog.Log
+	// validator checks produced batches (shared by the broker's partitions).
+	validator *kafkalog.BatchValidator
+	mode      ReplicationMode
+	minISR    int
+	lagMax    time.Duration // replica.lag.time.max.ms
+	clock     clock.Clock
+	logger    *slog.Logger
 
 	// appendMu serialises appends, truncations and role changes; it is
 	// taken before mu. Holding it, a producer's entry in the log cannot
@@ -147,11 +149,13 @@ type appendResult struct {
 // idempotent sequences.
 func (p *partition) appendAsLeader(records []byte, acks int16) appendResult {
 	// Kafka: v3+ produce carries exactly one batch per partition;
-	// ValidateBatch refuses anything else.
-	h, err := kafkalog.ValidateBatch(records)
+	// Validate refuses anything else. The batch is validated once, here:
+	// AppendValidatedAsLeader does not look again.
+	vb, err := p.validator.Validate(records)
 	if err != nil {
 		return appendResult{err: logErrorCode(err), msg: err.Error()}
 	}
+	h := vb.Header()
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	p.mu.Lock()
@@ -181,7 +185,7 @@ func (p *partition) appendAsLeader(records []byte, acks int16) appendResult {
 			"partition", p.tp, "producer_id", h.ProducerID, "first_seq", h.BaseSequence, "offset", chk.dup.FirstOffset)
 		return appendResult{firstOffset: chk.dup.FirstOffset, lastOffset: chk.dup.LastOffset, duplicate: true}
 	}
-	info, err := p.log.AppendAsLeader(records, epoch)
+	info, err := p.log.AppendValidatedAsLeader(vb, epoch)
 	if err != nil {
 		return appendResult{err: logErrorCode(err), msg: err.Error()}
 	}
@@ -193,6 +197,8 @@ func logErrorCode(err error) *kerr.Error {
 	switch {
 	case errors.Is(err, kafkalog.ErrCorruptBatch):
 		return kerr.CorruptMessage
+	case errors.Is(err, kafkalog.ErrInvalidRecord):
+		return kerr.InvalidRecord
 	case errors.Is(err, kafkalog.ErrBatchTooLarge):
 		return kerr.MessageTooLarge
 	case errors.Is(err, kafkalog.ErrOffsetOutOfRange):

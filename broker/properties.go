@@ -281,7 +281,13 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 		sc.Broker.MinInsyncReplicas = int(n)
 		return err
 	},
-	"replica.lag.time.max.ms":   func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaLagTimeMax) },
+	"replica.lag.time.max.ms": func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaLagTimeMax) },
+	"log.cleaner.backoff.ms":  func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.LogCleanerBackoff) },
+	"log.cleaner.enable": func(sc *ServerConfig, v string) error {
+		on, err := strconv.ParseBool(v)
+		sc.Broker.LogCleanerDisable = !on
+		return err
+	},
 	"replica.fetch.wait.max.ms": func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaFetchWaitMax) },
 	"replica.fetch.backoff.ms":  func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaFetchBackoff) },
 	"replica.fetch.max.bytes":   func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.ReplicaFetchMaxBytes) },

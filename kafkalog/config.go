@@ -61,6 +61,12 @@ type Config struct {
 	// production.
 	ProducerStateRebuildDisabled bool
 
+	// Compacted: the topic's cleanup.policy includes compact. Its sealed
+	// segments may be rewritten by the cleaner (Compact), and a follower
+	// accepts the leader's compacted batches (offset gaps, batches with
+	// fewer records than their offset range).
+	Compacted bool
+
 	Clock  clock.Clock  // default clock.Real{}
 	Logger *slog.Logger // default slog.Default()
 	FS     FS           // default OSFS{}

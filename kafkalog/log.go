@@ -115,6 +115,7 @@ type Log struct {
 		lastHWCkpt    time.Time
 		ckptHW        int64 // last high watermark written, -1 none
 		recoveryPoint int64
+		compacted     bool // the cleaner has rewritten (or may have) segments
 		failed        error
 		buf           []byte
 		refs          []batchRef
@@ -181,6 +182,13 @@ func (l *Log) load() error {
 		}
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	// A cleaner checkpoint says the log may hold compacted segments.
+	_, l.w.compacted, err = readOffsetCheckpoint(l.fs, l.dir, cleanerCheckpointFile)
+	if err != nil {
+		l.logger.Warn("kafkalog: unreadable cleaner checkpoint; treating the log as compacted", "err", err)
+		l.w.compacted = true
+	}
+	l.w.compacted = l.w.compacted || l.cfg.Compacted
 	rp, _, err := readOffsetCheckpoint(l.fs, l.dir, recoveryPointCheckpointFile)
 	if err != nil {
 		l.logger.Warn("kafkalog: ignoring unreadable recovery point; recovering every segment", "err", err)
@@ -205,7 +213,7 @@ func (l *Log) load() error {
 			return err
 		}
 		verify := i == len(bases)-1 || bases[i+1] > rp
-		res, err := scanSegment(s.file, size, base, l.cfg.IndexIntervalBytes, verify)
+		res, err := scanSegment(s.file, size, base, l.cfg.IndexIntervalBytes, verify, l.w.compacted)
 		if err != nil {
 			return fmt.Errorf("scan segment %d: %w", base, err)
 		}
@@ -352,14 +360,8 @@ func (l *Log) writable() error {
 func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
-	if err := l.writable(); err != nil {
+	if err := l.leaderAppendable(leaderEpoch); err != nil {
 		return AppendInfo{}, err
-	}
-	if leaderEpoch < 0 {
-		return AppendInfo{}, fmt.Errorf("kafkalog: append as leader: %w: negative epoch %d", ErrEpochRegression, leaderEpoch)
-	}
-	if latest, ok := l.mu.epochs.latest(); ok && leaderEpoch < latest.Epoch {
-		return AppendInfo{}, fmt.Errorf("kafkalog: append as leader: %w: epoch %d, latest %d", ErrEpochRegression, leaderEpoch, latest.Epoch)
 	}
 	refs := l.w.refs[:0]
 	err := splitBatches(batches, l.cfg.MaxBatchBytes, func(h BatchHeader, b []byte) error {
@@ -370,7 +372,55 @@ func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, err
 	if err != nil {
 		return AppendInfo{}, fmt.Errorf("kafkalog: append as leader: %w", err)
 	}
-	buf := append(l.w.buf[:0], batches...)
+	return l.assignAndAppend(append(l.w.buf[:0], batches...), refs, leaderEpoch)
+}
+
+// AppendValidatedAsLeader appends one batch a BatchValidator accepted, as
+// AppendAsLeader does, without validating it again (the produce path
+// validates each batch once). Like Kafka's leader, it sets the header's
+// maxTimestamp to the records' largest timestamp (and the CRC with it)
+// when the client's differs and the batch is CreateTime.
+//
+// Errors: as AppendAsLeader; ErrBatchTooLarge if the batch is over this
+// log's MaxBatchBytes.
+func (l *Log) AppendValidatedAsLeader(vb ValidBatch, leaderEpoch int32) (AppendInfo, error) {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	if err := l.leaderAppendable(leaderEpoch); err != nil {
+		return AppendInfo{}, err
+	}
+	if len(vb.bytes) > l.cfg.MaxBatchBytes {
+		return AppendInfo{}, fmt.Errorf("kafkalog: append as leader: %w: %d bytes, max %d", ErrBatchTooLarge, len(vb.bytes), l.cfg.MaxBatchBytes)
+	}
+	buf := append(l.w.buf[:0], vb.bytes...)
+	h := vb.header
+	if !h.LogAppendTime() && h.MaxTimestamp != vb.maxTimestamp {
+		h.MaxTimestamp, h.CRC = vb.maxTimestamp, setMaxTimestamp(buf, vb.maxTimestamp)
+	}
+	refs := append(l.w.refs[:0], batchRef{h: h})
+	l.w.refs = refs
+	return l.assignAndAppend(buf, refs, leaderEpoch)
+}
+
+// leaderAppendable checks the log and the epoch of a leader append.
+// Caller holds writeMu.
+func (l *Log) leaderAppendable(leaderEpoch int32) error {
+	if err := l.writable(); err != nil {
+		return err
+	}
+	if leaderEpoch < 0 {
+		return fmt.Errorf("kafkalog: append as leader: %w: negative epoch %d", ErrEpochRegression, leaderEpoch)
+	}
+	if latest, ok := l.mu.epochs.latest(); ok && leaderEpoch < latest.Epoch {
+		return fmt.Errorf("kafkalog: append as leader: %w: epoch %d, latest %d", ErrEpochRegression, leaderEpoch, latest.Epoch)
+	}
+	return nil
+}
+
+// assignAndAppend stamps offsets from the log end and leaderEpoch into
+// buf (validated batches, the log's own copy, described by refs) and
+// appends it. Caller holds writeMu.
+func (l *Log) assignAndAppend(buf []byte, refs []batchRef, leaderEpoch int32) (AppendInfo, error) {
 	l.w.buf = buf
 	next := l.mu.leo
 	pos := 0
@@ -413,8 +463,14 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 		latest = e.Epoch
 	}
 	pos := 0
-	err := splitBatches(batches, math.MaxInt32, func(h BatchHeader, b []byte) error {
-		if h.BaseOffset != expected {
+	split, gapsOK := splitBatches, false
+	if l.cfg.Compacted {
+		// A compacted leader's sealed segments have gaps and sparse
+		// batches; a follower catching up copies them as they are.
+		split, gapsOK = splitStoredBatches, true
+	}
+	err := split(batches, math.MaxInt32, func(h BatchHeader, b []byte) error {
+		if h.BaseOffset < expected || (!gapsOK && h.BaseOffset != expected) {
 			return offsetMismatch(expected, h.BaseOffset)
 		}
 		if h.PartitionLeaderEpoch < latest && h.PartitionLeaderEpoch >= 0 {
@@ -748,6 +804,24 @@ func (l *Log) segmentFor(offset int64) *segment {
 	return segs[max(i-1, 0)]
 }
 
+// find returns the first batch whose last offset is at or above offset
+// (LogStartOffset <= offset < leo): in the segment holding offset, or, where
+// compaction left the rest of that segment (or all of it) without batches,
+// in the next segment that has one. Caller holds mu.
+func (l *Log) find(offset int64) (*segment, int64, liteHeader, error) {
+	segs := l.mu.segs
+	i := max(sort.Search(len(segs), func(i int) bool { return segs[i].base > offset })-1, 0)
+	for ; ; i++ {
+		s := segs[i]
+		r := l.reader(s)
+		pos, h, err := locate(r, s, max(offset, s.base))
+		l.release(r)
+		if err == nil || !errors.Is(err, ErrOffsetOutOfRange) || i == len(segs)-1 {
+			return s, pos, h, err
+		}
+	}
+}
+
 func (l *Log) reader(s *segment) *segReader {
 	r, _ := l.bufs.Get().(*segReader)
 	if r == nil {
@@ -795,10 +869,7 @@ func (l *Log) ReadInto(dst []byte, offset int64, maxBytes int) ([]byte, error) {
 		}
 		return dst[:0], nil
 	}
-	s := l.segmentFor(offset)
-	r := l.reader(s)
-	pos, h, err := locate(r, s, offset)
-	l.release(r)
+	s, pos, h, err := l.find(offset)
 	if err != nil {
 		return nil, fmt.Errorf("kafkalog: read %d: %w", offset, err)
 	}
@@ -849,10 +920,7 @@ func (l *Log) PositionOf(offset int64) (SegmentPosition, error) {
 		act := l.active()
 		return SegmentPosition{SegmentBaseOffset: act.base, Position: act.size}, nil
 	}
-	s := l.segmentFor(offset)
-	r := l.reader(s)
-	defer l.release(r)
-	pos, _, err := locate(r, s, offset)
+	s, pos, _, err := l.find(offset)
 	if err != nil {
 		return SegmentPosition{}, fmt.Errorf("kafkalog: position of %d: %w", offset, err)
 	}

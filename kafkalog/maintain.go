@@ -134,7 +134,7 @@ func (l *Log) Truncate(to int64) error {
 		return fmt.Errorf("kafkalog: truncate to %d: batch starts at %d: %w", to, h.base, ErrNotBatchBoundary)
 	}
 	// Recompute what the cut segment keeps, before taking the lock.
-	res, err := scanSegment(s.file, pos, s.base, l.cfg.IndexIntervalBytes, false)
+	res, err := scanSegment(s.file, pos, s.base, l.cfg.IndexIntervalBytes, false, l.w.compacted)
 	if err != nil {
 		return fmt.Errorf("kafkalog: truncate to %d: %w", to, err)
 	}
