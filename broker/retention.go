@@ -34,6 +34,9 @@ func (b *Broker) retentionLoop() {
 func (b *Broker) enforceRetention() int {
 	total := 0
 	for _, p := range b.partitionsSnapshot() {
+		if ts, ok := b.ctrl.Topic(p.tp.Topic); ok && !deletesByRetention(ts.Configs) {
+			continue // cleanup.policy=compact: the cleaner's, not retention's
+		}
 		upTo, ok := b.retentionBound(p)
 		if !ok {
 			continue
