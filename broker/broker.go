@@ -92,10 +92,11 @@ func New(cfg Config) (*Broker, error) {
 	for _, ts := range b.ctrl.Topics() {
 		b.applyTopic(ts)
 	}
-	b.wg.Add(3)
+	b.wg.Add(4)
 	go b.acceptLoop()
 	go b.isrLoop()
 	go b.retentionLoop()
+	go b.producerExpirationLoop()
 	if cfg.MetricsListener != "" {
 		addr, err := b.ServeMetrics(cfg.MetricsListener)
 		if err != nil {
@@ -273,6 +274,7 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, configs 
 		RetentionMs:                  b.cfg.RetentionMs,
 		RetentionBytes:               b.cfg.RetentionBytes,
 		ProducerStateRebuildDisabled: b.cfg.ProducerStateRebuildDisabled,
+		ProducerIDExpirationMs:       b.cfg.ProducerIDExpiration.Milliseconds(),
 		Clock:                        b.clock,
 		Logger:                       b.logger,
 	}

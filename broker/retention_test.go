@@ -215,9 +215,13 @@ func TestRetentionProperties(t *testing.T) {
 			t.Errorf("%q: retention %d ms, want %d", tc.props, sc.Broker.RetentionMs, tc.wantMs)
 		}
 	}
-	sc, err := LoadServerProperties(strings.NewReader("log.dirs=/x\nlog.retention.bytes=77\nlog.retention.check.interval.ms=1500\nkwal.producer.state.rebuild.enable=false\n"))
+	sc, err := LoadServerProperties(strings.NewReader("log.dirs=/x\nlog.retention.bytes=77\nlog.retention.check.interval.ms=1500\nkwal.producer.state.rebuild.enable=false\n" +
+		"producer.id.expiration.ms=5000\nproducer.id.expiration.check.interval.ms=700\n"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if b := sc.Broker; b.ProducerIDExpiration != 5*time.Second || b.ProducerIDExpirationCheckInterval != 700*time.Millisecond {
+		t.Fatalf("producer expiration %v, check every %v", b.ProducerIDExpiration, b.ProducerIDExpirationCheckInterval)
 	}
 	if b := sc.Broker; b.RetentionBytes != 77 || b.RetentionCheckInterval != 1500*time.Millisecond || !b.ProducerStateRebuildDisabled {
 		t.Fatalf("parsed bytes %d interval %v rebuild disabled %v", b.RetentionBytes, b.RetentionCheckInterval, b.ProducerStateRebuildDisabled)
