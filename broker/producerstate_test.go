@@ -299,15 +299,7 @@ func TestProducerExpiration(t *testing.T) {
 	produce := func(seq int32) kmsg.ProduceResponseTopicPartition {
 		return produceBatch(t, ctx, cl.Broker(1), "idle", idemBatchAt(clk.Now().UnixMilli(), pid, epoch, seq, "v"))
 	}
-	pass := func(d time.Duration) {
-		t.Helper()
-		clk.Advance(d)
-		select {
-		case <-passes:
-		case <-ctx.Done():
-			t.Fatal("no expiration pass after the clock moved")
-		}
-	}
+	pass := func(d time.Duration) { t.Helper(); advanceUntilPass(t, ctx, clk, d, passes, "expiration") }
 	if r := produce(0); r.ErrorCode != 0 {
 		t.Fatalf("first batch: %d", r.ErrorCode)
 	}

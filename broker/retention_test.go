@@ -70,15 +70,7 @@ func TestRetentionCheck(t *testing.T) {
 		}
 		return l
 	}
-	pass := func(d time.Duration) {
-		t.Helper()
-		clk.Advance(d)
-		select {
-		case <-passes:
-		case <-ctx.Done():
-			t.Fatal("no retention pass after the clock moved")
-		}
-	}
+	pass := func(d time.Duration) { t.Helper(); advanceUntilPass(t, ctx, clk, d, passes, "retention") }
 
 	// Within retention.ms: the by-time and remote logs keep everything;
 	// the by-size log drops its oldest segments while what stays is at
@@ -157,6 +149,18 @@ func TestRetentionCheck(t *testing.T) {
 	desc := describeTopicConfig(t, ctx, cl, "by-size")
 	if desc["retention.bytes"] != "3000" {
 		t.Fatalf("DescribeConfigs retention.bytes %q", desc["retention.bytes"])
+	}
+}
+
+// advanceUntilPass moves the manual clock by d and waits for the periodic
+// task (what) to report a pass on passes.
+func advanceUntilPass(t *testing.T, ctx context.Context, clk *clock.Manual, d time.Duration, passes <-chan struct{}, what string) {
+	t.Helper()
+	clk.Advance(d)
+	select {
+	case <-passes:
+	case <-ctx.Done():
+		t.Fatalf("no %s pass after the clock moved %v", what, d)
 	}
 }
 
