@@ -85,8 +85,14 @@ type RemoteWALConfig struct {
 	Retention time.Duration
 	// StorageURL: remote.wal.storage.url (mem://, file:///dir, s3://…,
 	// minio://…). Empty means file://<log.dirs>/remote-wal (see
-	// rwnode.OpenRemoteWALParts).
+	// rwnode.OpenRemoteWALParts). A URL containing {rack} is a template:
+	// the store of rack R is the URL with {rack} replaced by R (see
+	// rwnode.StoreSet).
 	StorageURL string
+	// RackStorageURLs: remote.wal.storage.url.<rack>, the store of each
+	// rack: a leader uploads to its own rack's store and names it in the
+	// metadata; followers read it from there (see rwnode.StoreSet).
+	RackStorageURLs map[string]string
 	// MetadataBootstrapServers: remote.wal.metadata.bootstrap.servers;
 	// empty means an embedded kfake.
 	MetadataBootstrapServers string

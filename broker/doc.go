@@ -60,6 +60,19 @@
 // KIP-101/KIP-279), Append, SetHW, TruncateFully and StartRemote through
 // the partition's followerLog handle, never its locks.
 //
+// # Remote WAL: leader changes and stores
+//
+// A broker elected leader of a RemoteWAL partition restarts its slice task
+// at its log end with the new epoch and publishes a metadata.DeadRange: the
+// entries older leaders uploaded past that offset are dead (the KIP's
+// reconciliation; remotewal_reconcile.go). Leaders vouch for their high
+// watermarks (metadata.ReplicatedOffset), and retention is run for an
+// object by the current leader of its least partition, whoever uploaded it.
+// Each rack may have its own store (StoreSet, storeset.go): a leader uploads
+// to its rack's and names it in the event; followers resolve the name
+// through their own configuration and fall back to the leader when they
+// cannot (UnknownStoreError).
+//
 // # Controller
 //
 // Controller decides leaders, replicas, ISRs and epochs; brokers subscribe

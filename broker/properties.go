@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -342,12 +343,32 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 	},
 }
 
-// ServerPropertyKeys returns every accepted server.properties key, sorted.
+// RackStorageURLKey + <rack> is the server.properties key of one rack's
+// remote WAL store (see rwnode.StoreSet).
+const RackStorageURLKey = "remote.wal.storage.url."
+
+func setRackStorageURL(sc *ServerConfig, rack, v string) error {
+	if rack == "" || strings.ContainsAny(rack, "\x00/{}") {
+		return fmt.Errorf("bad rack name %q in the key", rack)
+	}
+	if v == "" {
+		return errors.New("empty store URL")
+	}
+	if sc.Broker.RemoteWAL.RackStorageURLs == nil {
+		sc.Broker.RemoteWAL.RackStorageURLs = map[string]string{}
+	}
+	sc.Broker.RemoteWAL.RackStorageURLs[rack] = v
+	return nil
+}
+
+// ServerPropertyKeys returns every accepted server.properties key, sorted;
+// remote.wal.storage.url.<rack> stands for one key per rack.
 func ServerPropertyKeys() []string {
-	keys := make([]string, 0, len(serverKeys))
+	keys := make([]string, 0, len(serverKeys)+1)
 	for k := range serverKeys {
 		keys = append(keys, k)
 	}
+	keys = append(keys, RackStorageURLKey+"<rack>")
 	sort.Strings(keys)
 	return keys
 }
@@ -361,6 +382,9 @@ func ServerConfigFromProperties(props []Property) (ServerConfig, error) {
 	sc.retention = [3]int64{-2, -2, -2}
 	for _, p := range props {
 		set, ok := serverKeys[p.Key]
+		if rack, isRack := strings.CutPrefix(p.Key, RackStorageURLKey); !ok && isRack {
+			ok, set = true, func(sc *ServerConfig, v string) error { return setRackStorageURL(sc, rack, v) }
+		}
 		if !ok {
 			return ServerConfig{}, fmt.Errorf("%w: line %d: unknown key %q", ErrConfig, p.Line, p.Key)
 		}
