@@ -439,3 +439,73 @@ func TestOffsetsTopicPartitionCountFromTheTopic(t *testing.T) {
 		return err == nil && dg["grp-7"].State == "Stable"
 	})
 }
+
+// The coordinator loads from a compacted __consumer_offsets: after the
+// log cleaner kept only the latest commit of each partition (on every
+// replica), a new leader finds the latest offsets.
+func TestCoordinatorLoadsCompactedOffsets(t *testing.T) {
+	c := startCluster(t, []string{"az1", "az2", "az1"}, groupTweak)
+	// Small segments, so that the cleaner has closed segments to clean.
+	if _, err := c.ctrl.CreateTopic(TopicSpec{Name: OffsetsTopic, Partitions: 5, ReplicationFactor: 3,
+		Configs: map[string]string{"cleanup.policy": "compact", "segment.bytes": "2048"}}); err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, c)
+	createTopic(t, cl, "cmp", 3, 1, nil)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const commits = 200
+	for i := range commits {
+		offs := kadm.Offsets{}
+		for p := range int32(3) {
+			offs.Add(kadm.Offset{Topic: "cmp", Partition: p, At: int64(i*10) + int64(p), LeaderEpoch: -1})
+		}
+		if r, err := adm.CommitOffsets(ctx, "compacted", offs); err != nil || r.Error() != nil {
+			t.Fatalf("commit %d: %v %v", i, err, r.Error())
+		}
+	}
+	tp := TopicPartition{Topic: OffsetsTopic, Partition: group.PartitionFor("compacted", 5)}
+	ts, _ := c.ctrl.Topic(OffsetsTopic)
+	ps := ts.Partitions[tp.Partition]
+	var in, out int64
+	for _, b := range c.brokers {
+		waitFor(t, fmt.Sprintf("broker %d to replicate every commit", b.cfg.BrokerID), 10*time.Second, func() bool {
+			l, ok := b.PartitionLog(tp)
+			return ok && l.HighWatermark() >= commits*3
+		})
+		for _, r := range b.CleanLogs() {
+			if r.Partition == tp {
+				if r.Err != nil {
+					t.Fatal(r.Err)
+				}
+				in, out = in+r.Stats.RecordsIn, out+r.Stats.RecordsOut
+			}
+		}
+	}
+	if in == 0 || out >= in {
+		t.Fatalf("the cleaner did not compact __consumer_offsets: %d records in, %d out", in, out)
+	}
+	t.Logf("cleaner: %d records in, %d out over three replicas", in, out)
+	var next int32 = -1
+	for _, r := range ps.Replicas {
+		if r != ps.Leader {
+			next = r
+			break
+		}
+	}
+	if _, err := c.ctrl.ElectLeader(tp, next); err != nil {
+		t.Fatal(err)
+	}
+	var fetched kadm.OffsetResponses
+	waitFor(t, "the new coordinator to load", 10*time.Second, func() bool {
+		var err error
+		fetched, err = adm.FetchOffsets(ctx, "compacted")
+		return err == nil && fetched.Error() == nil
+	})
+	for p := range int32(3) {
+		if o, ok := fetched.Lookup("cmp", p); !ok || o.At != int64((commits-1)*10)+int64(p) {
+			t.Fatalf("cmp-%d after compaction and a leader change: %+v (ok %v)", p, o, ok)
+		}
+	}
+}
