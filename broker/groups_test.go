@@ -509,3 +509,48 @@ func TestCoordinatorLoadsCompactedOffsets(t *testing.T) {
 		}
 	}
 }
+
+// A member that stops heartbeating is removed by the coordinator's timer
+// loop after its session timeout (no request arrives to notice).
+func TestSessionTimeoutOnTheTimerLoop(t *testing.T) {
+	c := startCluster(t, []string{"az1"}, func(cfg *Config) {
+		groupTweak(cfg)
+		cfg.Groups.MinSessionTimeout = 100 * time.Millisecond
+	})
+	cl := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	jg := kmsg.NewPtrJoinGroupRequest()
+	jg.Group, jg.ProtocolType, jg.SessionTimeoutMillis, jg.RebalanceTimeoutMillis = "lapse", "consumer", 300, 1000
+	jp := kmsg.NewJoinGroupRequestProtocol()
+	jp.Name, jp.Metadata = "range", []byte{1}
+	jg.Protocols = append(jg.Protocols, jp)
+	jr, err := jg.RequestWith(ctx, cl)
+	if err == nil && jr.ErrorCode == kerr.MemberIDRequired.Code {
+		jg.MemberID = jr.MemberID
+		jr, err = jg.RequestWith(ctx, cl)
+	}
+	if err != nil || jr.ErrorCode != 0 {
+		t.Fatalf("join: %v %+v", err, jr)
+	}
+	sg := kmsg.NewPtrSyncGroupRequest()
+	sg.Group, sg.MemberID, sg.Generation = "lapse", jr.MemberID, jr.Generation
+	sa := kmsg.NewSyncGroupRequestGroupAssignment()
+	sa.MemberID, sa.MemberAssignment = jr.MemberID, []byte("a")
+	sg.GroupAssignment = append(sg.GroupAssignment, sa)
+	if sr, err := sg.RequestWith(ctx, cl); err != nil || sr.ErrorCode != 0 || string(sr.MemberAssignment) != "a" {
+		t.Fatalf("sync: %v %+v", err, sr)
+	}
+	coord := c.broker(1).groups.coord
+	if d, _ := coord.Describe("lapse"); d.State != group.Stable {
+		t.Fatalf("after sync: %s", d.State)
+	}
+	start := time.Now()
+	waitFor(t, "the session to lapse", 10*time.Second, func() bool {
+		d, _ := coord.Describe("lapse")
+		return d.State == group.Empty
+	})
+	if e := time.Since(start); e < 250*time.Millisecond {
+		t.Fatalf("removed after %v, before its 300 ms session", e)
+	}
+}

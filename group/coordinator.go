@@ -122,7 +122,8 @@ type Coordinator struct {
 		sync.Mutex
 		parts      map[int32]*partState
 		groups     map[string]*entry
-		partitions int32 // of __consumer_offsets (UsePartitions)
+		partitions int32     // of __consumer_offsets (UsePartitions)
+		armed      time.Time // the deadline the timer loop waits for (zero: none)
 		closed     bool
 	}
 }
@@ -400,9 +401,9 @@ func (c *Coordinator) lookupLocked(groupID string, create bool) (*partState, *en
 }
 
 // afterLocked persists a group whose generation settled and re-arms the
-// timer loop.
+// timer loop if the group now has an earlier deadline than the loop's.
 func (c *Coordinator) afterLocked(ps *partState, e *entry) {
-	defer c.kickTimer()
+	defer c.kickIfEarlierLocked(e)
 	if gen, ok := e.g.Storing(); ok && e.storedGen != gen {
 		// The leader's assignment: stored before SyncGroup answers.
 		e.storedGen = gen
@@ -427,6 +428,18 @@ func (c *Coordinator) afterLocked(ps *partState, e *entry) {
 	}
 	rec := EncodeGroup(e.g.Record())
 	c.enqueueLocked(ps, &write{batch: EncodeBatch([]KV{{GroupRecordKey(e.g.ID()), rec}}, c.cfg.Clock.Now().UnixMilli())})
+}
+
+// kickIfEarlierLocked wakes the timer loop only when e's next deadline
+// is before the one the loop waits for: a heartbeat, which moves a
+// deadline later, costs the loop nothing (it wakes early at worst).
+func (c *Coordinator) kickIfEarlierLocked(e *entry) {
+	d := e.g.NextDeadline()
+	if d.IsZero() || (!c.mu.armed.IsZero() && !d.Before(c.mu.armed)) {
+		return
+	}
+	c.mu.armed = d
+	c.kickTimer()
 }
 
 func (c *Coordinator) kickTimer() {
@@ -797,6 +810,7 @@ func (c *Coordinator) ExpireDue() time.Time {
 			next = d
 		}
 	}
+	c.mu.armed = next
 	return next
 }
 
