@@ -698,6 +698,9 @@ func (c *Coordinator) Delete(ctx context.Context, groupID string) *kerr.Error {
 		if c.mu.groups[groupID] == e {
 			delete(c.mu.groups, groupID)
 		}
+	}, fail: func(error) {
+		// The tombstones were not written: the group lives on, empty.
+		e.g.setState(Empty, c.cfg.Clock.Now())
 	}}
 	ok := c.enqueueLocked(ps, w)
 	c.mu.Unlock()

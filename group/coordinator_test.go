@@ -132,8 +132,24 @@ func TestCoordinatorFailoverLoadsGroupsAndOffsets(t *testing.T) {
 	if d, _ := c2.Describe("g"); d.State != Empty || len(d.Members) != 0 {
 		t.Fatalf("after the session timeout: %+v", d)
 	}
-	// An empty group is deleted with tombstones: a third coordinator finds
+	// A delete whose tombstones cannot be written leaves the group as it
+	// was; one that is written removes it: a third coordinator finds
 	// neither the group nor its offsets.
+	st.mu.Lock()
+	st.fail = kerr.CoordinatorNotAvailable
+	st.mu.Unlock()
+	if err := c2.Delete(ctx, "g"); err != kerr.CoordinatorNotAvailable {
+		t.Fatalf("delete with a failing log: %v", err)
+	}
+	st.mu.Lock()
+	st.fail = nil
+	st.mu.Unlock()
+	if d, _ := c2.Describe("g"); d.State != Empty {
+		t.Fatalf("after a failed delete: %+v", d)
+	}
+	if got, _ := c2.Fetch("g", nil); got[tp].Offset != 17 {
+		t.Fatalf("offsets after a failed delete: %+v", got)
+	}
 	if err := c2.Delete(ctx, "g"); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
