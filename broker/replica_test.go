@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kwal/kwal/clock"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestClassicTruncationAfterLeaderChanges drives the fetcher's
@@ -92,6 +95,67 @@ func TestClassicTruncationAfterLeaderChanges(t *testing.T) {
 		}
 		if a, r := p.log.EpochEntries(), c.broker(refID).partition(tp).log.EpochEntries(); !slices.Equal(a, r) {
 			t.Errorf("broker %d epochs %v, broker %d %v", b.cfg.BrokerID, a, refID, r)
+		}
+	}
+}
+
+// TestPurgatoriesRunOnConfigClock: a fetch long poll of an hour on a broker
+// whose Config.Clock is manual is answered when that clock passes the hour,
+// not before and not on the wall clock (the purgatories are built with
+// cfg.Clock).
+func TestPurgatoriesRunOnConfigClock(t *testing.T) {
+	m := clock.NewManual(time.Unix(1_700_000_000, 0))
+	c := startCluster(t, []string{"az1"}, func(cfg *Config) { cfg.Clock = m })
+	cl := newClient(t, c)
+	const topic = "longpoll"
+	createTopic(t, cl, topic, 1, 1, nil)
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 11
+	req.ReplicaID = -1
+	req.MaxWaitMillis = int32(time.Hour.Milliseconds())
+	req.MinBytes = 1
+	req.MaxBytes = 1 << 20
+	req.SessionEpoch = -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.CurrentLeaderEpoch, rp.PartitionMaxBytes = 0, 0, -1, 1<<20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+
+	type answer struct {
+		resp *kmsg.FetchResponse
+		err  error
+	}
+	done := make(chan answer, 1)
+	start := m.Now()
+	go func() {
+		r, err := cl.Broker(1).Request(context.Background(), req)
+		resp, _ := r.(*kmsg.FetchResponse)
+		done <- answer{resp, err}
+	}()
+	// The test cannot see the fetch enter the purgatory, so it moves the
+	// manual clock an hour at a time until the answer comes; the wall
+	// clock only bounds a hung test.
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case a := <-done:
+			if a.err != nil {
+				t.Fatal(a.err)
+			}
+			if waited := m.Now().Sub(start); waited < time.Hour {
+				t.Fatalf("long poll answered after %v of the broker's clock, want an hour", waited)
+			}
+			p := a.resp.Topics[0].Partitions[0]
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil || len(p.RecordBatches) != 0 {
+				t.Fatalf("answer: %v, %d bytes", err, len(p.RecordBatches))
+			}
+			return
+		case <-deadline:
+			t.Fatal("a one-hour long poll was not answered as the broker's manual clock moved")
+		case <-time.After(20 * time.Millisecond):
+			m.Advance(time.Hour)
 		}
 	}
 }
