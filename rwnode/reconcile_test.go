@@ -234,6 +234,20 @@ func runKIPFailover(t *testing.T, elect int32) {
 	waitFor(t, "both survivors at the new end", 20*time.Second, func() bool {
 		return logEnd(leader, tp) == want && logEnd(other, tp) == want
 	})
+	// The new leader's remote-WAL task started at its log end with the new
+	// epoch: its first slice starts at start, in the new epoch.
+	waitFor(t, "the new leader's first slice to be indexed", 20*time.Second, func() bool {
+		for _, sl := range c.rep(other.Info().ID).State().Slices(mtp(tp), start) {
+			if sl.LeaderEpoch == ps.LeaderEpoch {
+				return sl.BaseOffset == start
+			}
+		}
+		return false
+	})
+	waitFor(t, "the new leader's task to publish up to the new end", 20*time.Second, func() bool {
+		off, err := c.rep(leader.Info().ID).WritePath().Manager.PublishedOffset(mtp(tp))
+		return err == nil && off == want
+	})
 	var first []logRecord
 	for _, b := range survivors {
 		l, _ := b.PartitionLog(tp)
