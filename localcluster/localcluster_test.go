@@ -68,3 +68,60 @@ func TestCombinerPutsAreTaggedInProductionAssembly(t *testing.T) {
 		t.Fatal("no PUT reached the ledger: the store is not ledger-wrapped, or nothing was uploaded")
 	}
 }
+
+// With a store per rack every leader uploads to its own rack's store and
+// names it: each object's bucket is its uploader's rack, and each rack's
+// store holds objects.
+func TestStorePerRack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lc, err := Start(ctx, Config{
+		Dir: t.TempDir(), StorePerRack: true, LatencyModel: "none", Racks: []string{"az1", "az2", "az1"},
+		RemoteWAL: broker.RemoteWALConfig{CombinerTaskInterval: 5 * time.Millisecond},
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lc.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(lc.Bootstrap()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("racks"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := kclient.CreateTopic(ctx, cl, "racks", 4, 3, map[string]string{broker.TopicConfigRemoteWAL: "true"}, false); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		r := &kgo.Record{Value: fmt.Appendf(nil, "v%d", i), Partition: int32(i % 4)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rackOf := map[int32]string{}
+	for _, b := range lc.Brokers {
+		rackOf[b.Info().ID] = b.Info().Rack
+	}
+	objects := lc.Replicators[0].State().Objects()
+	if len(objects) == 0 {
+		t.Fatal("no objects in the metadata")
+	}
+	byRack := map[string]int{}
+	for _, o := range objects {
+		if o.Bucket != rackOf[o.BrokerID] {
+			t.Fatalf("object %s of broker %d (rack %s) names store %q", o.Key, o.BrokerID, rackOf[o.BrokerID], o.Bucket)
+		}
+		if _, err := lc.RackStores[o.Bucket].Head(ctx, o.Key); err != nil {
+			t.Fatalf("object %s not in its rack's store: %v", o.Key, err)
+		}
+		byRack[o.Bucket]++
+	}
+	if len(byRack) != 2 {
+		t.Fatalf("objects by rack %v: want uploads in both racks", byRack)
+	}
+}
