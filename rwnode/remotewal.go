@@ -231,6 +231,15 @@ func (r *RemoteWALReplicator) StartLeader(tp broker.TopicPartition, log *kafkalo
 	return nil
 }
 
+// UploadedOffset is where the partition's published slices end: bytes
+// below it are in object storage, so local retention may delete them.
+func (r *RemoteWALReplicator) UploadedOffset(tp broker.TopicPartition) (int64, bool) {
+	off, err := r.wp.Manager.PublishedOffset(mtp(tp))
+	return off, err == nil
+}
+
+var _ broker.UploadedOffsetReporter = (*RemoteWALReplicator)(nil)
+
 // StopLeader stops the partition's slice task.
 func (r *RemoteWALReplicator) StopLeader(tp broker.TopicPartition) {
 	r.mu.Lock()
