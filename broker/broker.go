@@ -99,10 +99,11 @@ func New(cfg Config) (*Broker, error) {
 	for _, ts := range b.ctrl.Topics() {
 		b.applyTopic(ts)
 	}
-	b.wg.Add(3)
+	b.wg.Add(4)
 	go b.acceptLoop()
 	go b.isrLoop()
 	go b.retentionLoop()
+	go b.producerExpirationLoop()
 	if !cfg.LogCleanerDisable {
 		b.wg.Add(1)
 		go b.cleanerLoop()
@@ -296,6 +297,7 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, configs 
 		RetentionMs:                  b.cfg.RetentionMs,
 		RetentionBytes:               b.cfg.RetentionBytes,
 		ProducerStateRebuildDisabled: b.cfg.ProducerStateRebuildDisabled,
+		ProducerIDExpirationMs:       b.cfg.ProducerIDExpiration.Milliseconds(),
 		Clock:                        b.clock,
 		Logger:                       b.logger,
 	}
