@@ -226,6 +226,9 @@ func runKIPFailover(t *testing.T, elect int32) {
 		}
 	}
 
+	if n := c.rep(elect).recon.deadRanges.Load(); n != 1 {
+		t.Fatalf("the new leader counts %d dead ranges published, want 1", n)
+	}
 	// The partition continues at start with the new epoch.
 	for i := range 3 {
 		produceOne(t, all, topic, fmt.Sprintf("after-%d", i))
