@@ -36,6 +36,11 @@ type Broker struct {
 	stop        chan struct{}
 	wg          sync.WaitGroup
 
+	lease struct { // heartbeat.go
+		sync.Mutex
+		st leaseState
+	}
+
 	mu struct {
 		sync.Mutex
 		partitions map[TopicPartition]*partition
@@ -65,7 +70,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	pn, _ := strconv.Atoi(port)
 	b.info = BrokerInfo{ID: cfg.BrokerID, Host: host, Port: int32(pn), Rack: cfg.Rack}
-	if err := b.ctrl.RegisterBroker(b.info); err != nil {
+	if err := b.register(); err != nil {
 		ln.Close()
 		return nil, err
 	}
@@ -94,9 +99,11 @@ func New(cfg Config) (*Broker, error) {
 	for _, ts := range b.ctrl.Topics() {
 		b.applyTopic(ts)
 	}
-	b.wg.Add(2)
+	b.heartbeat() // learns whether a lease is enforced
+	b.wg.Add(3)
 	go b.acceptLoop()
 	go b.isrLoop()
+	go b.heartbeatLoop()
 	if cfg.MetricsListener != "" {
 		addr, err := b.ServeMetrics(cfg.MetricsListener)
 		if err != nil {

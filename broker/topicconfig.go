@@ -35,6 +35,13 @@ var topicConfigCheck = map[string]func(v string) error{
 		}
 		return err
 	},
+	// Read by the controller when it fences the leader (liveness.go).
+	"unclean.leader.election.enable": func(v string) error {
+		if v != "true" && v != "false" {
+			return fmt.Errorf("must be true or false")
+		}
+		return nil
+	},
 	"cleanup.policy": func(v string) error {
 		if v != "delete" {
 			return fmt.Errorf("only delete is supported")
@@ -55,6 +62,7 @@ func (b *Broker) topicConfigDefaults() map[string]string {
 		"segment.bytes":       strconv.FormatInt(seg, 10),
 		"retention.ms":        "604800000",
 		"cleanup.policy":      "delete",
+		"unclean.leader.election.enable": strconv.FormatBool(b.cfg.UncleanLeaderElection),
 	}
 }
 
