@@ -1,0 +1,147 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/kafkalog/kafkalogtest"
+	"github.com/kwal/kwal/objstore/ledger"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// cutController is a MemController whose heartbeats from some brokers are
+// lost, as when those brokers are cut off from the metadata Kafka.
+type cutController struct {
+	*MemController
+	mu  sync.Mutex
+	cut map[int32]bool
+}
+
+func (c *cutController) setCut(id int32, cut bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cut[id] = cut
+}
+
+func (c *cutController) Heartbeat(id int32, epoch int64) (bool, error) {
+	c.mu.Lock()
+	cut := c.cut[id]
+	c.mu.Unlock()
+	if cut {
+		return true, errors.New("test: cut off from the controller")
+	}
+	return c.MemController.Heartbeat(id, epoch)
+}
+
+// TestLeaseSelfFencing: a leader that cannot heartbeat for the session
+// timeout refuses produces (NOT_LEADER_OR_FOLLOWER) before anyone else is
+// elected; the controller then fences it and elects the follower; when it
+// reaches the controller again it registers a new life and follows. Time
+// moves only through the manual clock.
+func TestLeaseSelfFencing(t *testing.T) {
+	const session = 9 * time.Second
+	clk := clock.NewManual(t0)
+	mem := NewMemController(nil, 1000)
+	mem.EnableLiveness(LivenessConfig{SessionTimeout: session, Clock: clk, Logger: testLogger(t, slog.LevelWarn)})
+	ctrl := &cutController{MemController: mem, cut: map[int32]bool{}}
+	var brokers []*Broker
+	for id := int32(1); id <= 2; id++ {
+		b, err := New(Config{
+			BrokerID: id, Rack: "az1", Listener: "127.0.0.1:0", LogDir: t.TempDir(),
+			Controller: ctrl, Ledger: ledger.New(), Logger: testLogger(t, slog.LevelWarn), Clock: clk,
+			// The loop heartbeats when the test moves the clock; the test
+			// also sends heartbeats itself, so that they are known to have
+			// happened at a given time.
+			BrokerHeartbeatInterval: time.Second, BrokerSessionTimeout: session,
+			LeaderImbalanceCheckInterval: 24 * time.Hour, ReplicaLagTimeMax: 24 * time.Hour,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		brokers = append(brokers, b)
+	}
+	ts, err := mem.CreateTopic(TopicSpec{Name: "lease", Partitions: 1, ReplicationFactor: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := ts.Partitions[0]
+	leader, follower := brokers[ps.Leader-1], brokers[2-ps.Leader]
+	cl, err := kgo.NewClient(kgo.SeedBrokers(leader.Addr(), follower.Addr()), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	produce := func(to *Broker) int16 {
+		t.Helper()
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = 1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "lease"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = kafkalogtest.Encode(kafkalogtest.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: 1,
+			Records: []kafkalogtest.Record{{Value: []byte("v")}}})
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl.Broker(int(to.cfg.BrokerID)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	if code := produce(leader); code != 0 {
+		t.Fatalf("produce to a leader with a lease: %v", kerr.ErrorForCode(code))
+	}
+	ctrl.setCut(leader.cfg.BrokerID, true)
+	clk.Advance(session / 2)
+	leader.heartbeat()
+	follower.heartbeat()
+	if code := produce(leader); code != 0 {
+		t.Fatalf("produce half a session after the last heartbeat: %v", kerr.ErrorForCode(code))
+	}
+	clk.Advance(session / 2)
+	leader.heartbeat() // still cut: the lease ran out at registration + session
+	if code := produce(leader); code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("produce to a leader whose lease ran out: %v, want NOT_LEADER_OR_FOLLOWER", kerr.ErrorForCode(code))
+	}
+	// The controller has not fenced it yet (its session counts from the
+	// last heartbeat the controller heard): self-fencing came first.
+	if got := mem.CheckLiveness(); len(got) != 0 {
+		t.Fatalf("controller fenced %v before the session timeout", got)
+	}
+	clk.Advance(time.Millisecond)
+	follower.heartbeat()
+	if got := mem.CheckLiveness(); len(got) != 1 || got[0].ID != leader.cfg.BrokerID {
+		t.Fatalf("fenced %v, want the cut-off leader %d", got, leader.cfg.BrokerID)
+	}
+	st, _ := follower.PartitionStatus(TopicPartition{Topic: "lease", Partition: 0})
+	if !st.IsLeader || st.State.LeaderEpoch != ps.LeaderEpoch+1 {
+		t.Fatalf("follower after the fence: %+v", st)
+	}
+	if code := produce(follower); code != 0 {
+		t.Fatalf("produce to the new leader: %v", kerr.ErrorForCode(code))
+	}
+	// Back in touch: the old life is fenced, so it registers a new one
+	// and follows; its lease is valid again but it leads nothing.
+	oldEpoch := leader.BrokerEpoch()
+	ctrl.setCut(leader.cfg.BrokerID, false)
+	leader.heartbeat()
+	if leader.BrokerEpoch() <= oldEpoch {
+		t.Fatalf("broker epoch %d after re-registering, was %d", leader.BrokerEpoch(), oldEpoch)
+	}
+	if st, _ := leader.PartitionStatus(TopicPartition{Topic: "lease", Partition: 0}); st.IsLeader {
+		t.Fatalf("deposed leader leads again: %+v", st)
+	}
+	if code := produce(leader); code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("produce to the deposed leader: %v", kerr.ErrorForCode(code))
+	}
+}
