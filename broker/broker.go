@@ -255,6 +255,14 @@ func (b *Broker) applyTopic(ts TopicState) {
 				b.cfg.Replicator.StopLeader(tp)
 				b.cfg.Replicator.StopFollower(tp)
 			}
+			if ps.Leader == NoLeader {
+				// No live in-sync replica (liveness.go): nothing to follow
+				// until the controller elects one.
+				b.fetchers.remove(tp)
+				b.logger.Warn("partition has no leader", "partition", tp, "leader_epoch", ps.LeaderEpoch, "isr", ps.ISR)
+				b.wake(tp)
+				continue
+			}
 			b.logger.Info("became follower", "partition", tp, "leader", ps.Leader, "leader_epoch", ps.LeaderEpoch)
 			b.fetchers.add(p, ps.Leader, ps.LeaderEpoch)
 			b.wake(tp)
