@@ -756,4 +756,3 @@ func topicToWire(ts TopicState) *wireTopic {
 	}
 	return w
 }
-

@@ -14,8 +14,8 @@ import (
 
 // Liveness defaults (Kafka's names and values).
 const (
-	DefaultBrokerSessionTimeout    = 9 * time.Second  // broker.session.timeout.ms
-	DefaultBrokerHeartbeatInterval = 2 * time.Second  // broker.heartbeat.interval.ms
+	DefaultBrokerSessionTimeout    = 9 * time.Second   // broker.session.timeout.ms
+	DefaultBrokerHeartbeatInterval = 2 * time.Second   // broker.heartbeat.interval.ms
 	DefaultLeaderImbalanceInterval = 300 * time.Second // leader.imbalance.check.interval.seconds
 )
 

@@ -228,11 +228,11 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 		sc.Broker.MinInsyncReplicas = int(n)
 		return err
 	},
-	"replica.lag.time.max.ms":   func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaLagTimeMax) },
-	"replica.fetch.wait.max.ms": func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaFetchWaitMax) },
-	"replica.fetch.backoff.ms":  func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaFetchBackoff) },
-	"replica.fetch.max.bytes":   func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.ReplicaFetchMaxBytes) },
-	"socket.request.max.bytes":  func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.SocketRequestMaxBytes) },
+	"replica.lag.time.max.ms":      func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaLagTimeMax) },
+	"replica.fetch.wait.max.ms":    func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaFetchWaitMax) },
+	"replica.fetch.backoff.ms":     func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaFetchBackoff) },
+	"replica.fetch.max.bytes":      func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.ReplicaFetchMaxBytes) },
+	"socket.request.max.bytes":     func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.SocketRequestMaxBytes) },
 	"broker.heartbeat.interval.ms": func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.BrokerHeartbeatInterval) },
 	"broker.session.timeout.ms":    func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.BrokerSessionTimeout) },
 	"unclean.leader.election.enable": func(sc *ServerConfig, v string) error {

@@ -57,11 +57,11 @@ func (b *Broker) topicConfigDefaults() map[string]string {
 		seg = 1 << 30
 	}
 	return map[string]string{
-		TopicConfigRemoteWAL:  "false",
-		"min.insync.replicas": strconv.Itoa(b.cfg.MinInsyncReplicas),
-		"segment.bytes":       strconv.FormatInt(seg, 10),
-		"retention.ms":        "604800000",
-		"cleanup.policy":      "delete",
+		TopicConfigRemoteWAL:             "false",
+		"min.insync.replicas":            strconv.Itoa(b.cfg.MinInsyncReplicas),
+		"segment.bytes":                  strconv.FormatInt(seg, 10),
+		"retention.ms":                   "604800000",
+		"cleanup.policy":                 "delete",
 		"unclean.leader.election.enable": strconv.FormatBool(b.cfg.UncleanLeaderElection),
 	}
 }
