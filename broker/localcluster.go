@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/kwal/kwal/clock"
@@ -32,8 +33,12 @@ type LocalClusterConfig struct {
 	// RemoteWAL tunes every broker's remote WAL (the remote.wal.* keys).
 	RemoteWAL RemoteWALConfig
 	// Tweak, if set, adjusts each broker's config before it starts.
-	Tweak  func(*Config)
-	Logger *slog.Logger
+	Tweak func(*Config)
+	// Liveness, if set, turns on session tracking in the controller
+	// (heartbeats, fencing, elections; see doc.go), checked every quarter
+	// session timeout until Close.
+	Liveness *LivenessConfig
+	Logger   *slog.Logger
 }
 
 // LocalCluster is a running in-process cluster.
@@ -45,8 +50,11 @@ type LocalCluster struct {
 	// Store is the shared object store (with its latency model).
 	Store objstore.Store
 	// Model is the latency model in force.
-	Model latency.Model
-	parts *RemoteWALParts
+	Model   latency.Model
+	parts   *RemoteWALParts
+	configs []Config // as each broker was started, for RestartBroker
+	stop    chan struct{}
+	live    sync.WaitGroup
 }
 
 // StartLocalCluster starts the brokers, sharing one controller, one object
@@ -68,7 +76,7 @@ func StartLocalCluster(ctx context.Context, cfg LocalClusterConfig) (c *LocalClu
 	if err != nil {
 		return nil, err
 	}
-	c = &LocalCluster{Controller: NewMemController(nil, 1000), Model: model}
+	c = &LocalCluster{Controller: NewMemController(nil, 1000), Model: model, stop: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -106,27 +114,89 @@ func StartLocalCluster(ctx context.Context, cfg LocalClusterConfig) (c *LocalClu
 		if cfg.Tweak != nil {
 			cfg.Tweak(&bc)
 		}
-		r, err := NewRemoteWALReplicatorFor(&bc, &RemoteWALParts{Store: c.Store, Bootstrap: c.parts.Bootstrap}, cfg.Logger)
-		if err != nil {
-			return c, err
-		}
-		c.Replicators = append(c.Replicators, r)
-		bc.Replicator = r
-		b, err := New(bc)
-		if err != nil {
-			return c, err
-		}
-		c.Brokers = append(c.Brokers, b)
+		c.Brokers, c.Replicators, c.configs = append(c.Brokers, nil), append(c.Replicators, nil), append(c.configs, bc)
 		c.Ledgers = append(c.Ledgers, l)
+		if err := c.startBroker(i); err != nil {
+			return c, err
+		}
+	}
+	if cfg.Liveness != nil {
+		lc := *cfg.Liveness
+		if lc.Logger == nil {
+			lc.Logger = cfg.Logger
+		}
+		c.Controller.EnableLiveness(lc)
+		c.live.Add(1)
+		go func() {
+			defer c.live.Done()
+			c.Controller.RunLiveness(c.stop)
+		}()
 	}
 	return c, nil
 }
 
-// Bootstrap returns the brokers' addresses.
+// startBroker starts broker i (index into Brokers) from its config, with
+// a new replicator.
+func (c *LocalCluster) startBroker(i int) error {
+	bc := c.configs[i]
+	r, err := NewRemoteWALReplicatorFor(&bc, &RemoteWALParts{Store: c.Store, Bootstrap: c.parts.Bootstrap}, bc.Logger)
+	if err != nil {
+		return err
+	}
+	bc.Replicator = r
+	b, err := New(bc)
+	if err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		r.Close(ctx)
+		return err
+	}
+	c.Brokers[i], c.Replicators[i] = b, r
+	return nil
+}
+
+// StopBroker stops broker id as a crash would look to the others: it
+// stops serving and heartbeating at once, nothing is handed over and its
+// remote WAL uploads nothing more; with Liveness the controller fences it
+// after the session timeout. (Its log is closed cleanly: what it had
+// appended stays on its disk, as the page cache would keep it.)
+func (c *LocalCluster) StopBroker(id int32) error {
+	for i, b := range c.Brokers {
+		if b == nil || b.cfg.BrokerID != id {
+			continue
+		}
+		err := b.Close()
+		// A crash uploads nothing more: the write path gets no time to
+		// drain what it holds.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if rerr := c.Replicators[i].Close(ctx); rerr != nil && !errors.Is(rerr, context.Canceled) {
+			err = errors.Join(err, rerr)
+		}
+		c.Brokers[i], c.Replicators[i] = nil, nil
+		return err
+	}
+	return fmt.Errorf("broker: no running broker %d", id)
+}
+
+// RestartBroker starts a stopped broker again on its log directory: a new
+// life (broker epoch) that registers and follows.
+func (c *LocalCluster) RestartBroker(id int32) error {
+	for i, bc := range c.configs {
+		if bc.BrokerID == id && c.Brokers[i] == nil {
+			return c.startBroker(i)
+		}
+	}
+	return fmt.Errorf("broker: broker %d is not stopped", id)
+}
+
+// Bootstrap returns the running brokers' addresses.
 func (c *LocalCluster) Bootstrap() []string {
 	var out []string
 	for _, b := range c.Brokers {
-		out = append(out, b.Addr())
+		if b != nil {
+			out = append(out, b.Addr())
+		}
 	}
 	return out
 }
@@ -137,7 +207,7 @@ func (c *LocalCluster) MetadataBootstrap() []string { return c.parts.Bootstrap }
 // Broker returns the broker with id, or nil.
 func (c *LocalCluster) Broker(id int32) *Broker {
 	for _, b := range c.Brokers {
-		if b.cfg.BrokerID == id {
+		if b != nil && b.cfg.BrokerID == id {
 			return b
 		}
 	}
@@ -147,13 +217,22 @@ func (c *LocalCluster) Broker(id int32) *Broker {
 // Close stops the brokers, then their replicators, then the shared parts.
 func (c *LocalCluster) Close() error {
 	var errs []error
+	if c.stop != nil {
+		close(c.stop)
+		c.live.Wait()
+		c.stop = nil
+	}
 	for _, b := range c.Brokers {
-		errs = append(errs, b.Close())
+		if b != nil {
+			errs = append(errs, b.Close())
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, r := range c.Replicators {
-		errs = append(errs, r.Close(ctx))
+		if r != nil {
+			errs = append(errs, r.Close(ctx))
+		}
 	}
 	if c.parts != nil {
 		c.parts.Close()

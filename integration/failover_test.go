@@ -2,7 +2,10 @@ package integration
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -70,7 +73,7 @@ func modeConfigs(mode string) map[string]*string {
 // leaderView is a partition's leader as a live broker reports it.
 type leaderView struct {
 	leader, epoch int32
-	isr           []int32
+	isr, replicas []int32
 }
 
 // leaderOf asks the brokers not in skip (dead or paused) for the leader
@@ -90,7 +93,7 @@ func (c *compatCluster) leaderOf(t *testing.T, topic string, p int32, skip ...in
 		}
 		pd := md.Topics[0].Partitions[p]
 		if pd.LeaderEpoch > best.epoch {
-			best = leaderView{leader: pd.Leader, epoch: pd.LeaderEpoch, isr: pd.ISR}
+			best = leaderView{leader: pd.Leader, epoch: pd.LeaderEpoch, isr: pd.ISR, replicas: pd.Replicas}
 		}
 	}
 	return best
@@ -233,6 +236,17 @@ func TestFailoverKillLeaders(t *testing.T) {
 					return true
 				})
 			}
+			// auto.leader.rebalance.enable: each preferred leader, back in
+			// the ISR, leads its partition again (checked every 5 s).
+			waitUntil(t, ctx, "every preferred replica leading again", func() bool {
+				for q := int32(0); q < partitions; q++ {
+					if v := c.leaderOf(t, topic, q); len(v.replicas) == 0 || v.leader != v.replicas[0] {
+						return false
+					}
+				}
+				return true
+			})
+			t.Logf("preferred leaders restored after %d acknowledgements", count.Load())
 			close(stop)
 			<-done
 			acks.mu.Lock()
@@ -295,13 +309,34 @@ func TestFailoverZombieLeader(t *testing.T) {
 			atElection := count.Load()
 			waitUntil(t, ctx, "acknowledgements from the new leader", func() bool { return count.Load() > atElection+300 })
 			t.Logf("paused leader %d (epoch %d); %d leads at epoch %d", zombie.id, before.epoch, after.leader, after.epoch)
+			// Produces queued in the paused leader's sockets: it reads them
+			// the moment it runs again, before it can have learned from the
+			// metadata Kafka that it was deposed. Its lease ran out while it
+			// was paused, so it must refuse them all.
+			zombieValues := map[string]bool{}
+			var queued []*rawConn
+			for _, acks := range []int16{1, -1} {
+				rc := dialRaw(t, zombie.addr())
+				defer rc.conn.Close()
+				for i := range 10 {
+					v := fmt.Sprintf("zombie-queued-%s-%d-%d", mode, i, acks)
+					zombieValues[v] = true
+					rc.sendProduce(t, topic, acks, v)
+				}
+				queued = append(queued, rc)
+			}
 			if err := zombie.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
 			paused = false
-			// The zombie, resumed, is sent produces at its old epoch's
-			// view: it must acknowledge none.
-			zombieValues := map[string]bool{}
+			for _, rc := range queued {
+				for range 10 {
+					if code := rc.readProduce(t); code == 0 {
+						t.Errorf("deposed leader %d acknowledged a produce queued while it was paused", zombie.id)
+					}
+				}
+			}
+			// Resumed, it is sent more: it must acknowledge none.
 			for i := range 20 {
 				for _, acks := range []int16{1, -1} {
 					v := fmt.Sprintf("zombie-%s-%d-%d", mode, i, acks)
@@ -376,4 +411,65 @@ func fetchFromBrokerQuiet(ctx context.Context, addr, topic string, p int32) [][]
 		return nil
 	}
 	return out
+}
+
+// rawConn writes Kafka requests without waiting for the broker (which may
+// be paused: the kernel accepts the connection and buffers the bytes).
+type rawConn struct {
+	conn net.Conn
+	corr int32
+}
+
+func dialRaw(t *testing.T, addr string) *rawConn {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rawConn{conn: conn}
+}
+
+// sendProduce writes a Produce v7 request (header v1) of one record.
+func (rc *rawConn) sendProduce(t *testing.T, topic string, acks int16, value string) {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 7, acks, 2000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = kafkalogtest.Encode(kafkalogtest.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+		BaseTimestamp: time.Now().UnixMilli(), Records: []kafkalogtest.Record{{Value: []byte(value)}}})
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	rc.corr++
+	body := binary.BigEndian.AppendUint16(nil, uint16(req.Key()))
+	body = binary.BigEndian.AppendUint16(body, uint16(req.Version))
+	body = binary.BigEndian.AppendUint32(body, uint32(rc.corr))
+	body = binary.BigEndian.AppendUint16(body, uint16(len("zombie-test")))
+	body = append(body, "zombie-test"...)
+	body = req.AppendTo(body)
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+	if _, err := rc.conn.Write(append(frame, body...)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readProduce reads the next Produce v7 response and returns its error code.
+func (rc *rawConn) readProduce(t *testing.T) int16 {
+	t.Helper()
+	rc.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var size [4]byte
+	if _, err := io.ReadFull(rc.conn, size[:]); err != nil {
+		t.Fatalf("reading a produce response: %v", err)
+	}
+	buf := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(rc.conn, buf); err != nil {
+		t.Fatalf("reading a produce response: %v", err)
+	}
+	resp := kmsg.NewPtrProduceResponse()
+	resp.Version = 7
+	if err := resp.ReadFrom(buf[4:]); err != nil {
+		t.Fatalf("decoding a produce response: %v", err)
+	}
+	return resp.Topics[0].Partitions[0].ErrorCode
 }
