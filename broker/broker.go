@@ -100,10 +100,11 @@ func New(cfg Config) (*Broker, error) {
 		b.applyTopic(ts)
 	}
 	b.heartbeat() // learns whether a lease is enforced
-	b.wg.Add(3)
+	b.wg.Add(4)
 	go b.acceptLoop()
 	go b.isrLoop()
 	go b.heartbeatLoop()
+	go b.rebalanceLoop()
 	if cfg.MetricsListener != "" {
 		addr, err := b.ServeMetrics(cfg.MetricsListener)
 		if err != nil {

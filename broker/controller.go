@@ -262,7 +262,7 @@ func (c *MemController) logger() *slog.Logger {
 	if c.mu.live != nil {
 		return c.mu.live.Logger
 	}
-	return slog.Default()
+	return nil // without liveness nothing is decided here worth a log line
 }
 
 func (c *MemController) unclean() bool {

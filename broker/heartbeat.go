@@ -102,26 +102,36 @@ func (b *Broker) noteLease() {
 	}
 }
 
-// heartbeatLoop heartbeats and, every leader.imbalance.check.interval,
-// nominates this broker for the partitions it prefers
-// (auto.leader.rebalance.enable).
+// heartbeatLoop heartbeats every broker.heartbeat.interval.ms.
 func (b *Broker) heartbeatLoop() {
 	defer b.wg.Done()
-	t := b.clock.NewTimer(b.cfg.BrokerHeartbeatInterval)
+	b.every(b.cfg.BrokerHeartbeatInterval, b.heartbeat)
+}
+
+// rebalanceLoop nominates this broker, every
+// leader.imbalance.check.interval, for the partitions it prefers
+// (auto.leader.rebalance.enable). It runs apart from the heartbeats, so
+// that a slow election cannot delay them.
+func (b *Broker) rebalanceLoop() {
+	defer b.wg.Done()
+	if b.cfg.DisableAutoLeaderRebalance {
+		return
+	}
+	b.every(b.cfg.LeaderImbalanceCheckInterval, b.rebalance)
+}
+
+// every calls fn every period (on the broker's clock) until Close.
+func (b *Broker) every(period time.Duration, fn func()) {
+	t := b.clock.NewTimer(period)
 	defer t.Stop()
-	lastRebalance := b.clock.Now()
 	for {
 		select {
 		case <-b.stop:
 			return
 		case <-t.C():
 		}
-		b.heartbeat()
-		if now := b.clock.Now(); !b.cfg.DisableAutoLeaderRebalance && now.Sub(lastRebalance) >= b.cfg.LeaderImbalanceCheckInterval {
-			lastRebalance = now
-			b.rebalance()
-		}
-		t.Reset(b.cfg.BrokerHeartbeatInterval)
+		fn()
+		t.Reset(period)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -143,5 +144,49 @@ func TestLeaseSelfFencing(t *testing.T) {
 	}
 	if code := produce(leader); code != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("produce to the deposed leader: %v", kerr.ErrorForCode(code))
+	}
+}
+
+// TestPreferredLeaderReturns: with liveness on (real clock, short
+// session), a preferred leader that lost leadership and is in the ISR is
+// elected back by its own rebalance check; one that is fenced is not.
+func TestPreferredLeaderReturns(t *testing.T) {
+	c := startCluster(t, []string{"az1", "az2", "az3"}, func(cfg *Config) {
+		cfg.BrokerSessionTimeout, cfg.BrokerHeartbeatInterval = time.Second, 100*time.Millisecond
+		cfg.LeaderImbalanceCheckInterval = 200 * time.Millisecond
+	})
+	c.ctrl.EnableLiveness(LivenessConfig{SessionTimeout: time.Second, Logger: testLogger(t, slog.LevelWarn)})
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { defer close(done); c.ctrl.RunLiveness(stop) }()
+	defer func() { close(stop); <-done }()
+	cl := newClient(t, c)
+	createTopic(t, cl, "pref", 1, 3, nil)
+	tp := TopicPartition{Topic: "pref", Partition: 0}
+	ts, _ := c.ctrl.Topic("pref")
+	pref := ts.Partitions[0].Replicas[0]
+	if _, err := c.ctrl.ElectLeader(tp, ts.Partitions[0].Replicas[1]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the preferred leader back", 20*time.Second, func() bool {
+		ts, _ := c.ctrl.Topic("pref")
+		return ts.Partitions[0].Leader == pref
+	})
+	ts, _ = c.ctrl.Topic("pref")
+	if ts.Partitions[0].LeaderEpoch != 2 {
+		t.Fatalf("leader epoch %d after moving away and back, want 2", ts.Partitions[0].LeaderEpoch)
+	}
+	// Stop the preferred broker: fenced after the session, a new leader,
+	// and no rebalance can elect the fenced one back.
+	if err := c.broker(pref).Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a leader other than the stopped one", 20*time.Second, func() bool {
+		ts, _ := c.ctrl.Topic("pref")
+		return ts.Partitions[0].Leader != pref && ts.Partitions[0].Leader >= 0
+	})
+	ts, _ = c.ctrl.Topic("pref")
+	if slices.Contains(ts.Partitions[0].ISR, pref) {
+		t.Fatalf("fenced broker %d still in the ISR: %+v", pref, ts.Partitions[0])
 	}
 }

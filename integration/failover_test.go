@@ -238,6 +238,7 @@ func TestFailoverKillLeaders(t *testing.T) {
 			}
 			// auto.leader.rebalance.enable: each preferred leader, back in
 			// the ISR, leads its partition again (checked every 5 s).
+			rebalanceStart := time.Now()
 			waitUntil(t, ctx, "every preferred replica leading again", func() bool {
 				for q := int32(0); q < partitions; q++ {
 					if v := c.leaderOf(t, topic, q); len(v.replicas) == 0 || v.leader != v.replicas[0] {
@@ -246,7 +247,7 @@ func TestFailoverKillLeaders(t *testing.T) {
 				}
 				return true
 			})
-			t.Logf("preferred leaders restored after %d acknowledgements", count.Load())
+			t.Logf("preferred leaders restored %v after the last restart", time.Since(rebalanceStart).Round(time.Millisecond))
 			close(stop)
 			<-done
 			acks.mu.Lock()
