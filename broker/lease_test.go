@@ -149,7 +149,8 @@ func TestLeaseSelfFencing(t *testing.T) {
 
 // TestPreferredLeaderReturns: with liveness on (real clock, short
 // session), a preferred leader that lost leadership and is in the ISR is
-// elected back by its own rebalance check; one that is fenced is not.
+// elected back by its own rebalance check; one that is fenced is not, and
+// a partition with no live replica in its ISR has no leader.
 func TestPreferredLeaderReturns(t *testing.T) {
 	c := startCluster(t, []string{"az1", "az2", "az3"}, func(cfg *Config) {
 		cfg.BrokerSessionTimeout, cfg.BrokerHeartbeatInterval = time.Second, 100*time.Millisecond
@@ -165,6 +166,21 @@ func TestPreferredLeaderReturns(t *testing.T) {
 	tp := TopicPartition{Topic: "pref", Partition: 0}
 	ts, _ := c.ctrl.Topic("pref")
 	pref := ts.Partitions[0].Replicas[0]
+	// A one-replica topic on the preferred broker: leaderless once it is
+	// fenced.
+	lone, err := c.ctrl.CreateTopic(TopicSpec{Name: "lone", Partitions: 3, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var loneP int32 = -1
+	for _, ps := range lone.Partitions {
+		if ps.Leader == pref {
+			loneP = ps.Partition
+		}
+	}
+	if loneP < 0 {
+		t.Fatalf("no partition of lone on broker %d: %+v", pref, lone.Partitions)
+	}
 	if _, err := c.ctrl.ElectLeader(tp, ts.Partitions[0].Replicas[1]); err != nil {
 		t.Fatal(err)
 	}
@@ -188,5 +204,26 @@ func TestPreferredLeaderReturns(t *testing.T) {
 	ts, _ = c.ctrl.Topic("pref")
 	if slices.Contains(ts.Partitions[0].ISR, pref) {
 		t.Fatalf("fenced broker %d still in the ISR: %+v", pref, ts.Partitions[0])
+	}
+	// Its lone replica: no leader, said so in Metadata (LEADER_NOT_AVAILABLE,
+	// the fenced replica offline), the ISR kept for a clean return.
+	other := c.brokers[0]
+	if other.cfg.BrokerID == pref {
+		other = c.brokers[1]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("lone")
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(other.cfg.BrokerID)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := resp.Topics[0].Partitions[loneP]
+	if mp.Leader != -1 || mp.ErrorCode != kerr.LeaderNotAvailable.Code || !slices.Equal(mp.ISR, []int32{pref}) || !slices.Equal(mp.OfflineReplicas, []int32{pref}) {
+		t.Fatalf("metadata of a partition whose only replica is fenced: leader %d error %v ISR %v offline %v",
+			mp.Leader, kerr.ErrorForCode(mp.ErrorCode), mp.ISR, mp.OfflineReplicas)
 	}
 }
