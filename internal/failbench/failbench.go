@@ -57,8 +57,13 @@ type ModeResult struct {
 	AcksAllDuplicated int     `json:"acks_all_duplicated"`
 	AcksOneAcked      int     `json:"acks1_acked"`
 	AcksOneLost       int     `json:"acks1_lost"`
-	AcksOneLostMs     float64 `json:"acks1_lost_ms"`
-	AcksOnePerMs      float64 `json:"acks1_acked_per_ms"`
+	// AcksOneLostMs sums the kills' acks=1 losses in ms of traffic;
+	// AcksOnePerMs is the median acks=1 ack rate in the second before a
+	// kill; AcksOneLostMsP50 and P99 are over the kills.
+	AcksOneLostMs    float64 `json:"acks1_lost_ms"`
+	AcksOnePerMs     float64 `json:"acks1_acked_per_ms"`
+	AcksOneLostMsP50 float64 `json:"acks1_lost_ms_per_kill_p50"`
+	AcksOneLostMsP99 float64 `json:"acks1_lost_ms_per_kill_p99"`
 }
 
 // Report is the whole benchmark.
