@@ -79,8 +79,11 @@ func New(cfg Config) (*Broker, error) {
 			b.info = bi // a static list decides the advertised address
 		}
 	}
+	// Both purgatories run on cfg.Clock: acks=all timeouts and fetch long
+	// polls expire when that clock says so (a clock.Manual in a test).
+	purgClock := purgatory.Of(cfg.Clock)
 	newPurg := func() (*purgatory.Purgatory[TopicPartition], error) {
-		return purgatory.New[TopicPartition](purgatory.Config{})
+		return purgatory.New[TopicPartition](purgatory.Config{Timer: purgatory.TimerConfig{Clock: purgClock}})
 	}
 	if b.produceWait, err = newPurg(); err != nil {
 		ln.Close()
@@ -90,9 +93,6 @@ func New(cfg Config) (*Broker, error) {
 		ln.Close()
 		b.produceWait.Shutdown()
 		return nil, err
-	}
-	if r, ok := cfg.Replicator.(interface{ bind(*Broker) }); ok {
-		r.bind(b)
 	}
 	b.fetchers = newFetcherManager(b)
 	b.unsubscribe = b.ctrl.Subscribe(b.applyTopic)
@@ -300,7 +300,7 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, configs 
 	if err != nil {
 		return nil, err
 	}
-	p := &partition{tp: tp, self: b.cfg.BrokerID, log: l, mode: mode, minISR: minISR, clock: b.clock, logger: b.logger}
+	p := &partition{tp: tp, self: b.cfg.BrokerID, log: l, mode: mode, minISR: minISR, lagMax: b.cfg.ReplicaLagTimeMax, clock: b.clock, logger: b.logger}
 	b.mu.partitions[tp] = p
 	return p, nil
 }
@@ -347,7 +347,7 @@ func (b *Broker) isrLoop() {
 func (b *Broker) shrinkISRs() {
 	now := b.clock.Now()
 	for _, p := range b.partitionsSnapshot() {
-		if isr := p.shrinkProposal(now, b.cfg.ReplicaLagTimeMax); isr != nil {
+		if isr := p.shrinkProposal(now); isr != nil {
 			b.logger.Info("shrinking ISR", "partition", p.tp, "isr", isr)
 			b.alterISR(p, isr)
 		}

@@ -10,8 +10,13 @@
 // machinery (purgatory), nor the remote WAL: a partition whose topic sets
 // remote.wal.storage.enable=true is in RemoteWAL mode, where the leader's
 // answers to follower fetches carry offsets, the high watermark and the
-// leader epoch but no records, and a Replicator (remotewal on the leader,
-// follower on the follower) moves the bytes.
+// leader epoch but no records, and a Replicator (replicator.go; rwnode
+// assembles the one kwal runs) moves the bytes. The broker hands a
+// Replicator a partition's log when it leads and a FollowerReplica handle
+// (replica_handle.go: append as follower, truncate, log end, leader
+// epochs, leader address and rack, notify) when it follows; the
+// Replicator holds no pointer to the broker. The in-process cluster of the
+// demo and benches is package localcluster.
 //
 // # Wire
 //
@@ -37,8 +42,19 @@
 //	     └──── records + HW ◄─────────────────────┘   (acks=all answers when HW > last offset)
 //	follower: AppendAsFollower, HW = min(leader HW, LEO), wakes its consumers
 //
-// Before fetching at a new leader epoch a follower asks OffsetForLeaderEpoch
-// for its latest epoch and truncates (Kafka's getOffsetTruncationState).
+// The decisions are not made here but in package replica's pure state
+// machines; this package only feeds them events and carries out their
+// actions. partition.go drives a replica.Leader while this broker leads:
+// followerFetched (FollowerFetch: follower progress, ISR expansion),
+// maybeAdvanceHW (where the HW advances; publishHW applies AdvanceHW to the
+// log), shrinkProposal (Tick, run by the ISR loop:
+// where the ISR shrinks) and applyState (a new Leader per leader epoch,
+// ISRChanged for the controller's answers). fetcher.go drives one
+// replica.Follower per followed partition and epoch: it sends the
+// OffsetForLeaderEpoch queries and fetches the machines ask for and
+// carries out Truncate (where truncation is decided: replica.Truncation,
+// KIP-101/KIP-279), Append, SetHW, TruncateFully and StartRemote through
+// the partition's followerLog handle, never its locks.
 //
 // # Controller
 //
@@ -116,9 +132,12 @@
 // completes, expires or the broker closes. Broker.mu guards the partition
 // map and the connection set. Each partition has appendMu (appends,
 // truncation, role changes, producer state) taken before mu (controller
-// state, follower progress). Controller notifications run in the goroutine
-// that made the change and must not call the controller back while holding
-// a partition lock. One replica-fetcher goroutine per leader broker; Close
+// state and the replica.Leader machine); the leader's HW is published to
+// the log under hwMu, after mu is released. A replica fetcher drives its
+// replica.Follower machines under its own mu and carries out their actions
+// outside it. Controller notifications run in the goroutine that made the
+// change and must not call the controller back while holding a partition
+// lock. One replica-fetcher goroutine per leader broker; Close
 // stops fetchers, the ISR loop, the accept loop and the connections, then
 // completes waiting operations and closes the logs.
 package broker

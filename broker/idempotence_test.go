@@ -128,25 +128,3 @@ func TestProducerTableWindow(t *testing.T) {
 		t.Fatalf("after truncation to 10 the next batch is 10: %+v", chk)
 	}
 }
-
-func TestLaggingReplicas(t *testing.T) {
-	now := time.Unix(1000, 0)
-	fs := map[int32]*followerState{
-		2: {lastCaughtUp: now.Add(-time.Second)},
-		3: {lastCaughtUp: now.Add(-31 * time.Second)},
-	}
-	cases := []struct {
-		isr  []int32
-		want []int32
-	}{
-		{[]int32{1, 2, 3}, []int32{3}},
-		{[]int32{1, 2}, nil},
-		{[]int32{1, 2, 4}, []int32{4}}, // no fetch state at all
-	}
-	for _, tc := range cases {
-		got := laggingReplicas(tc.isr, 1, fs, now, 30*time.Second)
-		if len(got) != len(tc.want) || (len(got) > 0 && got[0] != tc.want[0]) {
-			t.Errorf("isr %v: lagging %v, want %v", tc.isr, got, tc.want)
-		}
-	}
-}

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/kwal/kwal/internal/failbench"
+	"github.com/kwal/kwal/cmd/kwal/internal/failbench"
 )
 
 func init() {

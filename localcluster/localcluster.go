@@ -1,4 +1,4 @@
-package broker
+package localcluster
 
 import (
 	"context"
@@ -9,15 +9,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/latency"
 	"github.com/kwal/kwal/objstore/ledger"
+	"github.com/kwal/kwal/rwnode"
 )
 
-// LocalClusterConfig describes an in-process cluster on loopback, as
+// Config describes an in-process cluster on loopback, as
 // `kwal demo` and the benchmarks run it.
-type LocalClusterConfig struct {
+type Config struct {
 	// Racks has one entry per broker (ids 1..n). Default az1, az2, az2.
 	Racks []string
 	// Dir holds every broker's log.dirs and, by default, the object store.
@@ -31,40 +33,40 @@ type LocalClusterConfig struct {
 	// starts one embedded kfake shared by all brokers.
 	MetadataBootstrap string
 	// RemoteWAL tunes every broker's remote WAL (the remote.wal.* keys).
-	RemoteWAL RemoteWALConfig
+	RemoteWAL broker.RemoteWALConfig
 	// Tweak, if set, adjusts each broker's config before it starts.
-	Tweak func(*Config)
+	Tweak func(*broker.Config)
 	// Liveness, if set, turns on session tracking in the controller
-	// (heartbeats, fencing, elections; see doc.go), checked every quarter
-	// session timeout until Close.
-	Liveness *LivenessConfig
+	// (heartbeats, fencing, elections; see broker/doc.go), checked every
+	// quarter session timeout until Close.
+	Liveness *broker.LivenessConfig
 	Logger   *slog.Logger
 }
 
-// LocalCluster is a running in-process cluster.
-type LocalCluster struct {
-	Brokers     []*Broker
+// Cluster is a running in-process cluster.
+type Cluster struct {
+	Brokers     []*broker.Broker
 	Ledgers     []*ledger.Ledger
-	Replicators []*RemoteWALReplicator
-	Controller  *MemController
+	Replicators []*rwnode.RemoteWALReplicator
+	Controller  *broker.MemController
 	// Store is the shared object store (with its latency model).
 	Store objstore.Store
 	// Model is the latency model in force.
 	Model   latency.Model
-	parts   *RemoteWALParts
-	configs []Config // as each broker was started, for RestartBroker
+	parts   *rwnode.RemoteWALParts
+	configs []broker.Config // as each broker was started, for RestartBroker
 	stop    chan struct{}
 	live    sync.WaitGroup
 }
 
-// StartLocalCluster starts the brokers, sharing one controller, one object
+// Start starts the brokers, sharing one controller, one object
 // store and one metadata Kafka cluster.
-func StartLocalCluster(ctx context.Context, cfg LocalClusterConfig) (c *LocalCluster, err error) {
+func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if len(cfg.Racks) == 0 {
 		cfg.Racks = []string{"az1", "az2", "az2"}
 	}
 	if cfg.Dir == "" {
-		return nil, errors.New("broker: local cluster needs a directory")
+		return nil, errors.New("localcluster: needs a directory")
 	}
 	if cfg.LatencyModel == "" {
 		cfg.LatencyModel = "s3express"
@@ -76,13 +78,13 @@ func StartLocalCluster(ctx context.Context, cfg LocalClusterConfig) (c *LocalClu
 	if err != nil {
 		return nil, err
 	}
-	c = &LocalCluster{Controller: NewMemController(nil, 1000), Model: model, stop: make(chan struct{})}
+	c = &Cluster{Controller: broker.NewMemController(nil, 1000), Model: model, stop: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			c.Close()
 		}
 	}()
-	base := Config{
+	base := broker.Config{
 		LogDir:     filepath.Join(cfg.Dir, "shared"),
 		Controller: c.Controller,
 		RemoteWAL:  cfg.RemoteWAL,
@@ -91,7 +93,7 @@ func StartLocalCluster(ctx context.Context, cfg LocalClusterConfig) (c *LocalClu
 	base.RemoteWAL.SystemEnable = true
 	base.RemoteWAL.StorageURL = cfg.StorageURL
 	base.RemoteWAL.MetadataBootstrapServers = cfg.MetadataBootstrap
-	if c.parts, err = OpenRemoteWALParts(ctx, &base); err != nil {
+	if c.parts, err = rwnode.OpenRemoteWALParts(ctx, &base); err != nil {
 		return c, err
 	}
 	if cfg.LatencyModel != "none" {
@@ -105,7 +107,7 @@ func StartLocalCluster(ctx context.Context, cfg LocalClusterConfig) (c *LocalClu
 	}
 	for i, rack := range cfg.Racks {
 		l := ledger.New()
-		bc := Config{
+		bc := broker.Config{
 			BrokerID: int32(i + 1), Rack: rack, Listener: "127.0.0.1:0",
 			LogDir:     filepath.Join(cfg.Dir, fmt.Sprintf("broker-%d", i+1)),
 			Controller: c.Controller, Ledger: l, RemoteWAL: base.RemoteWAL,
@@ -137,14 +139,14 @@ func StartLocalCluster(ctx context.Context, cfg LocalClusterConfig) (c *LocalClu
 
 // startBroker starts broker i (index into Brokers) from its config, with
 // a new replicator.
-func (c *LocalCluster) startBroker(i int) error {
+func (c *Cluster) startBroker(i int) error {
 	bc := c.configs[i]
-	r, err := NewRemoteWALReplicatorFor(&bc, &RemoteWALParts{Store: c.Store, Bootstrap: c.parts.Bootstrap}, bc.Logger)
+	r, err := rwnode.NewRemoteWALReplicatorFor(&bc, &rwnode.RemoteWALParts{Store: c.Store, Bootstrap: c.parts.Bootstrap}, bc.Logger)
 	if err != nil {
 		return err
 	}
 	bc.Replicator = r
-	b, err := New(bc)
+	b, err := broker.New(bc)
 	if err != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -160,9 +162,9 @@ func (c *LocalCluster) startBroker(i int) error {
 // remote WAL uploads nothing more; with Liveness the controller fences it
 // after the session timeout. (Its log is closed cleanly: what it had
 // appended stays on its disk, as the page cache would keep it.)
-func (c *LocalCluster) StopBroker(id int32) error {
+func (c *Cluster) StopBroker(id int32) error {
 	for i, b := range c.Brokers {
-		if b == nil || b.cfg.BrokerID != id {
+		if b == nil || b.Info().ID != id {
 			continue
 		}
 		err := b.Close()
@@ -176,22 +178,22 @@ func (c *LocalCluster) StopBroker(id int32) error {
 		c.Brokers[i], c.Replicators[i] = nil, nil
 		return err
 	}
-	return fmt.Errorf("broker: no running broker %d", id)
+	return fmt.Errorf("localcluster: no running broker %d", id)
 }
 
 // RestartBroker starts a stopped broker again on its log directory: a new
 // life (broker epoch) that registers and follows.
-func (c *LocalCluster) RestartBroker(id int32) error {
+func (c *Cluster) RestartBroker(id int32) error {
 	for i, bc := range c.configs {
 		if bc.BrokerID == id && c.Brokers[i] == nil {
 			return c.startBroker(i)
 		}
 	}
-	return fmt.Errorf("broker: broker %d is not stopped", id)
+	return fmt.Errorf("localcluster: broker %d is not stopped", id)
 }
 
 // Bootstrap returns the running brokers' addresses.
-func (c *LocalCluster) Bootstrap() []string {
+func (c *Cluster) Bootstrap() []string {
 	var out []string
 	for _, b := range c.Brokers {
 		if b != nil {
@@ -202,12 +204,12 @@ func (c *LocalCluster) Bootstrap() []string {
 }
 
 // MetadataBootstrap is the Kafka holding __remote_wal_log_metadata.
-func (c *LocalCluster) MetadataBootstrap() []string { return c.parts.Bootstrap }
+func (c *Cluster) MetadataBootstrap() []string { return c.parts.Bootstrap }
 
 // Broker returns the broker with id, or nil.
-func (c *LocalCluster) Broker(id int32) *Broker {
+func (c *Cluster) Broker(id int32) *broker.Broker {
 	for _, b := range c.Brokers {
-		if b != nil && b.cfg.BrokerID == id {
+		if b != nil && b.Info().ID == id {
 			return b
 		}
 	}
@@ -215,7 +217,7 @@ func (c *LocalCluster) Broker(id int32) *Broker {
 }
 
 // Close stops the brokers, then their replicators, then the shared parts.
-func (c *LocalCluster) Close() error {
+func (c *Cluster) Close() error {
 	var errs []error
 	if c.stop != nil {
 		close(c.stop)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/internal/stats"
+	"github.com/kwal/kwal/localcluster"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -145,7 +146,7 @@ type ack struct {
 }
 
 func runMode(ctx context.Context, cfg Config, mode, dir string, progress io.Writer) (*ModeResult, error) {
-	lc, err := broker.StartLocalCluster(ctx, broker.LocalClusterConfig{
+	lc, err := localcluster.Start(ctx, localcluster.Config{
 		Racks: []string{"az1", "az2", "az3"}, Dir: dir, LatencyModel: cfg.LatencyModel, Logger: cfg.Logger,
 		Liveness: &broker.LivenessConfig{SessionTimeout: cfg.SessionTimeout},
 		Tweak: func(c *broker.Config) {
@@ -358,7 +359,7 @@ func firstAckAfter(l *load, t time.Time) int64 {
 	return time.Now().UnixNano()
 }
 
-func allInISR(lc *broker.LocalCluster, n int) bool {
+func allInISR(lc *localcluster.Cluster, n int) bool {
 	for _, ts := range lc.Controller.Topics() {
 		for _, ps := range ts.Partitions {
 			if len(ps.ISR) != n || ps.Leader < 0 {
@@ -371,7 +372,7 @@ func allInISR(lc *broker.LocalCluster, n int) bool {
 
 // readAll reads topic-0 from the start to its high watermark and counts
 // each value's key (its first valueKeyLen bytes).
-func readAll(ctx context.Context, lc *broker.LocalCluster, topic string) (map[string]int, error) {
+func readAll(ctx context.Context, lc *localcluster.Cluster, topic string) (map[string]int, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(lc.Bootstrap()...), kgo.FetchMaxWait(100*time.Millisecond),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
 	if err != nil {
