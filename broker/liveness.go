@@ -82,16 +82,6 @@ func (s *sessionTracker) heard(id int32, epoch int64, now time.Time) bool {
 	return true
 }
 
-// restart gives every tracked session a fresh start at now: a controller
-// that was not applying (paused, cut off, just restarted) has not heard
-// anyone and must not fence for it.
-func (s *sessionTracker) restart(now time.Time) {
-	for id, cur := range s.last {
-		cur.heard = now
-		s.last[id] = cur
-	}
-}
-
 // expired returns the live registrations (of regs) whose session ended
 // before now, by id.
 func (s *sessionTracker) expired(now time.Time, regs map[int32]BrokerRegistration) []BrokerRegistration {

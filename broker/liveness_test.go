@@ -75,14 +75,6 @@ func TestSessionTracker(t *testing.T) {
 			}
 		})
 	}
-	t.Run("restart gives everyone a fresh session", func(t *testing.T) {
-		s := newSessionTracker(timeout)
-		s.registered(1, 1, t0)
-		s.restart(t0.Add(time.Hour))
-		if got := s.expired(t0.Add(time.Hour+timeout), map[int32]BrokerRegistration{1: {ID: 1, Epoch: 1}}); len(got) != 0 {
-			t.Fatalf("expired %v after restart", got)
-		}
-	})
 }
 
 func TestFenceAndElect(t *testing.T) {
