@@ -72,6 +72,10 @@ type Controller interface {
 	// enforced says whether the controller watches sessions at all; when
 	// it does not, the broker keeps no lease.
 	Heartbeat(id int32, brokerEpoch int64) (enforced bool, err error)
+	// ShutdownBroker fences registration (id, brokerEpoch) at once: a
+	// controlled shutdown, so that its partitions get new leaders without
+	// waiting for its session to expire. ErrBrokerFenced: not the live one.
+	ShutdownBroker(id int32, brokerEpoch int64) error
 	// Brokers returns the known brokers, by id.
 	Brokers() []BrokerInfo
 	// Registrations returns the current registration of every broker
@@ -288,6 +292,11 @@ func (c *MemController) Heartbeat(id int32, brokerEpoch int64) (bool, error) {
 	}
 	c.mu.sessions.heard(id, brokerEpoch, c.mu.live.Clock.Now())
 	return true, nil
+}
+
+func (c *MemController) ShutdownBroker(id int32, brokerEpoch int64) error {
+	_, err := c.commit(stateRecord{Kind: kindFence, BrokerID: id, BrokerEpoch: brokerEpoch, Unclean: c.unclean()}, c.logger())
+	return err
 }
 
 func (c *MemController) Brokers() []BrokerInfo {

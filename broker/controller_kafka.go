@@ -528,14 +528,26 @@ func (c *KafkaController) expired() []BrokerRegistration {
 
 func (c *KafkaController) proposeFence(r BrokerRegistration) {
 	c.logger.Warn("liveness: broker session expired, fencing it", "fenced_broker", r.ID, "broker_epoch", r.Epoch, "session_timeout", c.cfg.SessionTimeout)
-	res, err := c.propose(func(p string) string { return "fence/" + strconv.Itoa(int(r.ID)) + "/" + p },
-		stateRecord{Kind: kindFence, BrokerID: r.ID, BrokerEpoch: r.Epoch, Unclean: c.cfg.UncleanLeaderElection})
+	res, err := c.fence(r.ID, r.Epoch)
 	switch {
 	case err != nil:
 		c.logger.Warn("liveness: fence proposal failed", "fenced_broker", r.ID, "err", err)
 	case res.err != nil:
 		c.logger.Debug("liveness: fence refused (another controller came first, or the broker re-registered)", "fenced_broker", r.ID, "err", res.err)
 	}
+}
+
+func (c *KafkaController) fence(id int32, epoch int64) (applyResult, error) {
+	return c.propose(func(p string) string { return "fence/" + strconv.Itoa(int(id)) + "/" + p },
+		stateRecord{Kind: kindFence, BrokerID: id, BrokerEpoch: epoch, Unclean: c.cfg.UncleanLeaderElection})
+}
+
+func (c *KafkaController) ShutdownBroker(id int32, brokerEpoch int64) error {
+	res, err := c.fence(id, brokerEpoch)
+	if err != nil {
+		return err
+	}
+	return res.err
 }
 
 // syncToEnd waits until every record now in the state topic is applied.

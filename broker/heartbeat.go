@@ -22,6 +22,7 @@ type leaseState struct {
 	enforced bool      // the controller watches sessions
 	until    time.Time // lease end
 	valid    bool      // last known validity, for logging transitions
+	leaving  bool      // Shutdown: fenced on purpose, do not register again
 }
 
 // register records a new incarnation with the controller.
@@ -69,7 +70,11 @@ func (b *Broker) heartbeat() {
 		b.lease.st.until = sent.Add(b.cfg.BrokerSessionTimeout)
 	}
 	b.lease.Unlock()
+	b.lease.Lock()
+	leaving := b.lease.st.leaving
+	b.lease.Unlock()
 	switch {
+	case leaving:
 	case errors.Is(err, ErrBrokerFenced):
 		b.logger.Warn("fenced by the controller; registering again with a new broker epoch", "broker_epoch", epoch)
 		if err := b.register(); err != nil {
@@ -155,4 +160,24 @@ func (b *Broker) rebalance() {
 		}
 		b.logger.Info("preferred leader elected (auto.leader.rebalance.enable)", "partition", tp, "leader", out.Leader, "leader_epoch", out.LeaderEpoch)
 	}
+}
+
+// Shutdown is Kafka's controlled shutdown, then Close: when the controller
+// watches sessions, the broker fences its own registration first, so that
+// every partition it leads gets a new leader at once instead of after the
+// session timeout (clients are answered NOT_LEADER_OR_FOLLOWER and move).
+// Close alone stops the broker as a crash would.
+func (b *Broker) Shutdown() error {
+	b.lease.Lock()
+	enforced, epoch := b.lease.st.enforced, b.lease.st.epoch
+	b.lease.st.leaving = true
+	b.lease.Unlock()
+	if enforced {
+		if err := b.ctrl.ShutdownBroker(b.cfg.BrokerID, epoch); err != nil {
+			b.logger.Warn("controlled shutdown: could not fence this broker; its partitions move when its session expires", "err", err)
+		} else {
+			b.logger.Info("controlled shutdown: fenced this broker's registration; its partitions have new leaders", "broker_epoch", epoch)
+		}
+	}
+	return b.Close()
 }

@@ -227,3 +227,45 @@ func TestPreferredLeaderReturns(t *testing.T) {
 			mp.Leader, kerr.ErrorForCode(mp.ErrorCode), mp.ISR, mp.OfflineReplicas)
 	}
 }
+
+// TestControlledShutdown: Shutdown fences the broker's own registration,
+// so its partitions have new leaders when it returns, without waiting for
+// the session to expire; the stopped broker does not register again.
+func TestControlledShutdown(t *testing.T) {
+	c := startCluster(t, []string{"az1", "az2", "az3"}, func(cfg *Config) {
+		cfg.BrokerSessionTimeout, cfg.BrokerHeartbeatInterval = time.Hour, time.Minute
+	})
+	c.ctrl.EnableLiveness(LivenessConfig{SessionTimeout: time.Hour, Logger: testLogger(t, slog.LevelWarn)})
+	for _, b := range c.brokers {
+		b.heartbeat() // learns that sessions are watched
+	}
+	ts, err := c.ctrl.CreateTopic(TopicSpec{Name: "cs", Partitions: 3, ReplicationFactor: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := c.broker(ts.Partitions[0].Leader)
+	epoch := victim.BrokerEpoch()
+	if err := victim.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := c.ctrl.Topic("cs")
+	for i, ps := range after.Partitions {
+		if ps.Leader == victim.cfg.BrokerID || slices.Contains(ps.ISR, victim.cfg.BrokerID) {
+			t.Fatalf("partition %d %+v: shut-down broker still leads or is in sync", i, ps)
+		}
+		if ts.Partitions[i].Leader == victim.cfg.BrokerID && ps.LeaderEpoch != ts.Partitions[i].LeaderEpoch+1 {
+			t.Fatalf("partition %d: leader epoch %d, want bumped", i, ps.LeaderEpoch)
+		}
+	}
+	for _, r := range c.ctrl.Registrations() {
+		if r.ID == victim.cfg.BrokerID && (!r.Fenced || r.Epoch != epoch) {
+			t.Fatalf("registration after shutdown: %+v (epoch was %d)", r, epoch)
+		}
+	}
+	victim.heartbeat() // a late heartbeat must not bring it back
+	for _, r := range c.ctrl.Registrations() {
+		if r.ID == victim.cfg.BrokerID && !r.Fenced {
+			t.Fatalf("shut-down broker registered again: %+v", r)
+		}
+	}
+}

@@ -110,7 +110,7 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig
 	signal.Stop(sig)
-	return b.Close()
+	return b.Shutdown()
 }
 
 // openController picks the controller. With
