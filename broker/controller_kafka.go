@@ -45,23 +45,35 @@ import (
 //   - pid-block: claims the next block of pidBlockSize producer ids; the
 //     first claim of a block wins, a loser claims the next one.
 //   - broker: a registration; with a static cluster list the list decides
-//     addresses and the set is fixed, as in MemController.
+//     addresses and the set is fixed, as in MemController. Its offset is
+//     the new broker epoch; a live earlier registration is fenced first.
+//   - fence: fences (broker, broker epoch) if that registration is live,
+//     else is refused (ErrBrokerFenced); elections follow (liveness.go).
+//   - elect-preferred: epoch-checked like elect-leader; refused unless the
+//     first replica is in the ISR and live.
+//   - heartbeat: changes no state; the controller's session tracker notes
+//     it (see doc.go, "Liveness and election").
 //
 // # Records
 //
 //	key                                     value (JSON, "v":1)
-//	broker/<id>                             {"v","kind":"broker","proposal","broker":{id,host,port,rack}}
+//	broker/<id>/<proposal>                  {"v","kind":"broker","proposal","broker":{id,host,port,rack},"unclean"}
 //	topic/<name>/<proposal>                 {"v","kind":"topic","proposal","topic":{name,configs,partitions}}
-//	partition/<topic>/<p>/<proposal>        {"v","kind":"alter-isr"|"elect-leader","proposal",
+//	partition/<topic>/<p>/<proposal>        {"v","kind":"alter-isr"|"elect-leader"|"elect-preferred","proposal",
 //	                                         "topic","partition","leader_epoch","partition_epoch",
 //	                                         "isr"|"leader"}
 //	pid-block/<n>                           {"v","kind":"pid-block","proposal","block":n}
+//	fence/<id>/<proposal>                   {"v","kind":"fence","proposal","broker_id","broker_epoch","unclean"}
+//	heartbeat/<id>                          {"v","kind":"heartbeat","broker_id","broker_epoch"}
 //
 // Competing proposals never share a key: compaction keeps the latest record
 // of a key, so a shared key could keep a losing proposal and drop the
 // winner, and a restarted controller would rebuild a different state.
-// Hence topic and partition keys end in the proposal id and are never
-// compacted away; compaction only drops superseded broker registrations
+// Hence topic, partition, broker and fence keys end in the proposal id and
+// are never compacted away (registrations decide broker epochs and
+// leaders, so they must replay exactly; logs written before broker keys
+// had a proposal suffix still read); compaction only drops superseded
+// heartbeats, which decide nothing on replay,
 // and duplicate pid-block claims (any surviving claim of block n says that
 // block n is taken, which is all a restarted controller needs, as it never
 // resumes handing out ids from an old block). Tombstones and records that
