@@ -16,6 +16,7 @@ import (
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/kwal/kwal/purgatory"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // Broker is one Kafka-compatible broker. Make it with New; Close stops it.
@@ -26,13 +27,16 @@ type Broker struct {
 	ctrl   Controller
 	ledger *ledger.Ledger
 	ln     net.Listener
-	info   BrokerInfo
+	// validator checks every produced batch once (BatchValidator).
+	validator *kafkalog.BatchValidator
+	info      BrokerInfo
 
 	produceWait *purgatory.Purgatory[TopicPartition]
 	fetchWait   *purgatory.Purgatory[TopicPartition]
 	fetchers    *fetcherManager
 	unsubscribe func()
 	reqs        requestCounters
+	events      eventCounters
 	stop        chan struct{}
 	wg          sync.WaitGroup
 
@@ -56,6 +60,7 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, clock: cfg.Clock, ctrl: cfg.Controller, ledger: cfg.Ledger, stop: make(chan struct{})}
+	b.validator = kafkalog.NewBatchValidator(kafkalog.DefaultMaxBatchBytes, cfg.MaxUncompressedBatchBytes)
 	b.logger = cfg.Logger.With("broker", cfg.BrokerID)
 	b.mu.partitions = map[TopicPartition]*partition{}
 	b.mu.conns = map[net.Conn]struct{}{}
@@ -100,11 +105,16 @@ func New(cfg Config) (*Broker, error) {
 		b.applyTopic(ts)
 	}
 	b.heartbeat() // learns whether a lease is enforced
-	b.wg.Add(4)
+	b.wg.Add(5)
 	go b.acceptLoop()
 	go b.isrLoop()
+	go b.retentionLoop()
 	go b.heartbeatLoop()
 	go b.rebalanceLoop()
+	if !cfg.LogCleanerDisable {
+		b.wg.Add(1)
+		go b.cleanerLoop()
+	}
 	if cfg.MetricsListener != "" {
 		addr, err := b.ServeMetrics(cfg.MetricsListener)
 		if err != nil {
@@ -183,6 +193,18 @@ func (b *Broker) Close() error {
 	}
 	b.logger.Info("broker stopped")
 	return errors.Join(errs...)
+}
+
+// notHere is the error for a partition this broker holds no replica of:
+// UNKNOWN_TOPIC_OR_PARTITION if the controller knows no such partition
+// (an unknown topic, or a partition number past the topic's), else
+// NOT_LEADER_OR_FOLLOWER (the client's metadata is stale; it retries).
+func (b *Broker) notHere(tp TopicPartition) *kerr.Error {
+	ts, ok := b.ctrl.Topic(tp.Topic)
+	if !ok || tp.Partition < 0 || int(tp.Partition) >= len(ts.Partitions) {
+		return kerr.UnknownTopicOrPartition
+	}
+	return kerr.NotLeaderForPartition
 }
 
 func (b *Broker) partition(tp TopicPartition) *partition {
@@ -284,25 +306,49 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, configs 
 		return nil, err
 	}
 	dir := filepath.Join(b.cfg.LogDir, tp.Topic+"-"+strconv.Itoa(int(tp.Partition)))
-	lc := kafkalog.Config{SegmentBytes: b.cfg.SegmentBytes, FlushMessages: b.cfg.FlushMessages, Clock: b.clock, Logger: b.logger}
+	lc := kafkalog.Config{
+		SegmentBytes:                 b.cfg.SegmentBytes,
+		FlushMessages:                b.cfg.FlushMessages,
+		RetentionMs:                  b.cfg.RetentionMs,
+		RetentionBytes:               b.cfg.RetentionBytes,
+		ProducerStateRebuildDisabled: b.cfg.ProducerStateRebuildDisabled,
+		Clock:                        b.clock,
+		Logger:                       b.logger,
+	}
 	minISR := b.cfg.MinInsyncReplicas
 	// Values were checked at creation (checkTopicConfigs).
 	if v, ok := configs["segment.bytes"]; ok {
 		lc.SegmentBytes, _ = strconv.ParseInt(v, 10, 64)
 	}
+	// kafkalog reads 0 as "the default": Kafka's retention.ms=0 and
+	// retention.bytes=0 ("keep nothing") become 1.
 	if v, ok := configs["retention.ms"]; ok {
 		lc.RetentionMs, _ = strconv.ParseInt(v, 10, 64)
+		lc.RetentionMs = nonZero(lc.RetentionMs)
+	}
+	if v, ok := configs["retention.bytes"]; ok {
+		lc.RetentionBytes, _ = strconv.ParseInt(v, 10, 64)
+		lc.RetentionBytes = nonZero(lc.RetentionBytes)
 	}
 	if v, ok := configs["min.insync.replicas"]; ok {
 		minISR, _ = strconv.Atoi(v)
 	}
+	_, lc.Compacted = compactConfigOf(configs)
 	l, err := kafkalog.Open(dir, lc)
 	if err != nil {
 		return nil, err
 	}
-	p := &partition{tp: tp, self: b.cfg.BrokerID, log: l, mode: mode, minISR: minISR, lagMax: b.cfg.ReplicaLagTimeMax, clock: b.clock, logger: b.logger}
+	p := &partition{tp: tp, self: b.cfg.BrokerID, log: l, validator: b.validator, mode: mode, minISR: minISR, lagMax: b.cfg.ReplicaLagTimeMax, clock: b.clock, logger: b.logger}
 	b.mu.partitions[tp] = p
 	return p, nil
+}
+
+// nonZero maps 0 to 1 and keeps any other value.
+func nonZero(v int64) int64 {
+	if v == 0 {
+		return 1
+	}
+	return v
 }
 
 // dropPartition forgets a replica moved away; its directory stays.
@@ -328,8 +374,14 @@ func (b *Broker) dropPartition(tp TopicPartition) {
 // isrLoop shrinks ISRs of lagging followers every half
 // replica.lag.time.max.ms, as Kafka's isr-expiration task does.
 func (b *Broker) isrLoop() {
+	b.every(max(b.cfg.ReplicaLagTimeMax/2, 10*time.Millisecond), b.shrinkISRs, nil)
+}
+
+// every runs fn every period on the broker's clock until Close (it owns
+// one b.wg count); armed, if set, runs after each fn once the next run is
+// scheduled (a test hook).
+func (b *Broker) every(period time.Duration, fn, armed func()) {
 	defer b.wg.Done()
-	period := max(b.cfg.ReplicaLagTimeMax/2, 10*time.Millisecond)
 	t := b.clock.NewTimer(period)
 	defer t.Stop()
 	for {
@@ -338,8 +390,11 @@ func (b *Broker) isrLoop() {
 			return
 		case <-t.C():
 		}
-		b.shrinkISRs()
+		fn()
 		t.Reset(period)
+		if armed != nil {
+			armed()
+		}
 	}
 }
 

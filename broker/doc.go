@@ -3,8 +3,12 @@
 // key, api_*.go), partitions and their logs, classic replication (a
 // replica fetcher per leader, high watermark as the smallest log end over
 // the ISR, ISR shrink and expansion, KIP-101 truncation), acks 0/1/all,
-// idempotent producers, long-poll fetches, fetch from follower by rack
-// (KIP-392), the controller seam and the server.properties loader.
+// idempotent producers (the sequence rules, producers.go; the producer
+// table lives in kafkalog and is rebuilt when a log opens), local
+// retention (retention.go: every log.retention.check.interval.ms, bounded
+// by the high watermark and on a remotewal leader by the remote-WAL
+// upload), long-poll fetches, fetch from follower by rack (KIP-392), the
+// controller seam and the server.properties loader.
 //
 // It does not own storage formats (kafkalog), the delayed-operation
 // machinery (purgatory), nor the remote WAL: a partition whose topic sets
@@ -56,6 +60,19 @@
 // KIP-101/KIP-279), Append, SetHW, TruncateFully and StartRemote through
 // the partition's followerLog handle, never its locks.
 //
+// # Remote WAL: leader changes and stores
+//
+// A broker elected leader of a RemoteWAL partition restarts its slice task
+// at its log end with the new epoch and publishes a metadata.DeadRange: the
+// entries older leaders uploaded past that offset are dead (the KIP's
+// reconciliation; remotewal_reconcile.go). Leaders vouch for their high
+// watermarks (metadata.ReplicatedOffset), and retention is run for an
+// object by the current leader of its least partition, whoever uploaded it.
+// Each rack may have its own store (StoreSet, storeset.go): a leader uploads
+// to its rack's and names it in the event; followers resolve the name
+// through their own configuration and fall back to the leader when they
+// cannot (UnknownStoreError).
+//
 // # Controller
 //
 // Controller decides leaders, replicas, ISRs and epochs; brokers subscribe
@@ -84,7 +101,9 @@
 //     broker epoch is the record's offset (as Kafka's is), so every life
 //     has a new one and a heartbeat or fence of an earlier life does not
 //     count. A live earlier life is fenced first: a restarted broker may
-//     have lost its unflushed tail and must not go on leading.
+//     have lost its unflushed tail and must not go on leading. (Without
+//     liveness, as MemController runs by default, registrations change no
+//     leadership.)
 //   - Every broker.heartbeat.interval.ms (default 2 s) it writes a
 //     heartbeat record (key heartbeat/<id>, compacted; no state depends on
 //     one). Every controller notes, on its own clock, when it applied the
@@ -131,13 +150,14 @@
 // topic-partition; the connection goroutine blocks until the operation
 // completes, expires or the broker closes. Broker.mu guards the partition
 // map and the connection set. Each partition has appendMu (appends,
-// truncation, role changes, producer state) taken before mu (controller
+// truncation, role changes; it holds a producer's entry in the log still
+// between the sequence check and the append) taken before mu (controller
 // state and the replica.Leader machine); the leader's HW is published to
 // the log under hwMu, after mu is released. A replica fetcher drives its
 // replica.Follower machines under its own mu and carries out their actions
 // outside it. Controller notifications run in the goroutine that made the
 // change and must not call the controller back while holding a partition
 // lock. One replica-fetcher goroutine per leader broker; Close
-// stops fetchers, the ISR loop, the accept loop and the connections, then
+// stops fetchers, the ISR and retention loops, the accept loop and the connections, then
 // completes waiting operations and closes the logs.
 package broker

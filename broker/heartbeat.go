@@ -109,8 +109,7 @@ func (b *Broker) noteLease() {
 
 // heartbeatLoop heartbeats every broker.heartbeat.interval.ms.
 func (b *Broker) heartbeatLoop() {
-	defer b.wg.Done()
-	b.every(b.cfg.BrokerHeartbeatInterval, b.heartbeat)
+	b.every(b.cfg.BrokerHeartbeatInterval, b.heartbeat, nil)
 }
 
 // rebalanceLoop nominates this broker, every
@@ -118,26 +117,11 @@ func (b *Broker) heartbeatLoop() {
 // (auto.leader.rebalance.enable). It runs apart from the heartbeats, so
 // that a slow election cannot delay them.
 func (b *Broker) rebalanceLoop() {
-	defer b.wg.Done()
 	if b.cfg.DisableAutoLeaderRebalance {
+		b.wg.Done()
 		return
 	}
-	b.every(b.cfg.LeaderImbalanceCheckInterval, b.rebalance)
-}
-
-// every calls fn every period (on the broker's clock) until Close.
-func (b *Broker) every(period time.Duration, fn func()) {
-	t := b.clock.NewTimer(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-t.C():
-		}
-		fn()
-		t.Reset(period)
-	}
+	b.every(b.cfg.LeaderImbalanceCheckInterval, b.rebalance, nil)
 }
 
 // rebalance proposes the preferred-leader elections this broker nominates

@@ -18,19 +18,21 @@ import (
 // log and hands the follower driver (fetcher.go) a small handle
 // (followerLog) instead of its locks.
 type partition struct {
-	tp     TopicPartition
-	self   int32
-	log    *kafkalog.Log
-	mode   ReplicationMode
-	minISR int
-	lagMax time.Duration // replica.lag.time.max.ms
-	clock  clock.Clock
-	logger *slog.Logger
+	tp   TopicPartition
+	self int32
+	log  *kafkalog.Log
+	// validator checks produced batches (shared by the broker's partitions).
+	validator *kafkalog.BatchValidator
+	mode      ReplicationMode
+	minISR    int
+	lagMax    time.Duration // replica.lag.time.max.ms
+	clock     clock.Clock
+	logger    *slog.Logger
 
 	// appendMu serialises appends, truncations and role changes; it is
-	// taken before mu. The producer table is guarded by it.
-	appendMu  sync.Mutex
-	producers producerTable
+	// taken before mu. Holding it, a producer's entry in the log cannot
+	// change between the sequence check and the append.
+	appendMu sync.Mutex
 
 	// hwMu serialises setting the log's high watermark from the leader
 	// machine's AdvanceHW actions. It is taken after mu is released: the
@@ -138,6 +140,7 @@ func checkEpoch(current, ours int32) *kerr.Error { return replica.CheckEpoch(cur
 // appendResult is a leader append's outcome for the response.
 type appendResult struct {
 	firstOffset, lastOffset int64
+	duplicate               bool // already in the log: nothing appended
 	err                     *kerr.Error
 	msg                     string
 }
@@ -146,11 +149,13 @@ type appendResult struct {
 // idempotent sequences.
 func (p *partition) appendAsLeader(records []byte, acks int16) appendResult {
 	// Kafka: v3+ produce carries exactly one batch per partition;
-	// ValidateBatch refuses anything else.
-	h, err := kafkalog.ValidateBatch(records)
+	// Validate refuses anything else. The batch is validated once, here:
+	// AppendValidatedAsLeader does not look again.
+	vb, err := p.validator.Validate(records)
 	if err != nil {
 		return appendResult{err: logErrorCode(err), msg: err.Error()}
 	}
+	h := vb.Header()
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	p.mu.Lock()
@@ -166,23 +171,24 @@ func (p *partition) appendAsLeader(records []byte, acks int16) appendResult {
 	if refused != nil {
 		return appendResult{err: refused, msg: "ISR is smaller than min.insync.replicas"}
 	}
-	lastSeq := lastSeqOf(h.BaseSequence, h.LastOffsetDelta+1)
-	chk := p.producers.check(h.ProducerID, h.ProducerEpoch, h.BaseSequence, lastSeq)
+	lastSeq := kafkalog.IncrementSequence(h.BaseSequence, h.LastOffsetDelta)
+	var chk seqCheck
+	if h.ProducerID >= 0 {
+		e, known := p.log.ProducerEntry(h.ProducerID)
+		chk = checkSequence(e, known, h.ProducerID, h.ProducerEpoch, h.BaseSequence, lastSeq)
+	}
 	if chk.err != nil {
 		return appendResult{err: chk.err}
 	}
 	if chk.dup != nil {
 		p.logger.Debug("duplicate idempotent batch answered with its original offsets",
-			"partition", p.tp, "producer_id", h.ProducerID, "first_seq", h.BaseSequence, "offset", chk.dup.firstOffset)
-		return appendResult{firstOffset: chk.dup.firstOffset, lastOffset: chk.dup.lastOffset}
+			"partition", p.tp, "producer_id", h.ProducerID, "first_seq", h.BaseSequence, "offset", chk.dup.FirstOffset)
+		return appendResult{firstOffset: chk.dup.FirstOffset, lastOffset: chk.dup.LastOffset, duplicate: true}
 	}
-	info, err := p.log.AppendAsLeader(records, epoch)
+	info, err := p.log.AppendValidatedAsLeader(vb, epoch)
 	if err != nil {
 		return appendResult{err: logErrorCode(err), msg: err.Error()}
 	}
-	p.producers.record(h.ProducerID, h.ProducerEpoch, producerBatch{
-		firstSeq: h.BaseSequence, lastSeq: lastSeq, firstOffset: info.FirstOffset, lastOffset: info.LastOffset,
-	})
 	return appendResult{firstOffset: info.FirstOffset, lastOffset: info.LastOffset}
 }
 
@@ -191,6 +197,8 @@ func logErrorCode(err error) *kerr.Error {
 	switch {
 	case errors.Is(err, kafkalog.ErrCorruptBatch):
 		return kerr.CorruptMessage
+	case errors.Is(err, kafkalog.ErrInvalidRecord):
+		return kerr.InvalidRecord
 	case errors.Is(err, kafkalog.ErrBatchTooLarge):
 		return kerr.MessageTooLarge
 	case errors.Is(err, kafkalog.ErrOffsetOutOfRange):
@@ -202,8 +210,8 @@ func logErrorCode(err error) *kerr.Error {
 	}
 }
 
-// appendAsFollower appends replicated batches and learns their producer
-// state, so that this replica can check sequences once it leads.
+// appendAsFollower appends replicated batches; the log learns their
+// producer state, so that this replica can check sequences once it leads.
 func (p *partition) appendAsFollower(records []byte, epoch int32) (kafkalog.AppendInfo, error) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
@@ -213,42 +221,25 @@ func (p *partition) appendAsFollower(records []byte, epoch int32) (kafkalog.Appe
 	if !ok {
 		return kafkalog.AppendInfo{}, errFetchStale
 	}
-	info, err := p.log.AppendAsFollower(records)
-	if err != nil {
-		return info, err
-	}
-	// The append validated every batch; only the headers are needed here.
-	_ = kafkalog.WalkHeaders(records, func(h kafkalog.BatchHeader) error {
-		p.producers.record(h.ProducerID, h.ProducerEpoch, producerBatch{
-			firstSeq: h.BaseSequence, lastSeq: lastSeqOf(h.BaseSequence, h.LastOffsetDelta+1),
-			firstOffset: h.BaseOffset, lastOffset: h.LastOffset(),
-		})
-		return nil
-	})
-	return info, nil
+	return p.log.AppendAsFollower(records)
 }
 
 var errFetchStale = replica.ErrStale
 
-// truncate cuts the log (follower side, KIP-101) and the producer state.
+// truncate cuts the log (follower side, KIP-101); the log rebuilds its
+// producer state.
 func (p *partition) truncate(to int64) error {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
-	if err := p.log.Truncate(to); err != nil {
-		return err
-	}
-	p.producers.truncate(to)
-	return nil
+	return p.log.Truncate(to)
 }
 
 // truncateFully empties the log and starts it at start (a follower behind
-// the leader's log start), with the producer state.
+// the leader's log start); the log forgets its producer state with it.
 func (p *partition) truncateFully(start int64) error {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
-	err := p.log.TruncateFullyAndStartAt(start)
-	p.producers = producerTable{}
-	return err
+	return p.log.TruncateFullyAndStartAt(start)
 }
 
 // followerView is the log as the follower machine reads it; the epoch
