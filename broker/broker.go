@@ -105,10 +105,11 @@ func New(cfg Config) (*Broker, error) {
 		b.applyTopic(ts)
 	}
 	b.heartbeat() // learns whether a lease is enforced
-	b.wg.Add(5)
+	b.wg.Add(6)
 	go b.acceptLoop()
 	go b.isrLoop()
 	go b.retentionLoop()
+	go b.producerExpirationLoop()
 	go b.heartbeatLoop()
 	go b.rebalanceLoop()
 	if !cfg.LogCleanerDisable {
@@ -312,6 +313,7 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, configs 
 		RetentionMs:                  b.cfg.RetentionMs,
 		RetentionBytes:               b.cfg.RetentionBytes,
 		ProducerStateRebuildDisabled: b.cfg.ProducerStateRebuildDisabled,
+		ProducerIDExpirationMs:       b.cfg.ProducerIDExpiration.Milliseconds(),
 		Clock:                        b.clock,
 		Logger:                       b.logger,
 	}

@@ -41,6 +41,17 @@ func cleanupPolicy(v string) (compact, del bool, err error) {
 	return compact, del, nil
 }
 
+// deletesByRetention says whether retention.ms/bytes delete segments of a
+// topic: its cleanup.policy includes delete (the default).
+func deletesByRetention(configs map[string]string) bool {
+	v, ok := configs["cleanup.policy"]
+	if !ok {
+		return true
+	}
+	_, del, err := cleanupPolicy(v)
+	return err != nil || del
+}
+
 // compactConfigOf reads the cleaner's topic configs (checked at creation).
 func compactConfigOf(configs map[string]string) (kafkalog.CompactConfig, bool) {
 	compact, _, err := cleanupPolicy(configs["cleanup.policy"])

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,6 +190,34 @@ func sameMap(t testing.TB, what string, got, want map[string][]byte) {
 		g, ok := got[k]
 		if !ok || !bytes.Equal(g, w) || (g == nil) != (w == nil) {
 			t.Fatalf("%s: key %s = %q, want %q", what, k, g, w)
+		}
+	}
+}
+
+// Retention deletes segments of topics whose cleanup.policy includes
+// delete, never of a compact-only one.
+func TestRetentionFollowsCleanupPolicy(t *testing.T) {
+	c := startCluster(t, []string{"az1"}, func(cfg *Config) { cfg.LogCleanerDisable = true })
+	admin := newClient(t, c)
+	for _, tc := range []struct {
+		policy string
+		purges bool
+	}{{"compact", false}, {"compact,delete", true}, {"delete", true}} {
+		topic := "ret-" + strings.ReplaceAll(tc.policy, ",", "-")
+		createTopic(t, admin, topic, 1, 1, map[string]string{"cleanup.policy": tc.policy, "segment.bytes": "1024", "retention.ms": "1"})
+		cl := newClient(t, c, kgo.DefaultProduceTopic(topic))
+		for i := 0; i < 50; i++ {
+			// Timestamps far in the past: every sealed segment is expired.
+			r := &kgo.Record{Key: []byte(fmt.Sprint("k", i%5)), Value: bytes.Repeat([]byte("v"), 100), Timestamp: time.Unix(1_000_000, 0)}
+			if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l := mustLog(t, c.brokers[0], TopicPartition{Topic: topic})
+		waitFor(t, "the high watermark at the log end", 10*time.Second, func() bool { return l.HighWatermark() == l.LogEndOffset() })
+		c.brokers[0].enforceRetention()
+		if moved := l.LogStartOffset() > 0; moved != tc.purges {
+			t.Fatalf("cleanup.policy=%s: log start %d after retention (want purged=%v)", tc.policy, l.LogStartOffset(), tc.purges)
 		}
 	}
 }
