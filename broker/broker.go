@@ -27,6 +27,10 @@ type Broker struct {
 	ctrl   Controller
 	ledger *ledger.Ledger
 	ln     net.Listener
+	// limits is the listener's connection caps (under b.ln, which a TLS
+	// listener may wrap); conns counts what the connection layer refused.
+	limits *limitListener
+	conns  connCounters
 	// validator checks every produced batch once (BatchValidator).
 	validator *kafkalog.BatchValidator
 	info      BrokerInfo
@@ -42,7 +46,7 @@ type Broker struct {
 	mu struct {
 		sync.Mutex
 		partitions map[TopicPartition]*partition
-		conns      map[net.Conn]struct{}
+		conns      map[net.Conn]*connState
 		closed     bool
 	}
 }
@@ -57,11 +61,13 @@ func New(cfg Config) (*Broker, error) {
 	b.validator = kafkalog.NewBatchValidator(kafkalog.DefaultMaxBatchBytes, cfg.MaxUncompressedBatchBytes)
 	b.logger = cfg.Logger.With("broker", cfg.BrokerID)
 	b.mu.partitions = map[TopicPartition]*partition{}
-	b.mu.conns = map[net.Conn]struct{}{}
-	ln, err := net.Listen("tcp", cfg.Listener)
+	b.mu.conns = map[net.Conn]*connState{}
+	inner, err := net.Listen("tcp", cfg.Listener)
 	if err != nil {
 		return nil, fmt.Errorf("broker: listen %s: %w", cfg.Listener, err)
 	}
+	b.limits = newLimitListener(inner, ConnLimits{Max: cfg.MaxConnections, PerIP: cfg.MaxConnectionsPerIP, PerIPOverrides: cfg.MaxConnectionsPerIPOverrides}, b.logger)
+	ln := net.Listener(b.limits)
 	b.ln = ln
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	if cfg.AdvertisedHost != "" {
@@ -98,9 +104,14 @@ func New(cfg Config) (*Broker, error) {
 	for _, ts := range b.ctrl.Topics() {
 		b.applyTopic(ts)
 	}
-	b.wg.Add(2)
+	// The reaper's timer is made here, not in its goroutine, so that a
+	// test on the manual clock may advance it as soon as New returns.
+	interval := reapInterval(cfg.ConnectionsMaxIdle, cfg.RequestReadTimeout)
+	reapTimer := b.clock.NewTimer(interval)
+	b.wg.Add(3)
 	go b.acceptLoop()
 	go b.isrLoop()
+	go b.connReaper(reapTimer, interval)
 	if cfg.MetricsListener != "" {
 		addr, err := b.ServeMetrics(cfg.MetricsListener)
 		if err != nil {
@@ -152,8 +163,8 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	b.mu.closed = true
-	for c := range b.mu.conns {
-		c.Close()
+	for _, cs := range b.mu.conns {
+		cs.close()
 	}
 	b.mu.Unlock()
 	close(b.stop)
@@ -363,8 +374,17 @@ func (b *Broker) alterISR(p *partition, isr []int32) {
 	}
 }
 
+// acceptLoop accepts until the broker closes. When accept fails (EMFILE,
+// ENFILE, ENOBUFS and the like) it logs once, backs off (5 ms doubling to
+// 1 s, on the broker's clock) and tries again, serving the connections it
+// has meanwhile; it logs again, with the count of failed accepts, once
+// accepting works again.
 func (b *Broker) acceptLoop() {
 	defer b.wg.Done()
+	var (
+		failures int64
+		backoff  time.Duration
+	)
 	for {
 		c, err := b.ln.Accept()
 		if err != nil {
@@ -373,12 +393,31 @@ func (b *Broker) acceptLoop() {
 				return
 			default:
 			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			b.logger.Error("accept", "err", err)
-			return
+			failures++
+			b.conns.acceptErrors.Add(1)
+			if failures == 1 {
+				b.logger.Error("accept failing: backing off, still serving open connections", "err", err, "open_connections", b.limits.open())
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			t := b.clock.NewTimer(backoff)
+			select {
+			case <-b.stop:
+				t.Stop()
+				return
+			case <-t.C():
+			}
+			continue
+		}
+		if failures > 0 {
+			b.logger.Warn("accepting connections again", "failed_accepts", failures, "open_connections", b.limits.open())
+			failures, backoff = 0, 0
 		}
 		b.mu.Lock()
 		if b.mu.closed {
@@ -386,10 +425,12 @@ func (b *Broker) acceptLoop() {
 			c.Close()
 			return
 		}
-		b.mu.conns[c] = struct{}{}
+		cs := newConnState(c)
+		cs.since.Store(b.clock.Now().UnixNano())
+		b.mu.conns[c] = cs
 		b.wg.Add(1)
 		b.mu.Unlock()
-		go b.serveConn(c)
+		go b.serveConn(cs)
 	}
 }
 

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
+	"net/netip"
 	"strconv"
 	"time"
 
 	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/objstore/ledger"
 )
 
@@ -27,18 +30,30 @@ const (
 	// topic's followers about it before its leaders, and a follower's first
 	// OffsetForLeaderEpoch then fails once and would otherwise stall the
 	// topic's first acks=all produces for a second.
-	DefaultReplicaFetchBackoff      = 100 * time.Millisecond
-	DefaultClusterID                = "kwal-cluster"
-	DefaultListener                 = "127.0.0.1:9092"
-	DefaultCombinerThreadPoolSize   = 2
-	DefaultCombinerQueueSize        = 1024
-	DefaultCombinerTaskInterval     = 10 * time.Millisecond
-	DefaultCombinerTaskUploadBytes  = 4 << 20
-	DefaultRemoteWALThreadPoolSize  = 4
-	maxTopicNameLength              = 249
-	replicaFetcherClientIDPrefix    = "kwal-replica-fetcher-"
-	unknownRack                     = ""
-	defaultProducerStateBatchWindow = 5 // Kafka keeps the last 5 batches per producer
+	DefaultReplicaFetchBackoff = 100 * time.Millisecond
+	DefaultClusterID           = "kwal-cluster"
+	DefaultListener            = "127.0.0.1:9092"
+	DefaultMaxConnections      = math.MaxInt32    // max.connections
+	DefaultMaxConnectionsPerIP = math.MaxInt32    // max.connections.per.ip
+	DefaultConnectionsMaxIdle  = 10 * time.Minute // connections.max.idle.ms
+	// DefaultRequestReadTimeout is kwal.socket.request.read.timeout.ms:
+	// once a request's first byte has arrived, the whole request must
+	// arrive within this long or the connection is closed (Kafka has no such
+	// key; its idle timeout alone lets a slow sender hold a connection).
+	DefaultRequestReadTimeout = 30 * time.Second
+	// DefaultConnectionMaxBufferedBytes is
+	// kwal.connection.max.buffered.bytes: request and response bytes one
+	// connection may hold while pipelined responses wait.
+	DefaultConnectionMaxBufferedBytes = 128 << 20
+	DefaultCombinerThreadPoolSize     = 2
+	DefaultCombinerQueueSize          = 1024
+	DefaultCombinerTaskInterval       = 10 * time.Millisecond
+	DefaultCombinerTaskUploadBytes    = 4 << 20
+	DefaultRemoteWALThreadPoolSize    = 4
+	maxTopicNameLength                = 249
+	replicaFetcherClientIDPrefix      = "kwal-replica-fetcher-"
+	unknownRack                       = ""
+	defaultProducerStateBatchWindow   = 5 // Kafka keeps the last 5 batches per producer
 )
 
 // ErrConfig is wrapped by every configuration error.
@@ -139,6 +154,19 @@ type Config struct {
 	// one compressed produced batch may decompress to; a larger one is
 	// refused with CORRUPT_MESSAGE. Default 64 MiB.
 	MaxUncompressedBatchBytes int64
+	// MaxConnections: max.connections. Default 2147483647.
+	MaxConnections int
+	// MaxConnectionsPerIP: max.connections.per.ip. Default 2147483647.
+	MaxConnectionsPerIP int
+	// MaxConnectionsPerIPOverrides: max.connections.per.ip.overrides.
+	MaxConnectionsPerIPOverrides map[netip.Addr]int
+	// ConnectionsMaxIdle: connections.max.idle.ms. Default 10 minutes.
+	ConnectionsMaxIdle time.Duration
+	// RequestReadTimeout: kwal.socket.request.read.timeout.ms. Default 30 s.
+	RequestReadTimeout time.Duration
+	// ConnectionMaxBufferedBytes: kwal.connection.max.buffered.bytes.
+	// Default 128 MiB.
+	ConnectionMaxBufferedBytes int64
 	// AutoCreateTopics: auto.create.topics.enable. Default true (set
 	// DisableAutoCreateTopics to turn it off).
 	DisableAutoCreateTopics bool
@@ -159,6 +187,12 @@ type Config struct {
 	// Ledger records bytes crossing racks. Default: a fresh ledger.
 	Ledger *ledger.Ledger
 	Clock  clock.Clock  // default clock.Real{}
+
+	// Test hooks: onConnPhase is called as a connection enters a phase
+	// (phaseIdle, phaseReading, phaseServing), onReap after each reaper
+	// pass with the connections it closed.
+	onConnPhase func(remote string, phase int32)
+	onReap      func(now time.Time, closed int)
 	Logger *slog.Logger // default slog.Default()
 }
 
@@ -197,6 +231,24 @@ func (c *Config) Validate() error {
 	}
 	if c.SocketRequestMaxBytes == 0 {
 		c.SocketRequestMaxBytes = DefaultSocketRequestMaxBytes
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.MaxConnectionsPerIP == 0 {
+		c.MaxConnectionsPerIP = DefaultMaxConnectionsPerIP
+	}
+	if c.ConnectionsMaxIdle == 0 {
+		c.ConnectionsMaxIdle = DefaultConnectionsMaxIdle
+	}
+	if c.RequestReadTimeout == 0 {
+		c.RequestReadTimeout = DefaultRequestReadTimeout
+	}
+	if c.ConnectionMaxBufferedBytes == 0 {
+		c.ConnectionMaxBufferedBytes = DefaultConnectionMaxBufferedBytes
+	}
+	if c.MaxUncompressedBatchBytes == 0 {
+		c.MaxUncompressedBatchBytes = kafkalog.DefaultMaxUncompressedBatchBytes
 	}
 	if c.MaxTopicPartitions == 0 {
 		c.MaxTopicPartitions = 4096

@@ -8,7 +8,11 @@ import (
 	"net"
 	"reflect"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/kwal/kwal/clock"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -33,6 +37,84 @@ type connState struct {
 	pipelining bool
 	deferred   func() kmsg.Response
 	lastHeader requestHeader
+
+	// phase and since (clock time, UnixNano) are what the connection
+	// reaper reads: idle since when, or reading a request since its first
+	// byte. queued counts replies handed to the writer and not written.
+	phase  atomic.Int32
+	since  atomic.Int64
+	queued atomic.Int32
+
+	// buffered bounds the bytes held for this connection: request frames
+	// being served or waiting for their pipelined response, and response
+	// frames queued for the writer (kwal.connection.max.buffered.bytes).
+	buffered struct {
+		sync.Mutex
+		n      int64
+		closed bool
+		cond   *sync.Cond
+	}
+}
+
+// Connection phases, for the reaper.
+const (
+	phaseIdle    = iota // waiting for a request's first byte
+	phaseReading        // a request's first byte arrived, the rest not yet
+	phaseServing        // serving a request
+)
+
+func newConnState(c net.Conn) *connState {
+	cs := &connState{conn: c, remote: c.RemoteAddr().String()}
+	cs.buffered.cond = sync.NewCond(&cs.buffered.Mutex)
+	return cs
+}
+
+func (b *Broker) setPhase(cs *connState, p int32) {
+	cs.since.Store(b.clock.Now().UnixNano())
+	cs.phase.Store(p)
+	if h := b.cfg.onConnPhase; h != nil {
+		h(cs.remote, p)
+	}
+}
+
+// reserve waits until n more bytes fit under max (a request larger than
+// max alone is let through once nothing else is held, as
+// socket.request.max.bytes already bounds it); false if the connection
+// closed meanwhile.
+func (cs *connState) reserve(n, max int64) bool {
+	cs.buffered.Lock()
+	defer cs.buffered.Unlock()
+	for cs.buffered.n > 0 && cs.buffered.n+n > max && !cs.buffered.closed {
+		cs.buffered.cond.Wait()
+	}
+	cs.buffered.n += n
+	return !cs.buffered.closed
+}
+
+// hold counts n bytes already allocated, without waiting.
+func (cs *connState) hold(n int64) {
+	cs.buffered.Lock()
+	cs.buffered.n += n
+	cs.buffered.Unlock()
+}
+
+func (cs *connState) release(n int64) {
+	if n == 0 {
+		return
+	}
+	cs.buffered.Lock()
+	cs.buffered.n -= n
+	cs.buffered.cond.Broadcast()
+	cs.buffered.Unlock()
+}
+
+// close closes the connection and wakes a reader waiting in reserve.
+func (cs *connState) close() {
+	cs.conn.Close()
+	cs.buffered.Lock()
+	cs.buffered.closed = true
+	cs.buffered.cond.Broadcast()
+	cs.buffered.Unlock()
 }
 
 // maxPipelined bounds the requests a connection has read but not yet
@@ -44,16 +126,17 @@ type reply struct {
 	frame []byte               // encoded response, or nil
 	wait  func() kmsg.Response // a pipelined response still to come
 	h     requestHeader
+	held  int64 // bytes reserved for this reply, released once written
 }
 
 // retainedBuffer is the largest buffer a connection keeps between requests.
 const retainedBuffer = 1 << 20
 
-func (b *Broker) serveConn(c net.Conn) {
+func (b *Broker) serveConn(cs *connState) {
 	defer b.wg.Done()
-	cs := &connState{conn: c, remote: c.RemoteAddr().String()}
+	c := cs.conn
 	defer func() {
-		c.Close()
+		cs.close()
 		b.mu.Lock()
 		delete(b.mu.conns, c)
 		b.mu.Unlock()
@@ -62,10 +145,9 @@ func (b *Broker) serveConn(c net.Conn) {
 	// response is pipelined (acks=all) does not stop the reader.
 	replies := make(chan reply, maxPipelined)
 	writerDone := make(chan struct{})
-	// queued counts replies handed to the writer and not yet written; at
-	// zero the writer is idle and the reader writes its reply itself,
+	// cs.queued counts replies handed to the writer and not yet written;
+	// at zero the writer is idle and the reader writes its reply itself,
 	// without copying it out of cs.out.
-	var queued atomic.Int32
 	var writeFailed atomic.Bool
 	go func() {
 		defer close(writerDone)
@@ -76,22 +158,25 @@ func (b *Broker) serveConn(c net.Conn) {
 			if r.wait != nil {
 				resp := r.wait()
 				if resp == nil || failed {
-					queued.Add(-1)
+					cs.release(r.held)
+					cs.queued.Add(-1)
 					continue
 				}
 				frame = encodeResponse(nil, r.h, resp)
 			}
 			if frame == nil || failed {
-				queued.Add(-1)
+				cs.release(r.held)
+				cs.queued.Add(-1)
 				continue
 			}
 			if _, err := c.Write(frame); err != nil {
 				b.logger.Debug("connection write", "remote", cs.remote, "err", err)
 				failed = true
 				writeFailed.Store(true)
-				c.Close()
+				cs.close()
 			}
-			queued.Add(-1)
+			cs.release(r.held)
+			cs.queued.Add(-1)
 		}
 	}()
 	defer func() {
@@ -100,46 +185,76 @@ func (b *Broker) serveConn(c net.Conn) {
 	}()
 	var size [4]byte
 	for {
-		if _, err := io.ReadFull(c, size[:]); err != nil {
+		b.setPhase(cs, phaseIdle)
+		n, err := c.Read(size[:])
+		if n > 0 {
+			// The request has started: from now on it must arrive whole
+			// within the read timeout (the reaper watches).
+			b.setPhase(cs, phaseReading)
+			if n < len(size) {
+				_, err = io.ReadFull(c, size[n:])
+			} else {
+				err = nil
+			}
+		}
+		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				b.logger.Debug("connection read", "remote", cs.remote, "err", err)
 			}
 			return
 		}
-		n := int32(binary.BigEndian.Uint32(size[:]))
-		if n < 8 || n > b.cfg.SocketRequestMaxBytes {
-			b.logger.Warn("closing connection: bad request size", "remote", cs.remote, "size", n, "max", b.cfg.SocketRequestMaxBytes)
+		size := int32(binary.BigEndian.Uint32(size[:]))
+		if size < 8 || size > b.cfg.SocketRequestMaxBytes {
+			b.logger.Warn("closing connection: bad request size", "remote", cs.remote, "size", size, "max", b.cfg.SocketRequestMaxBytes)
 			return
 		}
-		if cap(cs.buf) < int(n) {
-			cs.buf = make([]byte, n)
+		if !cs.reserve(int64(size), b.cfg.ConnectionMaxBufferedBytes) {
+			cs.release(int64(size))
+			return
 		}
-		frame := cs.buf[:n]
+		held := int64(size)
+		if cap(cs.buf) < int(size) {
+			cs.buf = make([]byte, size)
+		}
+		frame := cs.buf[:size]
 		if _, err := io.ReadFull(c, frame); err != nil {
-			b.logger.Warn("closing connection: short request", "remote", cs.remote, "size", n, "err", err)
+			cs.release(held)
+			if cs.phase.Load() == phaseReading && errors.Is(err, net.ErrClosed) {
+				return // the reaper closed it and said why
+			}
+			b.logger.Warn("closing connection: short request", "remote", cs.remote, "size", size, "err", err)
 			return
 		}
+		b.setPhase(cs, phaseServing)
 		cs.pipelining, cs.deferred = true, nil
 		resp, keep := b.handleFrame(cs, frame)
 		r := reply{}
-		if resp != nil && queued.Load() == 0 {
+		if resp != nil && cs.queued.Load() == 0 {
 			// Nothing ahead of this reply: write it now, from cs.out.
 			if writeFailed.Load() {
+				cs.release(held)
 				return
 			}
 			if _, err := c.Write(resp); err != nil {
 				b.logger.Debug("connection write", "remote", cs.remote, "err", err)
+				cs.release(held)
 				return
 			}
 			resp = nil
 		} else if resp != nil {
 			r.frame = append([]byte(nil), resp...)
+			r.held = int64(len(r.frame))
+			cs.hold(r.held)
 		}
 		if cs.deferred != nil && r.frame == nil && resp == nil {
 			r.wait, r.h = cs.deferred, cs.lastHeader
 			// The handler may still hold parts of frame; read the next
-			// request into a fresh buffer.
+			// request into a fresh buffer. The frame stays counted until
+			// the response is written.
 			cs.buf = nil
+			r.held += held
+		} else {
+			cs.release(held)
 		}
 		if cap(cs.buf) > retainedBuffer {
 			cs.buf = nil
@@ -148,12 +263,75 @@ func (b *Broker) serveConn(c net.Conn) {
 			cs.out = nil
 		}
 		if r.frame != nil || r.wait != nil {
-			queued.Add(1)
+			cs.queued.Add(1)
 			replies <- r
 		}
 		if !keep {
 			return
 		}
+	}
+}
+
+// reapConns closes connections idle for longer than connections.max.idle.ms
+// (with no response pending) and connections that started a request and
+// did not send all of it within kwal.socket.request.read.timeout.ms (a
+// slow or stalled client holds a goroutine and a buffer).
+func (b *Broker) reapConns(now time.Time) {
+	type victim struct {
+		cs     *connState
+		idle   bool
+		reason string
+		for_   time.Duration
+	}
+	var victims []victim
+	b.mu.Lock()
+	for _, cs := range b.mu.conns {
+		age := now.Sub(time.Unix(0, cs.since.Load()))
+		switch cs.phase.Load() {
+		case phaseIdle:
+			if age > b.cfg.ConnectionsMaxIdle && cs.queued.Load() == 0 {
+				victims = append(victims, victim{cs, true, "idle for longer than connections.max.idle.ms", age})
+			}
+		case phaseReading:
+			if age > b.cfg.RequestReadTimeout {
+				victims = append(victims, victim{cs, false, "request not received whole within kwal.socket.request.read.timeout.ms", age})
+			}
+		}
+	}
+	b.mu.Unlock()
+	for _, v := range victims {
+		if v.idle {
+			b.logger.Info("closing connection: "+v.reason, "remote", v.cs.remote, "client_id", v.cs.clientID, "for", v.for_)
+			b.conns.reapedIdle.Add(1)
+		} else {
+			b.logger.Warn("closing connection: "+v.reason, "remote", v.cs.remote, "client_id", v.cs.clientID, "for", v.for_)
+			b.conns.reapedSlow.Add(1)
+		}
+		v.cs.close()
+	}
+	if h := b.cfg.onReap; h != nil {
+		h(now, len(victims))
+	}
+}
+
+// reapInterval is how often the reaper looks: a quarter of the shorter
+// timeout, between 1 ms and 1 s (a connection is closed at most that
+// late).
+func reapInterval(idle, read time.Duration) time.Duration {
+	return min(max(min(idle, read)/4, time.Millisecond), time.Second)
+}
+
+func (b *Broker) connReaper(t clock.Timer, interval time.Duration) {
+	defer b.wg.Done()
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C():
+		}
+		b.reapConns(b.clock.Now())
+		t.Reset(interval)
 	}
 }
 

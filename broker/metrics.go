@@ -20,6 +20,11 @@ type requestCounters struct {
 	produce, fetchConsumer, fetchReplica, fetchFallback atomic.Int64
 }
 
+// connCounters count what the connection layer did on its own.
+type connCounters struct {
+	reapedIdle, reapedSlow, acceptErrors atomic.Int64
+}
+
 // Collector exposes a broker's state as Prometheus metrics, read at scrape
 // time from the components' own counters: produce and fetch rates,
 // purgatory sizes, the combiner queue and uploads, object-store requests,
@@ -45,12 +50,14 @@ var (
 	descLagOffsets = prometheus.NewDesc("kwal_follower_lag_offsets", "Offsets the follower's log is behind the leader.", []string{"topic", "partition"}, nil)
 	descLagMs      = prometheus.NewDesc("kwal_follower_lag_ms", "How far the follower's log is behind the leader's appends, in ms.", []string{"topic", "partition"}, nil)
 	descLogEnd     = prometheus.NewDesc("kwal_partition_log_end_offset", "Log end offset of each local replica.", []string{"topic", "partition", "role"}, nil)
+	descConns      = prometheus.NewDesc("kwal_connections", "Client connections open now.", nil, nil)
+	descConnEvents = prometheus.NewDesc("kwal_connection_events_total", "Connections closed or refused by the broker, and failed accepts, by what.", []string{"what"}, nil)
 	descHW         = prometheus.NewDesc("kwal_partition_high_watermark", "High watermark of each local replica.", []string{"topic", "partition", "role"}, nil)
 )
 
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRequests, descTransfer, descPurgatory, descWatchers, descExpired, descStore,
-		descStoreBytes, descCombiner, descTasks, descFollower, descLagOffsets, descLagMs, descLogEnd, descHW} {
+		descStoreBytes, descCombiner, descTasks, descFollower, descLagOffsets, descLagMs, descLogEnd, descHW, descConns, descConnEvents} {
 		ch <- d
 	}
 }
@@ -67,6 +74,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRequests, float64(b.reqs.fetchConsumer.Load()), "fetch", "consumer")
 	counter(descRequests, float64(b.reqs.fetchReplica.Load()), "fetch", "replica")
 	counter(descRequests, float64(b.reqs.fetchFallback.Load()), "fetch", "fallback")
+	gauge(descConns, float64(b.limits.open()))
+	counter(descConnEvents, float64(b.conns.reapedIdle.Load()), "closed_idle")
+	counter(descConnEvents, float64(b.conns.reapedSlow.Load()), "closed_slow_request")
+	counter(descConnEvents, float64(b.limits.refusedPerIP.Load()), "refused_per_ip")
+	counter(descConnEvents, float64(b.conns.acceptErrors.Load()), "accept_error")
 
 	snap := b.ledger.Snapshot()
 	type key struct {

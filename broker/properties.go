@@ -238,6 +238,17 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 		sc.Broker.DisableAutoCreateTopics = !b
 		return err
 	},
+	"max.connections":        func(sc *ServerConfig, v string) error { return parseInt(v, &sc.Broker.MaxConnections) },
+	"max.connections.per.ip": func(sc *ServerConfig, v string) error { return parseInt(v, &sc.Broker.MaxConnectionsPerIP) },
+	"max.connections.per.ip.overrides": func(sc *ServerConfig, v string) error {
+		o, err := ParseConnectionOverrides(v)
+		sc.Broker.MaxConnectionsPerIPOverrides = o
+		return err
+	},
+	"connections.max.idle.ms":             func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ConnectionsMaxIdle) },
+	"kwal.socket.request.read.timeout.ms": func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.RequestReadTimeout) },
+	"kwal.connection.max.buffered.bytes":  func(sc *ServerConfig, v string) error { return parseInt64(v, &sc.Broker.ConnectionMaxBufferedBytes) },
+	"kwal.batch.max.uncompressed.bytes":   func(sc *ServerConfig, v string) error { return parseInt64(v, &sc.Broker.MaxUncompressedBatchBytes) },
 	"kwal.metrics.listener": func(sc *ServerConfig, v string) error {
 		sc.Broker.MetricsListener = v
 		return nil
