@@ -186,14 +186,14 @@ type Config struct {
 	Replicator Replicator
 	// Ledger records bytes crossing racks. Default: a fresh ledger.
 	Ledger *ledger.Ledger
-	Clock  clock.Clock  // default clock.Real{}
+	Clock  clock.Clock // default clock.Real{}
 
 	// Test hooks: onConnPhase is called as a connection enters a phase
 	// (phaseIdle, phaseReading, phaseServing), onReap after each reaper
 	// pass with the connections it closed.
 	onConnPhase func(remote string, phase int32)
 	onReap      func(now time.Time, closed int)
-	Logger *slog.Logger // default slog.Default()
+	Logger      *slog.Logger // default slog.Default()
 }
 
 // Validate fills defaults and rejects nonsense; errors wrap ErrConfig and
