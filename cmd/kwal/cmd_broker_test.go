@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// childRlimitEnv makes the test binary run `kwal <args>` with
+// RLIMIT_NOFILE lowered to its value, instead of the tests.
+const childRlimitEnv = "KWAL_TEST_CHILD_NOFILE"
+
+func TestMain(m *testing.M) {
+	if v := os.Getenv(childRlimitEnv); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: n}); err != nil {
+			fmt.Fprintln(os.Stderr, "setrlimit:", err)
+			os.Exit(2)
+		}
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// A `kwal broker` process whose file descriptors run out keeps serving the
+// connections it has, logs the failing accepts once, and accepts again
+// (logging it with the count) once descriptors free up; a normal client
+// then gets in.
+func TestBrokerRecoversFromFDExhaustion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child broker process")
+	}
+	dir := t.TempDir()
+	props := filepath.Join(dir, "server.properties")
+	if err := os.WriteFile(props, []byte("broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs="+filepath.Join(dir, "logs")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "broker", "--config", props)
+	cmd.Env = append(os.Environ(), childRlimitEnv+"=64")
+	stdout, _ := cmd.StdoutPipe()
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	addrCh := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`listening on (\S+),`)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				addrCh <- m[1]
+			}
+		}
+	}()
+	failing, again := make(chan string, 1), make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			t.Log("child:", line)
+			switch {
+			case strings.Contains(line, "accept failing"):
+				select {
+				case failing <- line:
+				default:
+					t.Error("accept failure logged more than once in a row")
+				}
+			case strings.Contains(line, "accepting connections again"):
+				again <- line
+			}
+		}
+	}()
+	var addr string
+	select {
+	case addr = <-addrCh:
+	case <-time.After(30 * time.Second):
+		t.Fatal("child broker did not start")
+	}
+	keep, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keep.Close()
+	if err := apiVersionsRoundTrip(keep, 1); err != nil {
+		t.Fatal(err)
+	}
+	var flood []net.Conn
+	defer func() {
+		for _, c := range flood {
+			c.Close()
+		}
+	}()
+	var failLine string
+	for i := 0; failLine == "" && i < 500; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		flood = append(flood, c)
+		select {
+		case failLine = <-failing:
+		default:
+		}
+	}
+	if failLine == "" {
+		select {
+		case failLine = <-failing:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d connections and the broker never ran out of descriptors", len(flood))
+		}
+	}
+	if !strings.Contains(failLine, "too many open files") {
+		t.Fatalf("failure line %q", failLine)
+	}
+	// Out of descriptors, and still serving what it has.
+	if err := apiVersionsRoundTrip(keep, 2); err != nil {
+		t.Fatalf("open connection during exhaustion: %v", err)
+	}
+	for _, c := range flood {
+		c.Close()
+	}
+	flood = nil
+	select {
+	case line := <-again:
+		if !strings.Contains(line, "failed_accepts=") {
+			t.Fatalf("recovery line %q has no count", line)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the broker never accepted again")
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "after-emfile", Value: []byte("in")}).FirstErr(); err != nil {
+		t.Fatalf("normal client after recovery: %v", err)
+	}
+}
+
+func apiVersionsRoundTrip(c net.Conn, corr int32) error {
+	req := []byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 0, 0xff, 0xff}
+	binary.BigEndian.PutUint32(req[8:], uint32(corr))
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	if _, err := c.Write(req); err != nil {
+		return err
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		return err
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(c, body); err != nil {
+		return err
+	}
+	if got := int32(binary.BigEndian.Uint32(body)); got != corr {
+		return fmt.Errorf("correlation %d, want %d", got, corr)
+	}
+	return nil
+}
