@@ -97,6 +97,13 @@ type RemoteWALConfig struct {
 	// MetadataBootstrapServers: remote.wal.metadata.bootstrap.servers;
 	// empty means an embedded kfake.
 	MetadataBootstrapServers string
+	// StorageCheckTimeout: remote.wal.storage.check.timeout.ms, how long
+	// the start waits for the object store to answer. Default 10 s.
+	StorageCheckTimeout time.Duration
+	// MetadataBootstrapTimeout: remote.wal.metadata.bootstrap.timeout.ms,
+	// how long the start waits for the metadata Kafka (the controller's
+	// and the remote WAL's). Default 15 s.
+	MetadataBootstrapTimeout time.Duration
 }
 
 // DialFunc opens a connection to another broker. Benchmarks replace it
@@ -196,9 +203,24 @@ type Config struct {
 	Logger      *slog.Logger // default slog.Default()
 }
 
-// Validate fills defaults and rejects nonsense; errors wrap ErrConfig and
-// name the setting.
+// Validate fills defaults and rejects nonsense (CheckSettings), and
+// requires a Controller; errors wrap ErrConfig and name the setting.
 func (c *Config) Validate() error {
+	if err := c.CheckSettings(); err != nil {
+		return err
+	}
+	if c.Controller == nil {
+		return fmt.Errorf("%w: a Controller is required", ErrConfig)
+	}
+	return nil
+}
+
+// CheckSettings fills defaults and checks every setting against its
+// documented range (serverKeyRanges) and the cross-key rules, without
+// touching the disk or the network; `kwal broker` runs it before it opens
+// anything. Errors wrap ErrConfig and name the key, the value, the allowed
+// range and what to do.
+func (c *Config) CheckSettings() error {
 	if c.Listener == "" {
 		c.Listener = DefaultListener
 	}
@@ -272,6 +294,12 @@ func (c *Config) Validate() error {
 	if r.CombinerTaskUploadBytes == 0 {
 		r.CombinerTaskUploadBytes = DefaultCombinerTaskUploadBytes
 	}
+	if r.StorageCheckTimeout == 0 {
+		r.StorageCheckTimeout = DefaultStoreCheckTimeout
+	}
+	if r.MetadataBootstrapTimeout == 0 {
+		r.MetadataBootstrapTimeout = DefaultMetadataBootstrapTimeout
+	}
 	if c.Ledger == nil {
 		c.Ledger = ledger.New()
 	}
@@ -281,46 +309,14 @@ func (c *Config) Validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	bad := func(key string, v any) error { return fmt.Errorf("%w: %s=%v", ErrConfig, key, v) }
 	switch {
-	case c.BrokerID < 0:
-		return bad("broker.id", c.BrokerID)
 	case c.LogDir == "":
 		return fmt.Errorf("%w: log.dirs is required", ErrConfig)
-	case c.SegmentBytes < 0:
-		return bad("log.segment.bytes", c.SegmentBytes)
-	case c.FlushMessages < 0:
-		return bad("flush.messages", c.FlushMessages)
 	case c.MaxTopicPartitions < 1:
-		return bad("max topic partitions", c.MaxTopicPartitions)
-	case c.NumPartitions < 1 || c.NumPartitions > c.MaxTopicPartitions:
-		return bad("num.partitions", c.NumPartitions)
-	case c.DefaultReplicationFactor < 1:
-		return bad("default.replication.factor", c.DefaultReplicationFactor)
-	case c.MinInsyncReplicas < 1:
-		return bad("min.insync.replicas", c.MinInsyncReplicas)
-	case c.ReplicaLagTimeMax < 0:
-		return bad("replica.lag.time.max.ms", c.ReplicaLagTimeMax)
-	case c.ReplicaFetchWaitMax < 0:
-		return bad("replica.fetch.wait.max.ms", c.ReplicaFetchWaitMax)
-	case c.ReplicaFetchMaxBytes < 0:
-		return bad("replica.fetch.max.bytes", c.ReplicaFetchMaxBytes)
-	case c.ReplicaFetchBackoff < 0:
-		return bad("replica.fetch.backoff.ms", c.ReplicaFetchBackoff)
-	case c.SocketRequestMaxBytes < 64:
-		return bad("socket.request.max.bytes", c.SocketRequestMaxBytes)
-	case r.ThreadPoolSize < 1:
-		return bad("remote.wal.log.manager.thread.pool.size", r.ThreadPoolSize)
-	case r.CombinerThreadPoolSize < 1:
-		return bad("remote.wal.log.manager.combiner.thread.pool.size", r.CombinerThreadPoolSize)
-	case r.CombinerQueueSize < 1:
-		return bad("remote.wal.log.manager.combiner.queue.size", r.CombinerQueueSize)
-	case r.CombinerTaskInterval < 0:
-		return bad("remote.wal.log.manager.combiner.task.interval.ms", r.CombinerTaskInterval)
-	case r.CombinerTaskUploadBytes < 1:
-		return bad("remote.wal.log.manager.combiner.task.upload.bytes", r.CombinerTaskUploadBytes)
-	case c.Controller == nil:
-		return fmt.Errorf("%w: a Controller is required", ErrConfig)
+		return fmt.Errorf("%w: MaxTopicPartitions=%d, want >= 1", ErrConfig, c.MaxTopicPartitions)
+	}
+	if err := c.validateRanges(); err != nil {
+		return err
 	}
 	if _, _, err := net.SplitHostPort(c.Listener); err != nil {
 		return fmt.Errorf("%w: listeners=%q: %v", ErrConfig, c.Listener, err)

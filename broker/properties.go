@@ -289,6 +289,12 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 		sc.Broker.RemoteWAL.StorageURL = v
 		return nil
 	},
+	"remote.wal.storage.check.timeout.ms": func(sc *ServerConfig, v string) error {
+		return parseMs(v, &sc.Broker.RemoteWAL.StorageCheckTimeout)
+	},
+	"remote.wal.metadata.bootstrap.timeout.ms": func(sc *ServerConfig, v string) error {
+		return parseMs(v, &sc.Broker.RemoteWAL.MetadataBootstrapTimeout)
+	},
 	"remote.wal.metadata.bootstrap.servers": func(sc *ServerConfig, v string) error {
 		sc.Broker.RemoteWAL.MetadataBootstrapServers = v
 		return nil
@@ -314,7 +320,10 @@ func ServerConfigFromProperties(props []Property) (ServerConfig, error) {
 	for _, p := range props {
 		set, ok := serverKeys[p.Key]
 		if !ok {
-			return ServerConfig{}, fmt.Errorf("%w: line %d: unknown key %q", ErrConfig, p.Line, p.Key)
+			return ServerConfig{}, fmt.Errorf("%w: line %d: unknown key %q (kwal broker --keys lists the keys)", ErrConfig, p.Line, p.Key)
+		}
+		if err := checkPropertyRange(p.Key, p.Value); err != nil {
+			return ServerConfig{}, fmt.Errorf("line %d: %w", p.Line, err)
 		}
 		if err := set(&sc, p.Value); err != nil {
 			return ServerConfig{}, fmt.Errorf("%w: line %d: %s=%q: %v", ErrConfig, p.Line, p.Key, p.Value, err)
@@ -334,6 +343,9 @@ func ServerConfigFromProperties(props []Property) (ServerConfig, error) {
 		if !found {
 			return ServerConfig{}, fmt.Errorf("%w: cluster.brokers does not list broker.id=%d", ErrConfig, sc.Broker.BrokerID)
 		}
+	}
+	if err := sc.validateCluster(); err != nil {
+		return ServerConfig{}, err
 	}
 	return sc, nil
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/kwal/kwal/combiner"
 	"github.com/kwal/kwal/metadata"
@@ -49,7 +48,12 @@ func OpenRemoteWALParts(ctx context.Context, cfg *Config) (*RemoteWALParts, erro
 	}
 	store, err := storeurl.Open(ctx, u, storeurl.WithClock(cfg.Clock))
 	if err != nil {
-		return nil, fmt.Errorf("remote.wal.storage.url=%q: %w", u, err)
+		return nil, fmt.Errorf("remote.wal.storage.url=%q: %w", redactURL(u), err)
+	}
+	// Fail fast, with the URL and the cause, on a store that refuses or
+	// never answers, rather than at the first upload.
+	if err := CheckStore(ctx, store, u, rw.StorageCheckTimeout); err != nil {
+		return nil, err
 	}
 	parts := &RemoteWALParts{Store: store, Close: func() {}}
 	if bs := strings.TrimSpace(rw.MetadataBootstrapServers); bs != "" {
@@ -96,7 +100,7 @@ func NewRemoteWALReplicatorFor(cfg *Config, parts *RemoteWALParts, logger *slog.
 		},
 		Ledger:       l,
 		Retention:    metadata.RetentionPolicy{Retention: rw.Retention},
-		ReadyTimeout: 60 * time.Second,
+		ReadyTimeout: rw.MetadataBootstrapTimeout,
 		Clock:        cfg.Clock,
 		Logger:       logger,
 	})

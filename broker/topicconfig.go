@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -13,34 +14,32 @@ var errInvalidConfig = errors.New("broker: invalid topic config")
 // retention.ms is stored and reported (retention is not enforced yet);
 // cleanup.policy accepts only "delete".
 var topicConfigCheck = map[string]func(v string) error{
-	TopicConfigRemoteWAL: func(v string) error { _, err := strconv.ParseBool(v); return err },
-	"min.insync.replicas": func(v string) error {
-		n, err := strconv.Atoi(v)
-		if err == nil && n < 1 {
-			err = fmt.Errorf("must be at least 1")
+	TopicConfigRemoteWAL: func(v string) error {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("must be true or false")
 		}
-		return err
+		return nil
 	},
-	"segment.bytes": func(v string) error {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err == nil && n < 14 {
-			err = fmt.Errorf("must be at least 14")
-		}
-		return err
-	},
-	"retention.ms": func(v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err == nil && n < -1 {
-			err = fmt.Errorf("must be -1 or more")
-		}
-		return err
-	},
+	"min.insync.replicas": intInRange(1, math.MaxInt16, "at most the topic's replication factor"),
+	"segment.bytes":       intInRange(14, math.MaxInt32, "Kafka's minimum is 14 bytes"),
+	"retention.ms":        intInRange(-1, math.MaxInt64, "-1 keeps records forever"),
 	"cleanup.policy": func(v string) error {
 		if v != "delete" {
 			return fmt.Errorf("only delete is supported")
 		}
 		return nil
 	},
+}
+
+// intInRange checks an integer topic config against [lo, hi].
+func intInRange(lo, hi int64, hint string) func(v string) error {
+	return func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("must be an integer in [%d, %d] (%s)", lo, hi, hint)
+		}
+		return nil
+	}
 }
 
 // topicConfigDefaults are the values reported for unset keys.
@@ -58,8 +57,9 @@ func (b *Broker) topicConfigDefaults() map[string]string {
 	}
 }
 
-// checkTopicConfigs validates a CreateTopics config set.
-func (b *Broker) checkTopicConfigs(configs map[string]string) error {
+// checkTopicConfigs validates a CreateTopics config set for a topic of
+// replicationFactor replicas.
+func (b *Broker) checkTopicConfigs(configs map[string]string, replicationFactor int16) error {
 	for k, v := range configs {
 		check, ok := topicConfigCheck[k]
 		if !ok {
@@ -67,6 +67,11 @@ func (b *Broker) checkTopicConfigs(configs map[string]string) error {
 		}
 		if err := check(v); err != nil {
 			return fmt.Errorf("%w: %s=%q: %v", errInvalidConfig, k, v, err)
+		}
+	}
+	if v, ok := configs["min.insync.replicas"]; ok {
+		if n, _ := strconv.Atoi(v); n > int(replicationFactor) {
+			return fmt.Errorf("%w: min.insync.replicas=%q is above the replication factor %d: every acks=all produce would fail with NOT_ENOUGH_REPLICAS", errInvalidConfig, v, replicationFactor)
 		}
 	}
 	if mode, _ := replicationModeOf(configs); mode == RemoteWAL {

@@ -183,3 +183,78 @@ func apiVersionsRoundTrip(c net.Conn, corr int32) error {
 	}
 	return nil
 }
+
+// An unreachable remote.wal.metadata.bootstrap.servers fails the start
+// within remote.wal.metadata.bootstrap.timeout.ms, naming the key and the
+// address; a bad setting fails before anything is opened.
+func TestBrokerStartFailsFast(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // never answers
+		}
+	}()
+	quiet := silent.Addr().String()
+	dir := t.TempDir()
+	cases := []struct {
+		name, props string
+		want        []string
+		within      time.Duration
+	}{
+		{"refusing metadata bootstrap", "remote.wal.metadata.bootstrap.servers=" + dead + "\nremote.wal.metadata.bootstrap.timeout.ms=500\n",
+			[]string{"remote.wal.metadata.bootstrap.servers=" + dead, "connection refused"}, 500 * time.Millisecond},
+		{"silent metadata bootstrap", "remote.wal.metadata.bootstrap.servers=" + quiet + "\nremote.wal.metadata.bootstrap.timeout.ms=500\n",
+			[]string{"remote.wal.metadata.bootstrap.servers=" + quiet, "remote.wal.metadata.bootstrap.timeout.ms=500"}, 500 * time.Millisecond},
+		{"bad setting before the bootstrap", "remote.wal.metadata.bootstrap.servers=" + dead + "\nmin.insync.replicas=0\n",
+			[]string{"min.insync.replicas=0"}, time.Second},
+		{"log dir is a file", "log.dirs=" + os.Args[0] + "\n", []string{"log.dirs="}, time.Second},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			props := filepath.Join(dir, fmt.Sprintf("p%d.properties", i))
+			body := tc.props
+			if !strings.Contains(body, "log.dirs=") {
+				body += "log.dirs=" + filepath.Join(dir, fmt.Sprintf("logs%d", i)) + "\n"
+			}
+			if err := os.WriteFile(props, []byte("listeners=127.0.0.1:0\n"+body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var out, errOut strings.Builder
+			done := make(chan int, 1)
+			start := time.Now()
+			go func() { done <- run([]string{"broker", "--config", props}, &out, &errOut) }()
+			select {
+			case code := <-done:
+				took := time.Since(start)
+				if code == 0 {
+					t.Fatalf("started: %s", out.String())
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(errOut.String(), w) {
+						t.Fatalf("stderr %q does not say %q", errOut.String(), w)
+					}
+				}
+				// Bounds with ten times slack for a loaded machine.
+				if took > tc.within*10 {
+					t.Fatalf("took %v", took)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatal("kwal broker did not fail")
+			}
+		})
+	}
+}
