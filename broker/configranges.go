@@ -165,7 +165,14 @@ func ServerKeyDocs() []ServerKeyDoc {
 // validateRanges checks a Config whose defaults are filled in against
 // serverKeyRanges and the cross-key rules.
 func (c *Config) validateRanges() error {
-	ms := func(d time.Duration) int64 { return int64(d / time.Millisecond) }
+	// Durations are checked in the keys' unit; a positive duration under
+	// a millisecond (set in code, not in server.properties) counts as 1 ms.
+	ms := func(d time.Duration) int64 {
+		if d > 0 && d < time.Millisecond {
+			return 1
+		}
+		return int64(d / time.Millisecond)
+	}
 	r := &c.RemoteWAL
 	checks := []struct {
 		key string
