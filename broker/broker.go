@@ -114,7 +114,7 @@ func New(cfg Config) (*Broker, error) {
 	b.wg.Add(3)
 	go b.acceptLoop()
 	go b.isrLoop()
-	go b.connReaper(reapTimer, interval)
+	go b.runEvery(reapTimer, interval, func() { b.reapConns(b.clock.Now()) })
 	if cfg.MetricsListener != "" {
 		addr, err := b.ServeMetrics(cfg.MetricsListener)
 		if err != nil {
@@ -342,9 +342,14 @@ func (b *Broker) dropPartition(tp TopicPartition) {
 // isrLoop shrinks ISRs of lagging followers every half
 // replica.lag.time.max.ms, as Kafka's isr-expiration task does.
 func (b *Broker) isrLoop() {
-	defer b.wg.Done()
 	period := max(b.cfg.ReplicaLagTimeMax/2, 10*time.Millisecond)
-	t := b.clock.NewTimer(period)
+	b.runEvery(b.clock.NewTimer(period), period, b.shrinkISRs)
+}
+
+// runEvery calls fn each time t fires, re-arming it for period, until the
+// broker stops; it marks b.wg done when it returns.
+func (b *Broker) runEvery(t clock.Timer, period time.Duration, fn func()) {
+	defer b.wg.Done()
 	defer t.Stop()
 	for {
 		select {
@@ -352,7 +357,7 @@ func (b *Broker) isrLoop() {
 			return
 		case <-t.C():
 		}
-		b.shrinkISRs()
+		fn()
 		t.Reset(period)
 	}
 }
@@ -429,7 +434,7 @@ func (b *Broker) acceptLoop() {
 			return
 		}
 		cs := newConnState(c)
-		cs.since.Store(b.clock.Now().UnixNano())
+		cs.state.Store(packPhase(phaseIdle, b.clock.Now()))
 		b.mu.conns[c] = cs
 		b.wg.Add(1)
 		b.mu.Unlock()

@@ -3,13 +3,13 @@ package broker
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kwal/kwal/internal/wiretest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -137,27 +137,7 @@ func TestLogDirChecked(t *testing.T) {
 // fails the start within remote.wal.storage.check.timeout.ms, naming the
 // key and the URL and not the credentials.
 func TestUnreachableStoreFailsFast(t *testing.T) {
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refusing := closed.Addr().String()
-	closed.Close()
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
-	go func() {
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // hold it open, never answer
-		}
-	}()
-	for _, ep := range []string{refusing, silent.Addr().String()} {
+	for _, ep := range []string{wiretest.RefusingAddr(t), wiretest.SilentAddr(t)} {
 		url := "s3://bucket/p?endpoint=http://" + ep + "&region=us-east-1&path_style=true&access_key=AK&secret_key=SECRET&max_attempts=1"
 		cfg := Config{LogDir: t.TempDir(), Controller: NewMemController(nil, 1), Logger: quietLogger()}
 		cfg.RemoteWAL.StorageURL = url

@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kwal/kwal/clock"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -38,12 +36,13 @@ type connState struct {
 	deferred   func() kmsg.Response
 	lastHeader requestHeader
 
-	// phase and since (clock time, UnixNano) are what the connection
-	// reaper reads: idle since when, or reading a request since its first
-	// byte. queued counts replies handed to the writer and not written.
-	phase  atomic.Int32
-	since  atomic.Int64
+	// state is what the connection reaper reads, the phase and since when
+	// in one word (see packPhase) so that it never pairs one phase with
+	// another's time. queued counts replies handed to the writer and not
+	// written; closed is set once the connection is closed.
+	state  atomic.Int64
 	queued atomic.Int32
+	closed atomic.Bool
 
 	// buffered bounds the bytes held for this connection: request frames
 	// being served or waiting for their pipelined response, and response
@@ -69,9 +68,14 @@ func newConnState(c net.Conn) *connState {
 	return cs
 }
 
+// packPhase puts a phase in the low 2 bits of a clock time in
+// nanoseconds (the time loses its last 2 ns).
+func packPhase(p int32, t time.Time) int64 { return t.UnixNano()&^3 | int64(p) }
+
+func unpackPhase(v int64) (int32, time.Time) { return int32(v & 3), time.Unix(0, v&^3) }
+
 func (b *Broker) setPhase(cs *connState, p int32) {
-	cs.since.Store(b.clock.Now().UnixNano())
-	cs.phase.Store(p)
+	cs.state.Store(packPhase(p, b.clock.Now()))
 	if h := b.cfg.onConnPhase; h != nil {
 		h(cs.remote, p)
 	}
@@ -110,6 +114,7 @@ func (cs *connState) release(n int64) {
 
 // close closes the connection and wakes a reader waiting in reserve.
 func (cs *connState) close() {
+	cs.closed.Store(true)
 	cs.conn.Close()
 	cs.buffered.Lock()
 	cs.buffered.closed = true
@@ -169,7 +174,7 @@ func (b *Broker) serveConn(cs *connState) {
 				cs.queued.Add(-1)
 				continue
 			}
-			if _, err := c.Write(frame); err != nil {
+			if _, err := b.writeResponse(c, frame); err != nil {
 				b.logger.Debug("connection write", "remote", cs.remote, "err", err)
 				failed = true
 				writeFailed.Store(true)
@@ -219,7 +224,7 @@ func (b *Broker) serveConn(cs *connState) {
 		frame := cs.buf[:size]
 		if _, err := io.ReadFull(c, frame); err != nil {
 			cs.release(held)
-			if cs.phase.Load() == phaseReading && errors.Is(err, net.ErrClosed) {
+			if cs.closed.Load() && errors.Is(err, net.ErrClosed) {
 				return // the reaper closed it and said why
 			}
 			b.logger.Warn("closing connection: short request", "remote", cs.remote, "size", size, "err", err)
@@ -235,7 +240,7 @@ func (b *Broker) serveConn(cs *connState) {
 				cs.release(held)
 				return
 			}
-			if _, err := c.Write(resp); err != nil {
+			if _, err := b.writeResponse(c, resp); err != nil {
 				b.logger.Debug("connection write", "remote", cs.remote, "err", err)
 				cs.release(held)
 				return
@@ -272,6 +277,15 @@ func (b *Broker) serveConn(cs *connState) {
 	}
 }
 
+// writeResponse writes one response frame. A client that stops reading
+// is given connections.max.idle.ms for the write (a socket deadline, so
+// wall-clock time) before the connection is closed, so that it cannot
+// hold its goroutines and buffers forever.
+func (b *Broker) writeResponse(c net.Conn, frame []byte) (int, error) {
+	c.SetWriteDeadline(time.Now().Add(b.cfg.ConnectionsMaxIdle))
+	return c.Write(frame)
+}
+
 // reapConns closes connections idle for longer than connections.max.idle.ms
 // (with no response pending) and connections that started a request and
 // did not send all of it within kwal.socket.request.read.timeout.ms (a
@@ -286,8 +300,12 @@ func (b *Broker) reapConns(now time.Time) {
 	var victims []victim
 	b.mu.Lock()
 	for _, cs := range b.mu.conns {
-		age := now.Sub(time.Unix(0, cs.since.Load()))
-		switch cs.phase.Load() {
+		if cs.closed.Load() {
+			continue // closed already, its goroutine not yet gone
+		}
+		phase, since := unpackPhase(cs.state.Load())
+		age := now.Sub(since)
+		switch phase {
 		case phaseIdle:
 			if age > b.cfg.ConnectionsMaxIdle && cs.queued.Load() == 0 {
 				victims = append(victims, victim{cs, true, "idle for longer than connections.max.idle.ms", age})
@@ -319,20 +337,6 @@ func (b *Broker) reapConns(now time.Time) {
 // late).
 func reapInterval(idle, read time.Duration) time.Duration {
 	return min(max(min(idle, read)/4, time.Millisecond), time.Second)
-}
-
-func (b *Broker) connReaper(t clock.Timer, interval time.Duration) {
-	defer b.wg.Done()
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-t.C():
-		}
-		b.reapConns(b.clock.Now())
-		t.Reset(interval)
-	}
 }
 
 // requestHeader is Kafka's request header v1/v2.

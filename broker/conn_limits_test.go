@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/internal/wiretest"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -75,6 +76,15 @@ func (ct *connTestBroker) waitPhase(t *testing.T, local net.Addr, phase int32) {
 	}
 }
 
+// waitServed waits until the connection from local has served a request
+// and is idle again (the serving event, then the next idle one), so that
+// its idle time is stamped before the clock moves.
+func (ct *connTestBroker) waitServed(t *testing.T, local net.Addr) {
+	t.Helper()
+	ct.waitPhase(t, local, phaseServing)
+	ct.waitPhase(t, local, phaseIdle)
+}
+
 // tick advances the clock by one reaper interval once the reaper waits on
 // its timer, and returns that pass.
 func (ct *connTestBroker) tick(t *testing.T, d time.Duration) reapEvent {
@@ -105,32 +115,6 @@ func dialFrom(t *testing.T, local, addr string) net.Conn {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-// apiVersions sends one ApiVersions v0 request and reads its response.
-func apiVersions(c net.Conn, corr int32) error {
-	req := []byte{0, 0, 0, 0, 0, 18, 0, 0, 0, 0, 0, 0, 0xff, 0xff}
-	binary.BigEndian.PutUint32(req[0:], uint32(len(req)-4))
-	binary.BigEndian.PutUint32(req[8:], uint32(corr))
-	if _, err := c.Write(req); err != nil {
-		return err
-	}
-	return readResponse(c, corr)
-}
-
-func readResponse(c net.Conn, corr int32) error {
-	var size [4]byte
-	if _, err := io.ReadFull(c, size[:]); err != nil {
-		return err
-	}
-	body := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(c, body); err != nil {
-		return err
-	}
-	if got := int32(binary.BigEndian.Uint32(body)); got != corr {
-		return errors.New("wrong correlation id")
-	}
-	return nil
 }
 
 // assertClosedByPeer reads until the broker's close shows (EOF or reset).
@@ -175,7 +159,7 @@ func TestSlowlorisClosedAfterRequestReadTimeout(t *testing.T) {
 	}
 	assertClosedByPeer(t, slow)
 	// The other connection, idle but under connections.max.idle.ms, serves.
-	if err := apiVersions(healthy, 7); err != nil {
+	if err := wiretest.ApiVersions(healthy, 7); err != nil {
 		t.Fatalf("healthy connection: %v", err)
 	}
 	if got := ct.b.conns.reapedSlow.Load(); got != 1 {
@@ -193,19 +177,19 @@ func TestIdleConnectionClosed(t *testing.T) {
 	idle := dialFrom(t, "127.0.0.1", ct.b.Addr())
 	busy := dialFrom(t, "127.0.0.1", ct.b.Addr())
 	for i, c := range []net.Conn{idle, busy} {
-		if err := apiVersions(c, int32(i)); err != nil {
+		if err := wiretest.ApiVersions(c, int32(i)); err != nil {
 			t.Fatal(err)
 		}
-		ct.waitPhase(t, c.LocalAddr(), phaseIdle)
+		ct.waitServed(t, c.LocalAddr())
 	}
 	closedAt := 0
 	for sec := 1; sec <= 12; sec++ {
 		if sec%5 == 0 {
 			// The busy client's request resets its idle time.
-			if err := apiVersions(busy, int32(sec)); err != nil {
+			if err := wiretest.ApiVersions(busy, int32(sec)); err != nil {
 				t.Fatalf("busy connection at %d s: %v", sec, err)
 			}
-			ct.waitPhase(t, busy.LocalAddr(), phaseIdle)
+			ct.waitServed(t, busy.LocalAddr())
 		}
 		if e := ct.tick(t, time.Second); e.closed > 0 {
 			if closedAt != 0 || e.closed != 1 {
@@ -218,7 +202,7 @@ func TestIdleConnectionClosed(t *testing.T) {
 		t.Fatalf("idle connection closed at %d s, want 9", closedAt)
 	}
 	assertClosedByPeer(t, idle)
-	if err := apiVersions(busy, 99); err != nil {
+	if err := wiretest.ApiVersions(busy, 99); err != nil {
 		t.Fatalf("busy connection after 12 s: %v", err)
 	}
 }
@@ -234,13 +218,13 @@ func TestConnectionsPerIPCap(t *testing.T) {
 	})
 	addr := ct.b.Addr()
 	for i := range 3 {
-		if err := apiVersions(dialFrom(t, "127.0.0.1", addr), int32(i)); err != nil {
+		if err := wiretest.ApiVersions(dialFrom(t, "127.0.0.1", addr), int32(i)); err != nil {
 			t.Fatalf("connection %d: %v", i, err)
 		}
 	}
 	over := dialFrom(t, "127.0.0.1", addr)
 	assertClosedByPeer(t, over)
-	if err := apiVersions(dialFrom(t, "127.0.0.3", addr), 1); err != nil {
+	if err := wiretest.ApiVersions(dialFrom(t, "127.0.0.3", addr), 1); err != nil {
 		t.Fatal(err)
 	}
 	assertClosedByPeer(t, dialFrom(t, "127.0.0.3", addr))
@@ -272,14 +256,13 @@ func TestMaxConnectionsWaitsForASlot(t *testing.T) {
 	var open []net.Conn
 	for i := range 3 {
 		c := dialFrom(t, "127.0.0.1", addr)
-		if err := apiVersions(c, int32(i)); err != nil {
+		if err := wiretest.ApiVersions(c, int32(i)); err != nil {
 			t.Fatal(err)
 		}
 		open = append(open, c)
 	}
 	waiting := dialFrom(t, "127.0.0.2", addr) // the kernel completes the handshake
-	req := []byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 42, 0xff, 0xff}
-	if _, err := waiting.Write(req); err != nil {
+	if err := wiretest.WriteApiVersions(waiting, 42); err != nil {
 		t.Fatal(err)
 	}
 	// Not answered while the cap holds: a timeout here cannot come from a
@@ -294,7 +277,7 @@ func TestMaxConnectionsWaitsForASlot(t *testing.T) {
 	}
 	open[0].Close()
 	waiting.SetReadDeadline(time.Now().Add(20 * time.Second))
-	if err := readResponse(waiting, 42); err != nil {
+	if err := wiretest.ReadResponse(waiting, 42); err != nil {
 		t.Fatalf("after a slot freed: %v", err)
 	}
 }

@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -17,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kwal/kwal/internal/wiretest"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -103,7 +102,7 @@ func TestBrokerRecoversFromFDExhaustion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer keep.Close()
-	if err := apiVersionsRoundTrip(keep, 1); err != nil {
+	if err := wiretest.ApiVersions(keep, 1); err != nil {
 		t.Fatal(err)
 	}
 	var flood []net.Conn
@@ -135,7 +134,7 @@ func TestBrokerRecoversFromFDExhaustion(t *testing.T) {
 		t.Fatalf("failure line %q", failLine)
 	}
 	// Out of descriptors, and still serving what it has.
-	if err := apiVersionsRoundTrip(keep, 2); err != nil {
+	if err := wiretest.ApiVersions(keep, 2); err != nil {
 		t.Fatalf("open connection during exhaustion: %v", err)
 	}
 	for _, c := range flood {
@@ -162,53 +161,11 @@ func TestBrokerRecoversFromFDExhaustion(t *testing.T) {
 	}
 }
 
-func apiVersionsRoundTrip(c net.Conn, corr int32) error {
-	req := []byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 0, 0xff, 0xff}
-	binary.BigEndian.PutUint32(req[8:], uint32(corr))
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	defer c.SetDeadline(time.Time{})
-	if _, err := c.Write(req); err != nil {
-		return err
-	}
-	var size [4]byte
-	if _, err := io.ReadFull(c, size[:]); err != nil {
-		return err
-	}
-	body := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(c, body); err != nil {
-		return err
-	}
-	if got := int32(binary.BigEndian.Uint32(body)); got != corr {
-		return fmt.Errorf("correlation %d, want %d", got, corr)
-	}
-	return nil
-}
-
 // An unreachable remote.wal.metadata.bootstrap.servers fails the start
 // within remote.wal.metadata.bootstrap.timeout.ms, naming the key and the
 // address; a bad setting fails before anything is opened.
 func TestBrokerStartFailsFast(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
-	go func() {
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // never answers
-		}
-	}()
-	quiet := silent.Addr().String()
+	dead, quiet := wiretest.RefusingAddr(t), wiretest.SilentAddr(t)
 	dir := t.TempDir()
 	cases := []struct {
 		name, props string
