@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"runtime"
 	"testing"
 
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"
@@ -199,4 +200,39 @@ func FuzzBatchValidator(f *testing.F) {
 			t.Fatalf("header %+v vs %+v", h, vb.Header())
 		}
 	})
+}
+
+// A few bytes must not make the validator allocate much: a record that
+// claims 60 MiB, a snappy block that claims 60 MiB, a zstd frame that asks
+// for a 64 MiB window. Each is refused, having allocated little.
+func TestBatchValidatorNoAllocationAmplification(t *testing.T) {
+	hugeRecord := binary.AppendVarint(nil, 60<<20)
+	snappyLie := binary.AppendUvarint(nil, 60<<20) // a raw block's decoded length, then nothing
+	snappyLie = append(snappyLie, 0)
+	zstdBigWindow := []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 16 << 3, 0x01, 0x00, 0x00}
+	cases := []struct {
+		name string
+		b    []byte
+	}{
+		{"gzip record claims 60 MiB", withRaw(kafkalogtest.Gzip, hugeRecord, 1, 0)},
+		{"zstd record claims 60 MiB", withRaw(kafkalogtest.Zstd, hugeRecord, 1, 0)},
+		{"snappy block claims 60 MiB", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: kafkalogtest.Snappy, RawRecords: snappyLie, RecordCount: 1})},
+		{"zstd window 64 MiB", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: kafkalogtest.Zstd, RawRecords: zstdBigWindow, RecordCount: 1})},
+	}
+	v := NewBatchValidator(0, 0)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := v.Validate(tc.b)
+			runtime.ReadMemStats(&after)
+			if !errors.Is(err, ErrCorruptBatch) {
+				t.Fatalf("Validate = %v", err)
+			}
+			if d := after.TotalAlloc - before.TotalAlloc; d > 8<<20 {
+				t.Fatalf("allocated %d bytes for a %d byte batch", d, len(tc.b))
+			}
+		})
+	}
 }
