@@ -10,8 +10,13 @@
 // machinery (purgatory), nor the remote WAL: a partition whose topic sets
 // remote.wal.storage.enable=true is in RemoteWAL mode, where the leader's
 // answers to follower fetches carry offsets, the high watermark and the
-// leader epoch but no records, and a Replicator (remotewal on the leader,
-// follower on the follower) moves the bytes.
+// leader epoch but no records, and a Replicator (replicator.go; rwnode
+// assembles the one kwal runs) moves the bytes. The broker hands a
+// Replicator a partition's log when it leads and a FollowerReplica handle
+// (replica_handle.go: append as follower, truncate, log end, leader
+// epochs, leader address and rack, notify) when it follows; the
+// Replicator holds no pointer to the broker. The in-process cluster of the
+// demo and benches is package localcluster.
 //
 // # Wire
 //
@@ -61,7 +66,7 @@
 // filled-in Config in CheckSettings, with the cross-key rules
 // (min.insync.replicas <= default.replication.factor <= brokers in
 // cluster.brokers; replica.fetch.wait.max.ms <= replica.lag.time.max.ms).
-// New proves log.dirs writable by writing a file; OpenRemoteWALParts lists
+// New proves log.dirs writable by writing a file; rwnode.OpenRemoteWALParts lists
 // the store within remote.wal.storage.check.timeout.ms; kwal broker bounds
 // the metadata bootstrap by remote.wal.metadata.bootstrap.timeout.ms. Each
 // refusal wraps ErrConfig and names the key, the value, the range and

@@ -81,3 +81,17 @@ func (c *wireClient) roundTrip(req kmsg.Request, deadline time.Time) (kmsg.Respo
 	}
 	return resp, nil
 }
+
+// WireConn is a Kafka wire connection to another broker, opened by
+// FollowerReplica.Dial: one request at a time, Kafka framing. Not safe for
+// concurrent use.
+type WireConn struct{ c *wireClient }
+
+// RoundTrip sends req at its set version and decodes the response; the
+// connection is unusable after an error.
+func (w *WireConn) RoundTrip(req kmsg.Request, deadline time.Time) (kmsg.Response, error) {
+	return w.c.roundTrip(req, deadline)
+}
+
+// Close closes the connection.
+func (w *WireConn) Close() { w.c.close() }
