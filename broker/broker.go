@@ -69,7 +69,7 @@ func New(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: listen %s: %w", cfg.Listener, err)
 	}
-	b.limits = newLimitListener(inner, ConnLimits{Max: cfg.MaxConnections, PerIP: cfg.MaxConnectionsPerIP, PerIPOverrides: cfg.MaxConnectionsPerIPOverrides}, b.logger)
+	b.limits = newLimitListener(inner, ConnLimits{Max: cfg.MaxConnections, PerIP: cfg.MaxConnectionsPerIP, PerIPOverrides: cfg.MaxConnectionsPerIPOverrides}, b.logger, b.clock)
 	ln := net.Listener(b.limits)
 	b.ln = ln
 	host, port, _ := net.SplitHostPort(ln.Addr().String())

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/kwal/kwal/clock"
 )
 
 // ConnLimits are the connection caps of a listener, Kafka's keys.
@@ -31,6 +34,7 @@ type limitListener struct {
 	net.Listener
 	limits ConnLimits
 	logger *slog.Logger
+	clock  clock.Clock
 
 	// refusedPerIP counts connections closed for the per-IP cap.
 	refusedPerIP atomic.Int64
@@ -40,14 +44,18 @@ type limitListener struct {
 		total  int
 		perIP  map[netip.Addr]int
 		closed bool
+		// unlogged counts refusals since the last warning, lastLog
+		// when that was: a flood logs once a second, not per connection.
+		unlogged int64
+		lastLog  time.Time
 		// free is signalled when a slot frees (or on Close) while Accept
 		// waits at max.connections.
 		free *sync.Cond
 	}
 }
 
-func newLimitListener(inner net.Listener, limits ConnLimits, logger *slog.Logger) *limitListener {
-	l := &limitListener{Listener: inner, limits: limits, logger: logger}
+func newLimitListener(inner net.Listener, limits ConnLimits, logger *slog.Logger, clk clock.Clock) *limitListener {
+	l := &limitListener{Listener: inner, limits: limits, logger: logger, clock: clk}
 	l.mu.perIP = map[netip.Addr]int{}
 	l.mu.free = sync.NewCond(&l.mu.Mutex)
 	return l
@@ -78,9 +86,18 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		if l.mu.perIP[ip] >= limit {
 			n := l.mu.perIP[ip]
+			l.mu.unlogged++
+			now := l.clock.Now()
+			logIt := now.Sub(l.mu.lastLog) >= time.Second
+			refused := l.mu.unlogged
+			if logIt {
+				l.mu.unlogged, l.mu.lastLog = 0, now
+			}
 			l.mu.Unlock()
 			l.refusedPerIP.Add(1)
-			l.logger.Warn("closing connection: max.connections.per.ip reached", "remote", c.RemoteAddr().String(), "connections", n, "limit", limit)
+			if logIt {
+				l.logger.Warn("closing connection: max.connections.per.ip reached", "remote", c.RemoteAddr().String(), "connections", n, "limit", limit, "refused_since_last_warning", refused)
+			}
 			c.Close()
 			continue
 		}
