@@ -83,16 +83,18 @@ func (b *Broker) setPhase(cs *connState, p int32) {
 
 // reserve waits until n more bytes fit under max (a request larger than
 // max alone is let through once nothing else is held, as
-// socket.request.max.bytes already bounds it); false if the connection
-// closed meanwhile.
-func (cs *connState) reserve(n, max int64) bool {
+// socket.request.max.bytes already bounds it) and counts them; ok is
+// false if the connection closed meanwhile, waited says whether it had
+// to wait.
+func (cs *connState) reserve(n, max int64) (ok, waited bool) {
 	cs.buffered.Lock()
 	defer cs.buffered.Unlock()
 	for cs.buffered.n > 0 && cs.buffered.n+n > max && !cs.buffered.closed {
+		waited = true
 		cs.buffered.cond.Wait()
 	}
 	cs.buffered.n += n
-	return !cs.buffered.closed
+	return !cs.buffered.closed, waited
 }
 
 // hold counts n bytes already allocated, without waiting.
@@ -213,9 +215,21 @@ func (b *Broker) serveConn(cs *connState) {
 			b.logger.Warn("closing connection: bad request size", "remote", cs.remote, "size", size, "max", b.cfg.SocketRequestMaxBytes)
 			return
 		}
-		if !cs.reserve(int64(size), b.cfg.ConnectionMaxBufferedBytes) {
+		// Waiting here for the client to read its responses is
+		// back-pressure, not a slow request: if reserve has to wait, the
+		// read timeout starts again once the body may be read; if not,
+		// it still runs from the request's first byte.
+		started := cs.state.Load()
+		cs.state.Store(packPhase(phaseServing, b.clock.Now()))
+		ok, waited := cs.reserve(int64(size), b.cfg.ConnectionMaxBufferedBytes)
+		if !ok {
 			cs.release(int64(size))
 			return
+		}
+		if waited {
+			b.setPhase(cs, phaseReading)
+		} else {
+			cs.state.Store(started)
 		}
 		held := int64(size)
 		if cap(cs.buf) < int(size) {

@@ -289,11 +289,16 @@ func TestConnectionBufferedBytesBound(t *testing.T) {
 	a, pb := net.Pipe()
 	defer pb.Close()
 	cs := newConnState(a)
-	if !cs.reserve(60, 100) || !cs.reserve(30, 100) {
+	ok1, w1 := cs.reserve(60, 100)
+	ok2, w2 := cs.reserve(30, 100)
+	if !ok1 || !ok2 || w1 || w2 {
 		t.Fatal("reserve under the bound")
 	}
 	got := make(chan bool)
-	go func() { got <- cs.reserve(20, 100) }()
+	go func() {
+		ok, waited := cs.reserve(20, 100)
+		got <- ok && waited
+	}()
 	select {
 	case <-got:
 		t.Fatal("reserve past the bound did not wait")
@@ -301,14 +306,17 @@ func TestConnectionBufferedBytesBound(t *testing.T) {
 	}
 	cs.release(60)
 	if !<-got {
-		t.Fatal("reserve failed after release")
+		t.Fatal("reserve failed after release, or did not say it waited")
 	}
 	// One request larger than the bound passes alone.
 	cs.release(50)
-	if !cs.reserve(500, 100) {
+	if ok, _ := cs.reserve(500, 100); !ok {
 		t.Fatal("lone large request refused")
 	}
-	go func() { got <- cs.reserve(1, 100) }()
+	go func() {
+		ok, _ := cs.reserve(1, 100)
+		got <- ok
+	}()
 	cs.close()
 	if <-got {
 		t.Fatal("reserve succeeded on a closed connection")
