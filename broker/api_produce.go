@@ -24,7 +24,15 @@ import (
 // gets no response and an error closes the connection; acks=all waits in
 // the purgatory until the high watermark passes the batch (REQUEST_TIMED_OUT
 // after the request's timeout) and is refused with NOT_ENOUGH_REPLICAS when
-// the ISR is below min.insync.replicas.
+// the ISR is below min.insync.replicas. Each batch is validated once, as
+// Kafka's leader validates a client's batch (kafkalog.BatchValidator:
+// compressed records decompressed and walked): Kafka's batch rules
+// (record count against the offset range, control batches, sequences)
+// get INVALID_RECORD as in Kafka; bytes that do not decode get
+// CORRUPT_MESSAGE (Kafka 3.x answers INVALID_RECORD for some of these too,
+// and UNKNOWN_SERVER_ERROR for a compressed stream that does not
+// decompress); nothing of a refused batch is appended. A partition number
+// the topic does not have is UNKNOWN_TOPIC_OR_PARTITION.
 
 // produceWait is one partition of an acks=all produce.
 type produceWait struct {
