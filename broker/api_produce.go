@@ -28,10 +28,11 @@ import (
 // Kafka's leader validates a client's batch (kafkalog.BatchValidator:
 // compressed records decompressed and walked): Kafka's batch rules
 // (record count against the offset range, control batches, sequences)
-// get INVALID_RECORD as in Kafka; bytes that do not decode get
-// CORRUPT_MESSAGE (Kafka 3.x answers INVALID_RECORD for some of these too,
-// and UNKNOWN_SERVER_ERROR for a compressed stream that does not
-// decompress); nothing of a refused batch is appended. A partition number
+// get INVALID_RECORD as in Kafka; bytes that do not decode (CRC, a
+// compressed stream that does not decompress, record framing, fewer or
+// more records than claimed) get CORRUPT_MESSAGE, as issue 15 asks, where
+// Kafka 3.x answers INVALID_RECORD for record-structure errors; nothing of
+// a refused batch is appended. A partition number
 // the topic does not have is UNKNOWN_TOPIC_OR_PARTITION.
 
 // produceWait is one partition of an acks=all produce.
