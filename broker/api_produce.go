@@ -16,7 +16,8 @@ import (
 //
 // Where it differs from Kafka: no transactions (a transactional id gets
 // INVALID_REQUEST); timestamps are kept as the producer set them
-// (LogAppendTime is not applied); producer state lives in memory only
+// (LogAppendTime is not applied; a batch claiming it gets
+// INVALID_TIMESTAMP, as in Kafka); producer state lives in memory only
 // (after a restart the first batch of a producer must start at sequence 0).
 // As Kafka: exactly one batch per partition; idempotent duplicates among
 // the last 5 batches of a producer are answered with their original
@@ -117,7 +118,7 @@ func (b *Broker) handleProduce(cs *connState, req *kmsg.ProduceRequest) (kmsg.Re
 					sp.ErrorMessage = &m
 				}
 				level := slog.LevelDebug
-				if code == kerr.CorruptMessage || code == kerr.InvalidRecord || code == kerr.MessageTooLarge {
+				if code == kerr.CorruptMessage || code == kerr.InvalidRecord || code == kerr.InvalidTimestamp || code == kerr.MessageTooLarge {
 					// A client sent bytes that cannot be stored: say so.
 					level = slog.LevelWarn
 				}

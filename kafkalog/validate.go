@@ -60,8 +60,9 @@ var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 // decode (CRC, framing, a compressed stream that does not decompress or
 // decompresses to more than the bound, fewer or more records than the
 // header says); *InvalidRecordError (ErrInvalidRecord) for Kafka's batch
-// rules; ErrBatchTooLarge. Kafka answers these CORRUPT_MESSAGE,
-// INVALID_RECORD and MESSAGE_TOO_LARGE.
+// rules; ErrInvalidTimestamp for a batch claiming LogAppendTime;
+// ErrBatchTooLarge. Kafka answers these CORRUPT_MESSAGE, INVALID_RECORD,
+// INVALID_TIMESTAMP and MESSAGE_TOO_LARGE.
 //
 // A BatchValidator is safe for concurrent use: it keeps decompressors for
 // reuse in a pool, so concurrent validations each hold their own.
@@ -167,6 +168,9 @@ func checkClientRules(h BatchHeader) error {
 		return invalidf("clients may not write control batches")
 	case h.ProducerID >= 0 && h.BaseSequence < 0:
 		return invalidf("producer id %d with invalid sequence %d", h.ProducerID, h.BaseSequence)
+	case h.LogAppendTime():
+		// Kafka's validateTimestamp: only the broker sets LogAppendTime.
+		return fmt.Errorf("%w: the batch says LogAppendTime; a producer may not set it", ErrInvalidTimestamp)
 	}
 	return nil
 }

@@ -90,6 +90,7 @@ func TestBatchValidatorRefuses(t *testing.T) {
 	tests = append(tests,
 		tc{"gzip checksum of the data wrong", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: 1, RawRecords: gz, RecordCount: 3, LastOffsetDelta: 2}), ErrCorruptBatch},
 		tc{"control batch", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: 32, Records: []kafkalogtest.Record{{Value: []byte("x")}}}), ErrInvalidRecord},
+		tc{"LogAppendTime from a client", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: 8, Records: []kafkalogtest.Record{{Value: []byte("x")}}}), ErrInvalidTimestamp},
 		tc{"producer id without sequence", kafkalogtest.Encode(kafkalogtest.BatchSpec{ProducerID: 5, BaseSequence: -1, Records: []kafkalogtest.Record{{Value: []byte("x")}}}), ErrInvalidRecord},
 		tc{"xerial chunk torn", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: 2, RawRecords: func() []byte { x := kafkalogtest.XerialSnappy(raw, 100); return x[:len(x)-2] }(), RecordCount: 3, LastOffsetDelta: 2}), ErrCorruptBatch},
 		tc{"crc wrong", func() []byte { b := kafkalogtest.EncodeCompressed(threeRecords(), 1); b[len(b)-1] ^= 1; return b }(), ErrCorruptBatch},
@@ -107,7 +108,7 @@ func TestBatchValidatorRefuses(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Validate = %v, want %v", err, tt.want)
 			}
-			if errors.Is(tt.want, ErrInvalidRecord) == errors.Is(err, ErrCorruptBatch) {
+			if errors.Is(tt.want, ErrCorruptBatch) != errors.Is(err, ErrCorruptBatch) {
 				t.Fatalf("%v matches the wrong sentinel", err)
 			}
 		})
