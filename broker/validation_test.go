@@ -70,6 +70,8 @@ func TestProduceValidatesCompressedBatches(t *testing.T) {
 		{"gzip claiming 1000 records holding one", gz(kafkalogtest.Compress(kafkalogtest.Gzip, one), 1000, 999), kerr.CorruptMessage},
 		// Kafka: "Inconsistent batch offset range and count of records".
 		{"gzip with lastOffsetDelta 2^31-1", gz(kafkalogtest.Compress(kafkalogtest.Gzip, one), 1, math.MaxInt32), kerr.InvalidRecord},
+		{"a client batch claiming LogAppendTime", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: 8, BaseTimestamp: 1, Records: []kafkalogtest.Record{{Value: []byte("x")}}}), kerr.InvalidTimestamp},
+		{"a client control batch", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: 32, BaseTimestamp: 1, Records: []kafkalogtest.Record{{Value: []byte("x")}}}), kerr.InvalidRecord},
 	}
 	for _, tc := range cases {
 		got := produceRaw(ctx, t, cl, leader, tp, tc.batch)
