@@ -40,19 +40,7 @@ func TestIdempotentRetryNotAppendedTwice(t *testing.T) {
 	}
 	produce := func(records []byte) kmsg.ProduceResponseTopicPartition {
 		t.Helper()
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = -1, 5000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "idem"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = records
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, cl.Broker(int(leader.cfg.BrokerID)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.Topics[0].Partitions[0]
+		return produceRawAcks(ctx, t, cl, leader, TopicPartition{Topic: "idem", Partition: 0}, -1, records)
 	}
 
 	first := produce(batch(0, "a", "b", "c"))

@@ -96,10 +96,17 @@ func TestProduceValidatesCompressedBatches(t *testing.T) {
 	}
 }
 
+// produceRaw sends records (bytes as given, no client checks) to tp on
+// broker b with acks=1.
 func produceRaw(ctx context.Context, t *testing.T, cl *kgo.Client, b *Broker, tp TopicPartition, records []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
+	return produceRawAcks(ctx, t, cl, b, tp, 1, records)
+}
+
+func produceRawAcks(ctx context.Context, t *testing.T, cl *kgo.Client, b *Broker, tp TopicPartition, acks int16, records []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = 1, 5000
+	req.Acks, req.TimeoutMillis = acks, 5000
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = tp.Topic
 	rp := kmsg.NewProduceRequestTopicPartition()
