@@ -17,9 +17,10 @@ import (
 // Where it differs from Kafka: no transactions (a transactional id gets
 // INVALID_REQUEST); timestamps are kept as the producer set them
 // (LogAppendTime is not applied; a batch claiming it gets
-// INVALID_TIMESTAMP, as in Kafka); producer state lives in memory only
-// (after a restart the first batch of a producer must start at sequence 0).
-// As Kafka: exactly one batch per partition; idempotent duplicates among
+// INVALID_TIMESTAMP, as in Kafka). As Kafka: producer state is rebuilt
+// from the log (snapshots and batch headers) when a partition opens, so a
+// batch resent to a restarted leader is still recognised; exactly one
+// batch per partition; idempotent duplicates among
 // the last 5 batches of a producer are answered with their original
 // offsets; out-of-order sequences get OUT_OF_ORDER_SEQUENCE_NUMBER; acks=0
 // gets no response and an error closes the connection; acks=all waits in
@@ -174,6 +175,9 @@ func (b *Broker) producePartition(req *kmsg.ProduceRequest, tp TopicPartition, r
 	res := p.appendAsLeader(records, req.Acks)
 	if res.err != nil {
 		return res.err, res.msg
+	}
+	if res.duplicate {
+		b.events.idempotentDuplicates.Add(1)
 	}
 	sp.BaseOffset, sp.LogStartOffset = res.firstOffset, p.log.LogStartOffset()
 	b.fetchWait.CheckAndComplete(tp)

@@ -40,6 +40,7 @@ type Broker struct {
 	fetchers    *fetcherManager
 	unsubscribe func()
 	reqs        requestCounters
+	events      eventCounters
 	stop        chan struct{}
 	wg          sync.WaitGroup
 
@@ -87,8 +88,11 @@ func New(cfg Config) (*Broker, error) {
 			b.info = bi // a static list decides the advertised address
 		}
 	}
+	// Both purgatories run on cfg.Clock: acks=all timeouts and fetch long
+	// polls expire when that clock says so (a clock.Manual in a test).
+	purgClock := purgatory.Of(cfg.Clock)
 	newPurg := func() (*purgatory.Purgatory[TopicPartition], error) {
-		return purgatory.New[TopicPartition](purgatory.Config{})
+		return purgatory.New[TopicPartition](purgatory.Config{Timer: purgatory.TimerConfig{Clock: purgClock}})
 	}
 	if b.produceWait, err = newPurg(); err != nil {
 		ln.Close()
@@ -108,10 +112,16 @@ func New(cfg Config) (*Broker, error) {
 	// test on the manual clock may advance it as soon as New returns.
 	interval := reapInterval(cfg.ConnectionsMaxIdle, cfg.RequestReadTimeout)
 	reapTimer := b.clock.NewTimer(interval)
-	b.wg.Add(3)
+	b.wg.Add(5)
 	go b.acceptLoop()
 	go b.isrLoop()
-	go b.runEvery(reapTimer, interval, func() { b.reapConns(b.clock.Now()) })
+	go b.retentionLoop()
+	go b.producerExpirationLoop()
+	go b.everyOn(reapTimer, interval, func() { b.reapConns(b.clock.Now()) }, cfg.afterReapArmed)
+	if !cfg.LogCleanerDisable {
+		b.wg.Add(1)
+		go b.cleanerLoop()
+	}
 	if cfg.MetricsListener != "" {
 		addr, err := b.ServeMetrics(cfg.MetricsListener)
 		if err != nil {
@@ -295,25 +305,50 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, configs 
 		return nil, err
 	}
 	dir := filepath.Join(b.cfg.LogDir, tp.Topic+"-"+strconv.Itoa(int(tp.Partition)))
-	lc := kafkalog.Config{SegmentBytes: b.cfg.SegmentBytes, FlushMessages: b.cfg.FlushMessages, Clock: b.clock, Logger: b.logger}
+	lc := kafkalog.Config{
+		SegmentBytes:                 b.cfg.SegmentBytes,
+		FlushMessages:                b.cfg.FlushMessages,
+		RetentionMs:                  b.cfg.RetentionMs,
+		RetentionBytes:               b.cfg.RetentionBytes,
+		ProducerStateRebuildDisabled: b.cfg.ProducerStateRebuildDisabled,
+		ProducerIDExpirationMs:       b.cfg.ProducerIDExpiration.Milliseconds(),
+		Clock:                        b.clock,
+		Logger:                       b.logger,
+	}
 	minISR := b.cfg.MinInsyncReplicas
 	// Values were checked at creation (checkTopicConfigs).
 	if v, ok := configs["segment.bytes"]; ok {
 		lc.SegmentBytes, _ = strconv.ParseInt(v, 10, 64)
 	}
+	// kafkalog reads 0 as "the default": Kafka's retention.ms=0 and
+	// retention.bytes=0 ("keep nothing") become 1.
 	if v, ok := configs["retention.ms"]; ok {
 		lc.RetentionMs, _ = strconv.ParseInt(v, 10, 64)
+		lc.RetentionMs = nonZero(lc.RetentionMs)
+	}
+	if v, ok := configs["retention.bytes"]; ok {
+		lc.RetentionBytes, _ = strconv.ParseInt(v, 10, 64)
+		lc.RetentionBytes = nonZero(lc.RetentionBytes)
 	}
 	if v, ok := configs["min.insync.replicas"]; ok {
 		minISR, _ = strconv.Atoi(v)
 	}
+	_, lc.Compacted = compactConfigOf(configs)
 	l, err := kafkalog.Open(dir, lc)
 	if err != nil {
 		return nil, err
 	}
-	p := &partition{tp: tp, self: b.cfg.BrokerID, log: l, validator: b.validator, mode: mode, minISR: minISR, clock: b.clock, logger: b.logger}
+	p := &partition{tp: tp, self: b.cfg.BrokerID, log: l, validator: b.validator, mode: mode, minISR: minISR, lagMax: b.cfg.ReplicaLagTimeMax, clock: b.clock, logger: b.logger}
 	b.mu.partitions[tp] = p
 	return p, nil
+}
+
+// nonZero maps 0 to 1 and keeps any other value.
+func nonZero(v int64) int64 {
+	if v == 0 {
+		return 1
+	}
+	return v
 }
 
 // dropPartition forgets a replica moved away; its directory stays.
@@ -339,13 +374,20 @@ func (b *Broker) dropPartition(tp TopicPartition) {
 // isrLoop shrinks ISRs of lagging followers every half
 // replica.lag.time.max.ms, as Kafka's isr-expiration task does.
 func (b *Broker) isrLoop() {
-	period := max(b.cfg.ReplicaLagTimeMax/2, 10*time.Millisecond)
-	b.runEvery(b.clock.NewTimer(period), period, b.shrinkISRs)
+	b.every(max(b.cfg.ReplicaLagTimeMax/2, 10*time.Millisecond), b.shrinkISRs, nil)
 }
 
-// runEvery calls fn each time t fires, re-arming it for period, until the
-// broker stops; it marks b.wg done when it returns.
-func (b *Broker) runEvery(t clock.Timer, period time.Duration, fn func()) {
+// every runs fn every period on the broker's clock until Close (it owns
+// one b.wg count); armed, if set, runs after each fn once the next run is
+// scheduled (a test hook).
+func (b *Broker) every(period time.Duration, fn, armed func()) {
+	b.everyOn(b.clock.NewTimer(period), period, fn, armed)
+}
+
+// everyOn is every on a timer the caller made (and armed for the first
+// run), for a loop whose first run a test must be able to trigger as soon
+// as New returns.
+func (b *Broker) everyOn(t clock.Timer, period time.Duration, fn, armed func()) {
 	defer b.wg.Done()
 	defer t.Stop()
 	for {
@@ -356,6 +398,9 @@ func (b *Broker) runEvery(t clock.Timer, period time.Duration, fn func()) {
 		}
 		fn()
 		t.Reset(period)
+		if armed != nil {
+			armed()
+		}
 	}
 }
 
@@ -363,7 +408,7 @@ func (b *Broker) runEvery(t clock.Timer, period time.Duration, fn func()) {
 func (b *Broker) shrinkISRs() {
 	now := b.clock.Now()
 	for _, p := range b.partitionsSnapshot() {
-		if isr := p.shrinkProposal(now, b.cfg.ReplicaLagTimeMax); isr != nil {
+		if isr := p.shrinkProposal(now); isr != nil {
 			b.logger.Info("shrinking ISR", "partition", p.tp, "isr", isr)
 			b.alterISR(p, isr)
 		}

@@ -53,7 +53,14 @@ const (
 	maxTopicNameLength                = 249
 	replicaFetcherClientIDPrefix      = "kwal-replica-fetcher-"
 	unknownRack                       = ""
-	defaultProducerStateBatchWindow   = 5 // Kafka keeps the last 5 batches per producer
+	defaultProducerStateBatchWindow   = kafkalog.ProducerBatchWindow // the log keeps Kafka's last 5 batches per producer
+)
+
+// Defaults of the log-maintenance tasks, Kafka's.
+const (
+	DefaultRetentionCheckInterval            = 5 * time.Minute  // log.retention.check.interval.ms
+	DefaultProducerIDExpiration              = 24 * time.Hour   // producer.id.expiration.ms
+	DefaultProducerIDExpirationCheckInterval = 10 * time.Minute // producer.id.expiration.check.interval.ms
 )
 
 // ErrConfig is wrapped by every configuration error.
@@ -92,8 +99,14 @@ type RemoteWALConfig struct {
 	Retention time.Duration
 	// StorageURL: remote.wal.storage.url (mem://, file:///dir, s3://…,
 	// minio://…). Empty means file://<log.dirs>/remote-wal (see
-	// rwnode.OpenRemoteWALParts).
+	// rwnode.OpenRemoteWALParts). A URL containing {rack} is a template:
+	// the store of rack R is the URL with {rack} replaced by R (see
+	// rwnode.StoreSet).
 	StorageURL string
+	// RackStorageURLs: remote.wal.storage.url.<rack>, the store of each
+	// rack: a leader uploads to its own rack's store and names it in the
+	// metadata; followers read it from there (see rwnode.StoreSet).
+	RackStorageURLs map[string]string
 	// MetadataBootstrapServers: remote.wal.metadata.bootstrap.servers;
 	// empty means an embedded kfake.
 	MetadataBootstrapServers string
@@ -128,6 +141,27 @@ type Config struct {
 	SegmentBytes int64
 	// FlushMessages: flush.messages. Default: the OS decides.
 	FlushMessages int64
+	// RetentionMs: log.retention.ms (or .minutes, .hours), the default of
+	// the topic config retention.ms. 0 takes Kafka's default, 7 days; -1
+	// keeps segments forever.
+	RetentionMs int64
+	// RetentionBytes: log.retention.bytes, the default of the topic config
+	// retention.bytes. 0 and -1: unlimited.
+	RetentionBytes int64
+	// RetentionCheckInterval: log.retention.check.interval.ms, how often
+	// the broker deletes segments retention allows. Default 5 minutes.
+	RetentionCheckInterval time.Duration
+	// ProducerIDExpiration: producer.id.expiration.ms, how long after its
+	// latest batch a producer is forgotten. Default 1 day.
+	ProducerIDExpiration time.Duration
+	// ProducerIDExpirationCheckInterval:
+	// producer.id.expiration.check.interval.ms. Default 10 minutes.
+	ProducerIDExpirationCheckInterval time.Duration
+	// ProducerStateRebuildDisabled opens partitions with an empty producer
+	// table (kafkalog.Config.ProducerStateRebuildDisabled): the behaviour
+	// of issue 11 item 8, where an idempotent producer gets duplicates
+	// after a restart. Only for tests that show that; never in production.
+	ProducerStateRebuildDisabled bool
 	// NumPartitions: num.partitions, for auto-created topics and
 	// CreateTopics with -1. Default 1.
 	NumPartitions int32
@@ -180,6 +214,12 @@ type Config struct {
 	// MaxTopicPartitions bounds the partitions of one topic (each is a
 	// log directory with open files). Default 4096.
 	MaxTopicPartitions int32
+	// LogCleanerDisable: log.cleaner.enable=false. Compacted topics are
+	// then never cleaned.
+	LogCleanerDisable bool
+	// LogCleanerBackoff: log.cleaner.backoff.ms, the pause between cleaner
+	// passes. Default 15 s.
+	LogCleanerBackoff time.Duration
 	// ClusterID is reported in Metadata. Default "kwal-cluster".
 	ClusterID string
 	// RemoteWAL holds the KIP-1176 settings.
@@ -193,14 +233,19 @@ type Config struct {
 	Replicator Replicator
 	// Ledger records bytes crossing racks. Default: a fresh ledger.
 	Ledger *ledger.Ledger
-	Clock  clock.Clock // default clock.Real{}
+	Clock  clock.Clock  // default clock.Real{}
+	Logger *slog.Logger // default slog.Default()
 
-	// Test hooks: onConnPhase is called as a connection enters a phase
-	// (phaseIdle, phaseReading, phaseServing), onReap after each reaper
-	// pass with the connections it closed.
-	onConnPhase func(remote string, phase int32)
-	onReap      func(now time.Time, closed int)
-	Logger      *slog.Logger // default slog.Default()
+	// afterRetention and afterProducerExpiration, for tests, run after
+	// each pass of those tasks.
+	afterRetention, afterProducerExpiration func()
+	// Connection test hooks: onConnPhase is called as a connection enters
+	// a phase (phaseIdle, phaseReading, phaseServing), onReap after each
+	// reaper pass with the connections it closed, afterReapArmed once the
+	// reaper's timer is armed for its next pass.
+	onConnPhase    func(remote string, phase int32)
+	onReap         func(now time.Time, closed int)
+	afterReapArmed func()
 }
 
 // Validate fills defaults and rejects nonsense (CheckSettings), and
@@ -235,6 +280,9 @@ func (c *Config) CheckSettings() error {
 	}
 	if c.ReplicaLagTimeMax == 0 {
 		c.ReplicaLagTimeMax = DefaultReplicaLagTimeMax
+	}
+	if c.LogCleanerBackoff == 0 {
+		c.LogCleanerBackoff = DefaultLogCleanerBackoff
 	}
 	if c.Dial == nil {
 		c.Dial = net.DialTimeout
@@ -271,6 +319,21 @@ func (c *Config) CheckSettings() error {
 	}
 	if c.MaxUncompressedBatchBytes == 0 {
 		c.MaxUncompressedBatchBytes = kafkalog.DefaultMaxUncompressedBatchBytes
+	}
+	if c.RetentionCheckInterval == 0 {
+		c.RetentionCheckInterval = DefaultRetentionCheckInterval
+	}
+	if c.ProducerIDExpiration == 0 {
+		c.ProducerIDExpiration = DefaultProducerIDExpiration
+	}
+	if c.ProducerIDExpirationCheckInterval == 0 {
+		c.ProducerIDExpirationCheckInterval = DefaultProducerIDExpirationCheckInterval
+	}
+	if c.RetentionMs == 0 {
+		c.RetentionMs = kafkalog.DefaultRetentionMs
+	}
+	if c.RetentionBytes == 0 {
+		c.RetentionBytes = -1
 	}
 	if c.MaxTopicPartitions == 0 {
 		c.MaxTopicPartitions = 4096

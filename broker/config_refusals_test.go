@@ -147,7 +147,7 @@ func TestCreateTopicsBadConfigs(t *testing.T) {
 		{"min.insync.replicas", "2"}, // replication factor 1
 		{"retention.ms", "-2"},
 		{"remote.wal.storage.enable", "maybe"},
-		{"cleanup.policy", "compact"},
+		{"cleanup.policy", "shred"},
 		{"no.such.config", "1"},
 	}
 	for i, tc := range cases {

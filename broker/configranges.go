@@ -80,6 +80,17 @@ var serverKeyRanges = map[string]keyRange{
 		"how long the start may wait for the object store to answer; at most 10 minutes"},
 	"remote.wal.metadata.bootstrap.timeout.ms": {1, maxStartupTimeoutMs, "15000",
 		"how long the start may wait for the metadata Kafka; at most 10 minutes"},
+	"log.retention.ms":      {-1, math.MaxInt64, "604800000", "-1 keeps segments forever; the topic's retention.ms overrides it"},
+	"log.retention.minutes": {-1, math.MaxInt64 / 60_000, "10080", "-1 keeps segments forever; log.retention.ms wins if both are set"},
+	"log.retention.hours":   {-1, math.MaxInt64 / 3_600_000, "168", "-1 keeps segments forever; .ms and .minutes win if set"},
+	"log.retention.bytes":   {-1, math.MaxInt64, "-1", "-1 (unlimited) or a positive size per partition"},
+	"log.retention.check.interval.ms": {1, dayMs, "300000",
+		"how often retention runs; at most a day"},
+	"producer.id.expiration.ms": {1, 365 * dayMs, "86400000",
+		"how long an idle producer's state is kept; at most a year"},
+	"producer.id.expiration.check.interval.ms": {1, dayMs, "600000",
+		"how often idle producers are forgotten; at most a day"},
+	"log.cleaner.backoff.ms": {1, hourMs, "15000", "the cleaner's pause when it has nothing to do; at most an hour"},
 }
 
 // serverKeyNotes documents the keys that are not integers: their default
@@ -87,6 +98,8 @@ var serverKeyRanges = map[string]keyRange{
 var serverKeyNotes = map[string][2]string{
 	"advertised.listeners":                 {"the listener's host", "PLAINTEXT://host:port registered for clients"},
 	"auto.create.topics.enable":            {"true", "true or false"},
+	"log.cleaner.enable":                   {"true", "true or false: compacts cleanup.policy=compact topics"},
+	"kwal.producer.state.rebuild.enable":   {"true", "true or false: false skips rebuilding producer state at open (reproduces issue 11 item 8)"},
 	"broker.rack":                          {"none", "the availability zone; must match cluster.brokers"},
 	"cluster.brokers":                      {"this broker alone", "id@host:port#rack,... : the static broker set; must list broker.id"},
 	"cluster.id":                           {DefaultClusterID, "reported in Metadata"},
@@ -97,6 +110,8 @@ var serverKeyNotes = map[string][2]string{
 	"remote.log.wal.storage.system.enable": {"false", "true or false: lets topics set remote.wal.storage.enable=true"},
 	"remote.wal.metadata.bootstrap.servers": {"an embedded kfake", "host:port,... of the Kafka holding the metadata topic; " +
 		"must answer within remote.wal.metadata.bootstrap.timeout.ms"},
+	RackStorageURLKey + "<rack>": {"remote.wal.storage.url", "the store of one rack (its leaders upload there); same forms as remote.wal.storage.url, " +
+		"checked the same way"},
 	"remote.wal.storage.url": {"file://<log.dirs>/remote-wal", "mem://, file:///dir, s3://bucket/prefix?endpoint=..., minio://...; " +
 		"must answer a listing within remote.wal.storage.check.timeout.ms"},
 }
@@ -200,6 +215,12 @@ func (c *Config) validateRanges() error {
 		{"remote.wal.retention.ms", ms(r.Retention), r.Retention != 0},
 		{"remote.wal.storage.check.timeout.ms", ms(r.StorageCheckTimeout), true},
 		{"remote.wal.metadata.bootstrap.timeout.ms", ms(r.MetadataBootstrapTimeout), true},
+		{"log.retention.ms", c.RetentionMs, true},
+		{"log.retention.bytes", c.RetentionBytes, true},
+		{"log.retention.check.interval.ms", ms(c.RetentionCheckInterval), true},
+		{"producer.id.expiration.ms", ms(c.ProducerIDExpiration), true},
+		{"producer.id.expiration.check.interval.ms", ms(c.ProducerIDExpirationCheckInterval), true},
+		{"log.cleaner.backoff.ms", ms(c.LogCleanerBackoff), true},
 	}
 	for _, ch := range checks {
 		if !ch.set {

@@ -23,6 +23,10 @@ type connTestBroker struct {
 	clk    *clock.Manual
 	phases chan connPhase
 	reaps  chan reapEvent
+	armed  chan struct{}
+	// passes counts reaper passes seen: after the first, the reaper's
+	// timer is re-armed (armed) before the clock may move again.
+	passes int
 }
 
 type connPhase struct {
@@ -38,15 +42,17 @@ type reapEvent struct {
 func startConnTestBroker(t *testing.T, tweak func(*Config)) *connTestBroker {
 	t.Helper()
 	ct := &connTestBroker{clk: clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
-		phases: make(chan connPhase, 1024), reaps: make(chan reapEvent, 1024)}
+		phases: make(chan connPhase, 1024), reaps: make(chan reapEvent, 1024), armed: make(chan struct{}, 1024)}
 	cfg := Config{
 		BrokerID: 1, Listener: "127.0.0.1:0", LogDir: t.TempDir(), Controller: NewMemController(nil, 1),
 		Logger: testLogger(t, slog.LevelInfo), Clock: ct.clk,
-		// The ISR timer never fires in these tests, so Pending() counts
-		// it plus the reaper's timer.
+		// The broker's other periodic tasks do not fire within these
+		// tests' few seconds of manual time.
 		ReplicaLagTimeMax: time.Hour,
+		LogCleanerDisable: true,
 		onConnPhase:       func(remote string, p int32) { ct.phases <- connPhase{remote, p} },
 		onReap:            func(now time.Time, closed int) { ct.reaps <- reapEvent{now, closed} },
+		afterReapArmed:    func() { ct.armed <- struct{}{} },
 	}
 	if tweak != nil {
 		tweak(&cfg)
@@ -85,20 +91,21 @@ func (ct *connTestBroker) waitServed(t *testing.T, local net.Addr) {
 	ct.waitPhase(t, local, phaseIdle)
 }
 
-// tick advances the clock by one reaper interval once the reaper waits on
-// its timer, and returns that pass.
+// tick advances the clock by d once the reaper waits on its timer (made
+// in New for the first pass, re-armed after each), and returns the pass.
 func (ct *connTestBroker) tick(t *testing.T, d time.Duration) reapEvent {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for ct.clk.Pending() < 2 { // the ISR timer and the reaper's
-		if time.Now().After(deadline) {
+	if ct.passes > 0 {
+		select {
+		case <-ct.armed:
+		case <-time.After(20 * time.Second):
 			t.Fatal("reaper never re-armed its timer")
 		}
-		time.Sleep(time.Millisecond)
 	}
 	ct.clk.Advance(d)
 	select {
 	case e := <-ct.reaps:
+		ct.passes++
 		return e
 	case <-time.After(20 * time.Second):
 		t.Fatal("no reaper pass after advancing the clock")

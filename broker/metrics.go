@@ -25,6 +25,15 @@ type connCounters struct {
 	reapedIdle, reapedSlow, acceptErrors atomic.Int64
 }
 
+// eventCounters count things worth watching that are not requests.
+type eventCounters struct {
+	// idempotentDuplicates: batches answered with their original offsets
+	// because the producer had appended them already (resends).
+	idempotentDuplicates atomic.Int64
+	// retentionSegments: segments deleted by local retention.
+	retentionSegments atomic.Int64
+}
+
 // Collector exposes a broker's state as Prometheus metrics, read at scrape
 // time from the components' own counters: produce and fetch rates,
 // purgatory sizes, object-store requests, replicas' log ends and high
@@ -50,11 +59,13 @@ var (
 	descConns      = prometheus.NewDesc("kwal_connections", "Client connections open now.", nil, nil)
 	descConnEvents = prometheus.NewDesc("kwal_connection_events_total", "Connections closed or refused by the broker, and failed accepts, by what.", []string{"what"}, nil)
 	descHW         = prometheus.NewDesc("kwal_partition_high_watermark", "High watermark of each local replica.", []string{"topic", "partition", "role"}, nil)
+	descDuplicates = prometheus.NewDesc("kwal_idempotent_duplicate_batches_total", "Idempotent batches already in the log, answered with their original offsets.", nil, nil)
+	descRetention  = prometheus.NewDesc("kwal_retention_deleted_segments_total", "Segments deleted by local retention (retention.ms, retention.bytes).", nil, nil)
 )
 
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRequests, descTransfer, descPurgatory, descWatchers, descExpired, descStore,
-		descStoreBytes, descLogEnd, descHW, descConns, descConnEvents} {
+		descStoreBytes, descLogEnd, descHW, descDuplicates, descRetention, descConns, descConnEvents} {
 		ch <- d
 	}
 	if rc, ok := c.b.cfg.Replicator.(prometheus.Collector); ok {
@@ -74,6 +85,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRequests, float64(b.reqs.fetchConsumer.Load()), "fetch", "consumer")
 	counter(descRequests, float64(b.reqs.fetchReplica.Load()), "fetch", "replica")
 	counter(descRequests, float64(b.reqs.fetchFallback.Load()), "fetch", "fallback")
+	counter(descDuplicates, float64(b.events.idempotentDuplicates.Load()))
+	counter(descRetention, float64(b.events.retentionSegments.Load()))
 	gauge(descConns, float64(b.limits.open()))
 	counter(descConnEvents, float64(b.conns.reapedIdle.Load()), "closed_idle")
 	counter(descConnEvents, float64(b.conns.reapedSlow.Load()), "closed_slow_request")

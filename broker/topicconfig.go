@@ -10,9 +10,10 @@ import (
 var errInvalidConfig = errors.New("broker: invalid topic config")
 
 // Topic configs the broker accepts, with how to check a value.
-// segment.bytes and min.insync.replicas are applied per partition;
-// retention.ms is stored and reported (retention is not enforced yet);
-// cleanup.policy accepts only "delete".
+// segment.bytes, min.insync.replicas, retention.ms and retention.bytes
+// are applied per partition (retention by the broker's retention check,
+// every log.retention.check.interval.ms); cleanup.policy is delete,
+// compact or both (compact runs the log cleaner, cleaner.go).
 var topicConfigCheck = map[string]func(v string) error{
 	TopicConfigRemoteWAL: func(v string) error {
 		if _, err := strconv.ParseBool(v); err != nil {
@@ -20,12 +21,20 @@ var topicConfigCheck = map[string]func(v string) error{
 		}
 		return nil
 	},
-	"min.insync.replicas": intInRange(1, math.MaxInt16, "at most the topic's replication factor"),
-	"segment.bytes":       intInRange(14, math.MaxInt32, "Kafka's minimum is 14 bytes"),
-	"retention.ms":        intInRange(-1, math.MaxInt64, "-1 keeps records forever"),
+	"min.insync.replicas":   intInRange(1, math.MaxInt16, "at most the topic's replication factor"),
+	"segment.bytes":         intInRange(14, math.MaxInt32, "Kafka's minimum is 14 bytes"),
+	"retention.ms":          intInRange(-1, math.MaxInt64, "-1 keeps records forever"),
+	"retention.bytes":       intInRange(-1, math.MaxInt64, "-1 is unlimited"),
+	"delete.retention.ms":   intInRange(0, math.MaxInt64, "how long tombstones stay after compaction"),
+	"min.compaction.lag.ms": intInRange(0, math.MaxInt64, "how long a record stays uncompacted"),
 	"cleanup.policy": func(v string) error {
-		if v != "delete" {
-			return fmt.Errorf("only delete is supported")
+		_, _, err := cleanupPolicy(v)
+		return err
+	},
+	"min.cleanable.dirty.ratio": func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f >= 0 && f <= 1) {
+			return fmt.Errorf("must be a number in [0, 1]")
 		}
 		return nil
 	},
@@ -49,11 +58,15 @@ func (b *Broker) topicConfigDefaults() map[string]string {
 		seg = 1 << 30
 	}
 	return map[string]string{
-		TopicConfigRemoteWAL:  "false",
-		"min.insync.replicas": strconv.Itoa(b.cfg.MinInsyncReplicas),
-		"segment.bytes":       strconv.FormatInt(seg, 10),
-		"retention.ms":        "604800000",
-		"cleanup.policy":      "delete",
+		TopicConfigRemoteWAL:        "false",
+		"min.insync.replicas":       strconv.Itoa(b.cfg.MinInsyncReplicas),
+		"segment.bytes":             strconv.FormatInt(seg, 10),
+		"retention.ms":              strconv.FormatInt(b.cfg.RetentionMs, 10),
+		"retention.bytes":           strconv.FormatInt(b.cfg.RetentionBytes, 10),
+		"cleanup.policy":            "delete",
+		"min.cleanable.dirty.ratio": "0.5",
+		"delete.retention.ms":       "86400000",
+		"min.compaction.lag.ms":     "0",
 	}
 }
 

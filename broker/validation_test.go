@@ -100,10 +100,11 @@ func TestProduceValidatesCompressedBatches(t *testing.T) {
 // broker b with acks=1.
 func produceRaw(ctx context.Context, t *testing.T, cl *kgo.Client, b *Broker, tp TopicPartition, records []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
-	return produceRawAcks(ctx, t, cl, b, tp, 1, records)
+	return produceTo(t, ctx, cl.Broker(int(b.cfg.BrokerID)), tp, 1, records)
 }
 
-func produceRawAcks(ctx context.Context, t *testing.T, cl *kgo.Client, b *Broker, tp TopicPartition, acks int16, records []byte) kmsg.ProduceResponseTopicPartition {
+// produceTo sends one partition's records as given to br.
+func produceTo(t *testing.T, ctx context.Context, br *kgo.Broker, tp TopicPartition, acks int16, records []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks, req.TimeoutMillis = acks, 5000
@@ -114,7 +115,7 @@ func produceRawAcks(ctx context.Context, t *testing.T, cl *kgo.Client, b *Broker
 	rp.Records = records
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl.Broker(int(b.cfg.BrokerID)))
+	resp, err := req.RequestWith(ctx, br)
 	if err != nil {
 		t.Fatal(err)
 	}
