@@ -90,7 +90,18 @@ var serverKeyRanges = map[string]keyRange{
 		"how long an idle producer's state is kept; at most a year"},
 	"producer.id.expiration.check.interval.ms": {1, dayMs, "600000",
 		"how often idle producers are forgotten; at most a day"},
-	"log.cleaner.backoff.ms": {1, hourMs, "15000", "the cleaner's pause when it has nothing to do; at most an hour"},
+	"log.cleaner.backoff.ms":           {1, hourMs, "15000", "the cleaner's pause when it has nothing to do; at most an hour"},
+	"offsets.topic.num.partitions":     {1, 4096, "50", "partitions of __consumer_offsets; fixed once the topic exists"},
+	"offsets.topic.replication.factor": {1, math.MaxInt16, "3", "replicas of __consumer_offsets (capped by the brokers there are)"},
+	"offsets.commit.timeout.ms":        {1, hourMs, "5000", "how long an offset commit waits for its acks=all append"},
+	"group.min.session.timeout.ms":     {1, dayMs, "6000", "the shortest session.timeout.ms a consumer may ask for"},
+	"group.max.session.timeout.ms": {1, dayMs, "1800000",
+		"the longest session.timeout.ms a consumer may ask for; at least group.min.session.timeout.ms"},
+	"group.initial.rebalance.delay.ms": {0, hourMs, "3000", "how long a new group waits for more members; 0 for none"},
+	"offsets.retention.minutes": {-1, 100 * 365 * 24 * 60, "10080",
+		"how long an empty group's offsets are kept; -1 keeps them forever"},
+	"offsets.retention.check.interval.ms": {1, dayMs, "600000", "how often expired offsets are removed"},
+	"group.max.size":                      {1, math.MaxInt32, "2147483647", "members one group may have"},
 }
 
 // serverKeyNotes documents the keys that are not integers: their default
