@@ -33,6 +33,11 @@ type connState struct {
 	pipelining bool
 	deferred   func() kmsg.Response
 	lastHeader requestHeader
+	// splices: the file sections of the fetch response being encoded;
+	// spliced: the encoded frame handleFrame returned, when it has
+	// sections to send with sendfile.
+	splices []splice
+	spliced *splicedFrame
 }
 
 // maxPipelined bounds the requests a connection has read but not yet
@@ -42,6 +47,9 @@ const maxPipelined = 8
 // reply is one response in the connection's write order.
 type reply struct {
 	frame []byte               // encoded response, or nil
+	// spliced: frame is spliced.frame, whose record sections go out
+	// with sendfile.
+	spliced *splicedFrame
 	wait  func() kmsg.Response // a pipelined response still to come
 	h     requestHeader
 }
@@ -82,10 +90,19 @@ func (b *Broker) serveConn(c net.Conn) {
 				frame = encodeResponse(nil, r.h, resp)
 			}
 			if frame == nil || failed {
+				if r.spliced != nil {
+					r.spliced.close()
+				}
 				queued.Add(-1)
 				continue
 			}
-			if _, err := c.Write(frame); err != nil {
+			var err error
+			if r.spliced != nil {
+				_, err = b.writeSpliced(c, r.spliced)
+			} else {
+				_, err = c.Write(frame)
+			}
+			if err != nil {
 				b.logger.Debug("connection write", "remote", cs.remote, "err", err)
 				failed = true
 				writeFailed.Store(true)
@@ -121,17 +138,30 @@ func (b *Broker) serveConn(c net.Conn) {
 		}
 		cs.pipelining, cs.deferred = true, nil
 		resp, keep := b.handleFrame(cs, frame)
+		sf := cs.spliced
+		cs.spliced = nil
 		r := reply{}
 		if resp != nil && queued.Load() == 0 {
 			// Nothing ahead of this reply: write it now, from cs.out.
 			if writeFailed.Load() {
+				if sf != nil {
+					sf.close()
+				}
 				return
 			}
-			if _, err := c.Write(resp); err != nil {
+			var err error
+			if sf != nil {
+				_, err = b.writeSpliced(c, sf)
+			} else {
+				_, err = c.Write(resp)
+			}
+			if err != nil {
 				b.logger.Debug("connection write", "remote", cs.remote, "err", err)
 				return
 			}
 			resp = nil
+		} else if sf != nil {
+			r.frame, r.spliced = sf.frame, sf
 		} else if resp != nil {
 			r.frame = append([]byte(nil), resp...)
 		}
@@ -220,6 +250,12 @@ func (b *Broker) handleFrame(cs *connState, frame []byte) (resp []byte, keep boo
 	defer func() {
 		if r := recover(); r != nil {
 			b.logger.Error("closing connection: panic serving request", "remote", cs.remote, "panic", r, "stack", string(debug.Stack()))
+			closeSplices(cs.splices)
+			cs.splices = nil
+			if cs.spliced != nil {
+				cs.spliced.close()
+				cs.spliced = nil
+			}
 			resp, keep = nil, false
 		}
 	}()
@@ -268,6 +304,19 @@ func (b *Broker) handleFrame(cs *connState, frame []byte) (resp []byte, keep boo
 		return nil, false
 	}
 	r, keep := b.dispatch(cs, req)
+	if sp := cs.splices; len(sp) > 0 {
+		cs.splices = nil
+		fr := r.(*kmsg.FetchResponse)
+		if f, ok := encodeSpliced(h, fr, sp); ok {
+			cs.spliced = f
+			return f.frame, keep
+		}
+		b.logger.Warn("fetch response: record marker found outside its places; copying the records instead", "remote", cs.remote)
+		if err := unsplice(fr, sp); err != nil {
+			b.logger.Warn("closing connection: reading fetched records", "remote", cs.remote, "err", err)
+			return nil, false
+		}
+	}
 	if r == nil {
 		return nil, keep
 	}
