@@ -46,12 +46,12 @@ const maxPipelined = 8
 
 // reply is one response in the connection's write order.
 type reply struct {
-	frame []byte               // encoded response, or nil
+	frame []byte // encoded response, or nil
 	// spliced: frame is spliced.frame, whose record sections go out
 	// with sendfile.
 	spliced *splicedFrame
-	wait  func() kmsg.Response // a pipelined response still to come
-	h     requestHeader
+	wait    func() kmsg.Response // a pipelined response still to come
+	h       requestHeader
 }
 
 // retainedBuffer is the largest buffer a connection keeps between requests.
