@@ -8,7 +8,11 @@
 // retention (retention.go: every log.retention.check.interval.ms, bounded
 // by the high watermark and on a remotewal leader by the remote-WAL
 // upload), long-poll fetches, fetch from follower by rack (KIP-392), the
-// controller seam and the server.properties loader.
+// controller seam, the server.properties loader and the wire side of the
+// group coordinator (package group): FindCoordinator, JoinGroup,
+// SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
+// DescribeGroups, DeleteGroups and OffsetDelete (groups.go and their
+// api_*.go files).
 //
 // It does not own storage formats (kafkalog), the delayed-operation
 // machinery (purgatory), nor the remote WAL: a partition whose topic sets
@@ -60,18 +64,27 @@
 // KIP-101/KIP-279), Append, SetHW, TruncateFully and StartRemote through
 // the partition's followerLog handle, never its locks.
 //
+// # Group coordinator
+//
+// __consumer_offsets is created by the first FindCoordinator for a group
+// (offsets.topic.num.partitions, offsets.topic.replication.factor capped
+// to the brokers, cleanup.policy=compact). applyTopic tells the
+// coordinator when this broker becomes or stops being leader of one of its
+// partitions (offsetsRoleChanged): the coordinator loads that partition's
+// groups and offsets, or drops them, so it moves with leadership. Its
+// appends go through appendAsLeader and wait in the produce purgatory
+// until the high watermark passes them (acks=all), for at most
+// offsets.commit.timeout.ms.
+//
 // # Remote WAL: leader changes and stores
 //
-// A broker elected leader of a RemoteWAL partition restarts its slice task
-// at its log end with the new epoch and publishes a metadata.DeadRange: the
-// entries older leaders uploaded past that offset are dead (the KIP's
-// reconciliation; remotewal_reconcile.go). Leaders vouch for their high
-// watermarks (metadata.ReplicatedOffset), and retention is run for an
-// object by the current leader of its least partition, whoever uploaded it.
-// Each rack may have its own store (StoreSet, storeset.go): a leader uploads
-// to its rack's and names it in the event; followers resolve the name
-// through their own configuration and fall back to the leader when they
-// cannot (UnknownStoreError).
+// On a leader change the broker stops the old role and calls
+// Replicator.StartLeader with the new epoch and the log end, where the
+// partition continues; the remote-WAL side (package rwnode) publishes the
+// dead range of the older epochs and picks the rack's store. The broker's
+// only part in per-rack stores is the configuration:
+// remote.wal.storage.url.<rack> (RackStorageURLKey) and a {rack} template
+// in remote.wal.storage.url.
 //
 // # Controller
 //
