@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/binary"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -50,8 +51,12 @@ type fetchOp struct {
 	// fallback: a remotewal follower asking for record bytes (FallbackRack).
 	fallback bool
 	parts    []fetchPart
+	// zeroCopy: record bytes are taken as file sections (splices) that
+	// the connection writer sends with sendfile.
+	zeroCopy bool
 	mu       sync.Mutex
 	resp     *kmsg.FetchResponse
+	splices  []splice
 	ch       chan struct{}
 }
 
@@ -61,11 +66,12 @@ func (o *fetchOp) TryComplete() bool {
 	if o.resp != nil {
 		return true
 	}
-	resp, n, urgent := o.b.fetchRead(o)
+	resp, sp, n, urgent := o.b.fetchRead(o)
 	if n >= int(o.req.MinBytes) || urgent {
-		o.resp = resp
+		o.resp, o.splices = resp, sp
 		return true
 	}
+	closeSplices(sp)
 	return false
 }
 
@@ -73,7 +79,7 @@ func (o *fetchOp) OnComplete() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.resp == nil {
-		o.resp, _, _ = o.b.fetchRead(o)
+		o.resp, o.splices, _, _ = o.b.fetchRead(o)
 	}
 	close(o.ch)
 }
@@ -89,6 +95,9 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 	replica := req.ReplicaID
 	now := b.clock.Now()
 	op := &fetchOp{b: b, req: req, replica: replica, ch: make(chan struct{}), fallback: replica >= 0 && req.Rack == FallbackRack}
+	if _, tcp := tcpConnOf(cs.conn); tcp && !cs.noWait && !b.cfg.ZeroCopyFetchDisabled {
+		op.zeroCopy = true
+	}
 	switch {
 	case op.fallback:
 		b.reqs.fetchFallback.Add(1)
@@ -164,6 +173,7 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 	b.fetchWait.TryCompleteElseWatch(op, keys)
 	<-op.ch
 	b.recordFetch(op)
+	cs.splices = op.splices
 	return op.resp
 }
 
@@ -176,10 +186,18 @@ func (b *Broker) recordFetch(op *fetchOp) {
 	case op.replica >= 0:
 		component, toRack = "replica-fetch", b.rackOf(op.replica)
 	}
-	for _, rt := range op.resp.Topics {
-		for _, rp := range rt.Partitions {
-			if n := len(rp.RecordBatches); n > 0 {
-				b.ledger.RecordTransfer(component, b.cfg.Rack, toRack, ledger.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}, int64(n))
+	spliced := map[[2]int]int64{}
+	for _, s := range op.splices {
+		spliced[[2]int{s.ti, s.pi}] = s.sec.Len
+	}
+	for ti, rt := range op.resp.Topics {
+		for pi, rp := range rt.Partitions {
+			n := int64(len(rp.RecordBatches))
+			if l, ok := spliced[[2]int{ti, pi}]; ok {
+				n = l
+			}
+			if n > 0 {
+				b.ledger.RecordTransfer(component, b.cfg.Rack, toRack, ledger.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}, n)
 			}
 		}
 	}
@@ -223,8 +241,10 @@ func (b *Broker) preferredReadReplica(p *partition, st PartitionState, rack stri
 
 // fetchRead builds a fetch response from the logs as they are now. n is
 // the record bytes in it; urgent says it should be sent at once (an
-// error, a redirect, or a high watermark the follower has not seen).
-func (b *Broker) fetchRead(o *fetchOp) (resp *kmsg.FetchResponse, n int, urgent bool) {
+// error, a redirect, or a high watermark the follower has not seen). With
+// o.zeroCopy, partitions whose bytes are file sections carry
+// recordsMarker and are listed in sp (the caller owns them).
+func (b *Broker) fetchRead(o *fetchOp) (resp *kmsg.FetchResponse, sp []splice, n int, urgent bool) {
 	req := o.req
 	resp = req.ResponseKind().(*kmsg.FetchResponse)
 	budget := int(req.MaxBytes)
@@ -240,27 +260,32 @@ func (b *Broker) fetchRead(o *fetchOp) (resp *kmsg.FetchResponse, n int, urgent 
 			rt.Topic = part.tp.Topic
 			resp.Topics = append(resp.Topics, rt)
 		}
-		rp, got, u := b.readPart(o, part, budget, n == 0)
+		rp, sec, got, u := b.readPart(o, part, budget, n == 0)
 		n += got
 		budget -= got
 		urgent = urgent || u
 		t := &resp.Topics[len(resp.Topics)-1]
+		if sec != nil {
+			sp = append(sp, splice{ti: len(resp.Topics) - 1, pi: len(t.Partitions), sec: sec})
+		}
 		t.Partitions = append(t.Partitions, rp)
 	}
-	return resp, n, urgent
+	return resp, sp, n, urgent
 }
 
 // readPart reads one partition. first: no record bytes in the response
 // yet, so one batch is returned even if larger than the budget (KIP-74).
-func (b *Broker) readPart(o *fetchOp, part *fetchPart, budget int, first bool) (kmsg.FetchResponseTopicPartition, int, bool) {
+// With o.zeroCopy the bytes may come back as a section (RecordBatches is
+// then recordsMarker).
+func (b *Broker) readPart(o *fetchOp, part *fetchPart, budget int, first bool) (kmsg.FetchResponseTopicPartition, *kafkalog.Section, int, bool) {
 	rp := kmsg.NewFetchResponseTopicPartition()
 	rp.Partition = part.tp.Partition
 	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 	rp.PreferredReadReplica = -1
 	rp.RecordBatches = []byte{}
-	fail := func(e *kerr.Error) (kmsg.FetchResponseTopicPartition, int, bool) {
+	fail := func(e *kerr.Error) (kmsg.FetchResponseTopicPartition, *kafkalog.Section, int, bool) {
 		rp.ErrorCode = e.Code
-		return rp, 0, true
+		return rp, nil, 0, true
 	}
 	if part.err != nil {
 		return fail(part.err)
@@ -280,7 +305,7 @@ func (b *Broker) readPart(o *fetchOp, part *fetchPart, budget int, first bool) (
 	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, start
 	if part.preferred >= 0 {
 		rp.PreferredReadReplica = part.preferred
-		return rp, 0, true
+		return rp, nil, 0, true
 	}
 	if part.offset < start || part.offset > leo {
 		return fail(kerr.OffsetOutOfRange)
@@ -296,13 +321,28 @@ func (b *Broker) readPart(o *fetchOp, part *fetchPart, budget int, first bool) (
 				// New bytes past the follower's log end: answer now, so
 				// it learns our log end and polls quickly until it has
 				// them (a caught-up follower long-polls).
-				return rp, 0, urgent || leo > part.offset && p.leoChangedFor(o.replica, leo)
+				return rp, nil, 0, urgent || leo > part.offset && p.leoChangedFor(o.replica, leo)
 			}
 		}
 	}
 	limit := min(int(part.maxBytes), budget)
 	if part.offset >= bound || limit <= 0 && !first {
-		return rp, 0, urgent
+		return rp, nil, 0, urgent
+	}
+	if o.zeroCopy {
+		// The same batches as the copying path below: at least one
+		// when first, whole batches within limit, none at or past bound.
+		sec, err := p.log.ReadSection(part.offset, max(limit, 1), bound, first)
+		switch {
+		case err == nil && sec == nil:
+			return rp, nil, 0, urgent
+		case err == nil:
+			rp.RecordBatches = recordsMarker
+			return rp, sec, int(sec.Len), urgent
+		case !errors.Is(err, kafkalog.ErrNoSection):
+			b.logger.Warn("fetch read", "partition", part.tp, "offset", part.offset, "err", err)
+			return fail(logErrorCode(err))
+		}
 	}
 	data, err := p.log.Read(part.offset, max(limit, 1))
 	if err != nil {
@@ -314,7 +354,7 @@ func (b *Broker) readPart(o *fetchOp, part *fetchPart, budget int, first bool) (
 		data = trimToBytes(data, limit)
 	}
 	rp.RecordBatches = data
-	return rp, len(data), urgent
+	return rp, nil, len(data), urgent
 }
 
 // trimToBound drops the batches whose last offset is at or past bound.

@@ -162,6 +162,11 @@ type Config struct {
 	// of issue 11 item 8, where an idempotent producer gets duplicates
 	// after a restart. Only for tests that show that; never in production.
 	ProducerStateRebuildDisabled bool
+	// ZeroCopyFetchDisabled sends fetched record bytes through user space
+	// on plaintext TCP listeners too, as TLS listeners always do; by
+	// default those bytes go from the segment file to the socket with
+	// sendfile (Kafka's FileRecords.writeTo). For comparing the two paths.
+	ZeroCopyFetchDisabled bool
 	// NumPartitions: num.partitions, for auto-created topics and
 	// CreateTopics with -1. Default 1.
 	NumPartitions int32

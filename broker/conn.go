@@ -53,6 +53,11 @@ type connState struct {
 		closed bool
 		cond   *sync.Cond
 	}
+	// splices: the file sections of the fetch response being encoded;
+	// spliced: the encoded frame handleFrame returned, when it has
+	// sections to send with sendfile.
+	splices []splice
+	spliced *splicedFrame
 }
 
 // Connection phases, for the reaper.
@@ -130,10 +135,13 @@ const maxPipelined = 8
 
 // reply is one response in the connection's write order.
 type reply struct {
-	frame []byte               // encoded response, or nil
-	wait  func() kmsg.Response // a pipelined response still to come
-	h     requestHeader
-	held  int64 // bytes reserved for this reply, released once written
+	frame []byte // encoded response, or nil
+	// spliced: frame is spliced.frame, whose record sections go out
+	// with sendfile.
+	spliced *splicedFrame
+	wait    func() kmsg.Response // a pipelined response still to come
+	h       requestHeader
+	held    int64 // bytes reserved for this reply, released once written
 }
 
 // retainedBuffer is the largest buffer a connection keeps between requests.
@@ -173,10 +181,19 @@ func (b *Broker) serveConn(cs *connState) {
 			}
 			if frame == nil || failed {
 				cs.release(r.held)
+				if r.spliced != nil {
+					r.spliced.close()
+				}
 				cs.queued.Add(-1)
 				continue
 			}
-			if _, err := b.writeResponse(c, frame); err != nil {
+			var err error
+			if r.spliced != nil {
+				_, err = b.writeSpliced(c, r.spliced)
+			} else {
+				_, err = b.writeResponse(c, frame)
+			}
+			if err != nil {
 				b.logger.Debug("connection write", "remote", cs.remote, "err", err)
 				failed = true
 				writeFailed.Store(true)
@@ -247,19 +264,32 @@ func (b *Broker) serveConn(cs *connState) {
 		b.setPhase(cs, phaseServing)
 		cs.pipelining, cs.deferred = true, nil
 		resp, keep := b.handleFrame(cs, frame)
+		sf := cs.spliced
+		cs.spliced = nil
 		r := reply{}
 		if resp != nil && cs.queued.Load() == 0 {
 			// Nothing ahead of this reply: write it now, from cs.out.
 			if writeFailed.Load() {
 				cs.release(held)
+				if sf != nil {
+					sf.close()
+				}
 				return
 			}
-			if _, err := b.writeResponse(c, resp); err != nil {
+			var err error
+			if sf != nil {
+				_, err = b.writeSpliced(c, sf)
+			} else {
+				_, err = b.writeResponse(c, resp)
+			}
+			if err != nil {
 				b.logger.Debug("connection write", "remote", cs.remote, "err", err)
 				cs.release(held)
 				return
 			}
 			resp = nil
+		} else if sf != nil {
+			r.frame, r.spliced = sf.frame, sf
 		} else if resp != nil {
 			r.frame = append([]byte(nil), resp...)
 			r.held = int64(len(r.frame))
@@ -416,6 +446,12 @@ func (b *Broker) handleFrame(cs *connState, frame []byte) (resp []byte, keep boo
 	defer func() {
 		if r := recover(); r != nil {
 			b.logger.Error("closing connection: panic serving request", "remote", cs.remote, "panic", r, "stack", string(debug.Stack()))
+			closeSplices(cs.splices)
+			cs.splices = nil
+			if cs.spliced != nil {
+				cs.spliced.close()
+				cs.spliced = nil
+			}
 			resp, keep = nil, false
 		}
 	}()
@@ -464,6 +500,19 @@ func (b *Broker) handleFrame(cs *connState, frame []byte) (resp []byte, keep boo
 		return nil, false
 	}
 	r, keep := b.dispatch(cs, req)
+	if sp := cs.splices; len(sp) > 0 {
+		cs.splices = nil
+		fr := r.(*kmsg.FetchResponse)
+		if f, ok := encodeSpliced(h, fr, sp); ok {
+			cs.spliced = f
+			return f.frame, keep
+		}
+		b.logger.Warn("fetch response: record marker found outside its places; copying the records instead", "remote", cs.remote)
+		if err := unsplice(fr, sp); err != nil {
+			b.logger.Warn("closing connection: reading fetched records", "remote", cs.remote, "err", err)
+			return nil, false
+		}
+	}
 	if r == nil {
 		return nil, keep
 	}

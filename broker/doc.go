@@ -215,4 +215,16 @@
 // stops fetchers, the ISR, retention and producer-expiration loops, the
 // accept loop and the connections, then
 // completes waiting operations and closes the logs.
+//
+// # Zero-copy fetch
+//
+// On a plaintext TCP connection a fetch takes each partition's record
+// bytes as a kafkalog.Section (a segment-file region with its own
+// duplicated descriptor, so retention, compaction or Close may drop the
+// segment meanwhile) instead of reading them; the response is encoded with
+// a random marker in their place, the marker cut out and the real length
+// prefix written, and the connection writer sends the framing with write
+// and each section with sendfile at an explicit offset (zerocopy.go). A
+// marker found anywhere else makes that response copy its records. TLS
+// connections, MemFS logs and Config.ZeroCopyFetchDisabled copy.
 package broker

@@ -32,6 +32,9 @@ type eventCounters struct {
 	idempotentDuplicates atomic.Int64
 	// retentionSegments: segments deleted by local retention.
 	retentionSegments atomic.Int64
+	// zeroCopyBytes, zeroCopySections: fetched record bytes sent from a
+	// segment file with sendfile, and the sections fully sent so.
+	zeroCopyBytes, zeroCopySections atomic.Int64
 }
 
 // Collector exposes a broker's state as Prometheus metrics, read at scrape
@@ -61,11 +64,12 @@ var (
 	descHW         = prometheus.NewDesc("kwal_partition_high_watermark", "High watermark of each local replica.", []string{"topic", "partition", "role"}, nil)
 	descDuplicates = prometheus.NewDesc("kwal_idempotent_duplicate_batches_total", "Idempotent batches already in the log, answered with their original offsets.", nil, nil)
 	descRetention  = prometheus.NewDesc("kwal_retention_deleted_segments_total", "Segments deleted by local retention (retention.ms, retention.bytes).", nil, nil)
+	descZeroCopy   = prometheus.NewDesc("kwal_fetch_zero_copy_bytes_total", "Fetched record bytes sent from segment files with sendfile (no user-space copy).", nil, nil)
 )
 
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRequests, descTransfer, descPurgatory, descWatchers, descExpired, descStore,
-		descStoreBytes, descLogEnd, descHW, descDuplicates, descRetention, descConns, descConnEvents} {
+		descStoreBytes, descLogEnd, descHW, descDuplicates, descRetention, descConns, descConnEvents, descZeroCopy} {
 		ch <- d
 	}
 	if rc, ok := c.b.cfg.Replicator.(prometheus.Collector); ok {
@@ -92,6 +96,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descConnEvents, float64(b.conns.reapedSlow.Load()), "closed_slow_request")
 	counter(descConnEvents, float64(b.limits.refusedPerIP.Load()), "refused_per_ip")
 	counter(descConnEvents, float64(b.conns.acceptErrors.Load()), "accept_error")
+	counter(descZeroCopy, float64(b.events.zeroCopyBytes.Load()))
 
 	snap := b.ledger.Snapshot()
 	type key struct {

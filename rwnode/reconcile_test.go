@@ -226,6 +226,9 @@ func runKIPFailover(t *testing.T, elect int32) {
 		}
 	}
 
+	// The others can see the event before the publisher has counted its
+	// acknowledgement.
+	waitFor(t, "the new leader to count its dead range", 10*time.Second, func() bool { return c.rep(elect).recon.deadRanges.Load() >= 1 })
 	if n := c.rep(elect).recon.deadRanges.Load(); n != 1 {
 		t.Fatalf("the new leader counts %d dead ranges published, want 1", n)
 	}
