@@ -40,6 +40,11 @@ type Broker struct {
 	stop        chan struct{}
 	wg          sync.WaitGroup
 
+	lease struct { // heartbeat.go
+		sync.Mutex
+		st leaseState
+	}
+
 	mu struct {
 		sync.Mutex
 		partitions map[TopicPartition]*partition
@@ -70,7 +75,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	pn, _ := strconv.Atoi(port)
 	b.info = BrokerInfo{ID: cfg.BrokerID, Host: host, Port: int32(pn), Rack: cfg.Rack}
-	if err := b.ctrl.RegisterBroker(b.info); err != nil {
+	if err := b.register(); err != nil {
 		ln.Close()
 		return nil, err
 	}
@@ -99,11 +104,14 @@ func New(cfg Config) (*Broker, error) {
 	for _, ts := range b.ctrl.Topics() {
 		b.applyTopic(ts)
 	}
-	b.wg.Add(4)
+	b.heartbeat() // learns whether a lease is enforced
+	b.wg.Add(6)
 	go b.acceptLoop()
 	go b.isrLoop()
 	go b.retentionLoop()
 	go b.producerExpirationLoop()
+	go b.heartbeatLoop()
+	go b.rebalanceLoop()
 	if !cfg.LogCleanerDisable {
 		b.wg.Add(1)
 		go b.cleanerLoop()
@@ -270,6 +278,14 @@ func (b *Broker) applyTopic(ts TopicState) {
 			if b.cfg.Replicator != nil && mode == RemoteWAL {
 				b.cfg.Replicator.StopLeader(tp)
 				b.cfg.Replicator.StopFollower(tp)
+			}
+			if ps.Leader == NoLeader {
+				// No live in-sync replica (liveness.go): nothing to follow
+				// until the controller elects one.
+				b.fetchers.remove(tp)
+				b.logger.Warn("partition has no leader", "partition", tp, "leader_epoch", ps.LeaderEpoch, "isr", ps.ISR)
+				b.wake(tp)
+				continue
 			}
 			b.logger.Info("became follower", "partition", tp, "leader", ps.Leader, "leader_epoch", ps.LeaderEpoch)
 			b.fetchers.add(p, ps.Leader, ps.LeaderEpoch)
