@@ -36,6 +36,9 @@ type Config struct {
 	RemoteWAL broker.RemoteWALConfig
 	// Tweak, if set, adjusts each broker's config before it starts.
 	Tweak func(*broker.Config)
+	// WrapStore, if set, wraps the shared store (after the latency model)
+	// before any broker uses it: fault harnesses put their decorator here.
+	WrapStore func(objstore.Store) objstore.Store
 	// Liveness, if set, turns on session tracking in the controller
 	// (heartbeats, fencing, elections; see broker/doc.go), checked every
 	// quarter session timeout until Close.
@@ -104,6 +107,9 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		c.Store = slow
 	} else {
 		c.Store = c.parts.Store
+	}
+	if cfg.WrapStore != nil {
+		c.Store = cfg.WrapStore(c.Store)
 	}
 	for i, rack := range cfg.Racks {
 		l := ledger.New()
