@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -134,10 +136,6 @@ type run struct {
 	net   *Network
 	store *StoreSwitch
 	ctrls map[int32]*PausableController
-	mu    struct {
-		sync.Mutex
-		addrs map[string]int32
-	}
 }
 
 // Run runs the schedule of cfg.Seed against a new in-process cluster and
@@ -148,16 +146,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	start := time.Now()
 	rep := &Report{Schedule: Generate(cfg.Seed, cfg.ScheduleOptions())}
 	r := &run{cfg: cfg, log: cfg.Logger, ctrls: map[int32]*PausableController{}}
-	r.mu.addrs = map[string]int32{}
 	racks := map[int32]string{}
 	for i, rack := range cfg.Racks {
 		racks[int32(i+1)] = rack
 	}
+	// Addresses resolve through the controller's registrations: a
+	// restarted broker listens on a new port, and others learn it from
+	// there before RestartBroker returns.
+	var ctrl *broker.MemController
 	r.net = NewNetwork(racks, func(addr string) (int32, bool) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		id, ok := r.mu.addrs[addr]
-		return id, ok
+		if ctrl == nil {
+			return 0, false
+		}
+		for _, b := range ctrl.Brokers() {
+			if net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) == addr {
+				return b.ID, true
+			}
+		}
+		return 0, false
 	})
 	heartbeat := cfg.SessionTimeout / 8
 	lc, err := localcluster.Start(ctx, localcluster.Config{
@@ -172,6 +178,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return sw
 		},
 		Tweak: func(bc *broker.Config) {
+			ctrl = bc.Controller.(*broker.MemController)
 			pc := &PausableController{Controller: bc.Controller}
 			r.ctrls[bc.BrokerID] = pc
 			bc.Controller = pc
@@ -192,7 +199,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r.lc = lc
 	defer lc.Close()
-	r.noteAddrs()
 	for _, t := range Topics {
 		spec := broker.TopicSpec{Name: t, Partitions: partitions, ReplicationFactor: int16(len(cfg.Racks)),
 			Configs: map[string]string{"min.insync.replicas": "2"}}
@@ -272,17 +278,6 @@ func uniq(s []string) []string {
 		}
 	}
 	return out
-}
-
-// noteAddrs records every running broker's address for the network.
-func (r *run) noteAddrs() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, b := range r.lc.Brokers {
-		if b != nil {
-			r.mu.addrs[b.Addr()] = b.Info().ID
-		}
-	}
 }
 
 func (r *run) tps() []broker.TopicPartition {
@@ -395,7 +390,6 @@ func (r *run) start(e Event) (undo func()) {
 			if err := r.lc.RestartBroker(e.Broker); err != nil {
 				r.log.Error("chaos: restart", "broker", e.Broker, "err", err)
 			}
-			r.noteAddrs()
 		}
 	case PauseBroker:
 		r.ctrls[e.Broker].Paused.Store(true)
