@@ -144,4 +144,3 @@ func (t *totals) print(w io.Writer, wall time.Duration) {
 	fmt.Fprintf(w, "\nrecords: sent %d, acks=all acknowledged %d (lost %d, duplicated %d, reordered %d, phantom %d), acks=1 acknowledged %d (lost %d, duplicated %d), unknown outcome %d\n",
 		t.sent, t.ackedAll, t.lost, t.dup, t.reordered, t.phan, t.ackedOne, t.lostOne, t.dupOne, t.unknown)
 }
-

@@ -39,6 +39,10 @@ type Config struct {
 	// SessionTimeout is broker.session.timeout.ms; default 800 ms. Pauses
 	// last at least 1.5 times as long.
 	SessionTimeout time.Duration
+	// UploadTimeout bounds the combiner's attempts at one object; default
+	// 400 ms, shorter than the longest store outage, so that schedules
+	// reach the path where the write path gives up and resubmits.
+	UploadTimeout time.Duration
 	// SendInterval is how often each producer sends a record; default 2 ms.
 	SendInterval time.Duration
 	// Settle bounds the wait, after the faults, for the replicas to
@@ -52,10 +56,13 @@ func (c *Config) fill() {
 		c.Racks = []string{"az1", "az2", "az2"}
 	}
 	if c.Length <= 0 {
-		c.Length = 3 * time.Second
+		c.Length = defaultLength
 	}
 	if c.SessionTimeout <= 0 {
 		c.SessionTimeout = 800 * time.Millisecond
+	}
+	if c.UploadTimeout <= 0 {
+		c.UploadTimeout = 400 * time.Millisecond
 	}
 	if c.SendInterval <= 0 {
 		c.SendInterval = 2 * time.Millisecond
@@ -76,8 +83,11 @@ func (c Config) ScheduleOptions() Options {
 		Pause: c.SessionTimeout * 3 / 2}
 }
 
+const defaultLength = 3 * time.Second
+
 // Report is the outcome of one run.
 type Report struct {
+	cfg      Config
 	Schedule Schedule
 	Check    Result
 	// Replicas is the number of follower replicas compared with their
@@ -99,7 +109,18 @@ func (r *Report) OK() bool { return len(r.Failures) == 0 }
 
 // ReplayCommand is the one command that replays this run.
 func (r *Report) ReplayCommand() string {
-	return fmt.Sprintf("go run ./cmd/kwal chaos --seed %d", r.Schedule.Seed)
+	cmd := fmt.Sprintf("go run ./cmd/kwal chaos --seed %d", r.Schedule.Seed)
+	if r.cfg.Length != defaultLength {
+		cmd += " --length " + r.cfg.Length.String()
+	}
+	if len(r.cfg.Kinds) > 0 {
+		var ks []string
+		for _, k := range r.cfg.Kinds {
+			ks = append(ks, string(k))
+		}
+		cmd += " --kinds " + strings.Join(ks, ",")
+	}
+	return cmd
 }
 
 // Summary prints the run; a failing one with its schedule, first broken
@@ -115,8 +136,11 @@ func (r *Report) Summary() string {
 	if !r.OK() {
 		b.WriteString(r.Schedule.String())
 		fmt.Fprintf(&b, "first broken invariant: %s\n", r.Failures[0])
-		if len(r.Failures) > 1 {
-			fmt.Fprintf(&b, "(%d more)\n", len(r.Failures)-1)
+		for _, f := range r.Failures[1:min(len(r.Failures), 6)] {
+			fmt.Fprintf(&b, "  then: %s\n", f)
+		}
+		if len(r.Failures) > 6 {
+			fmt.Fprintf(&b, "  (%d more)\n", len(r.Failures)-6)
 		}
 		fmt.Fprintf(&b, "replay: %s\n", r.ReplayCommand())
 	}
@@ -144,7 +168,7 @@ type run struct {
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.fill()
 	start := time.Now()
-	rep := &Report{Schedule: Generate(cfg.Seed, cfg.ScheduleOptions())}
+	rep := &Report{cfg: cfg, Schedule: Generate(cfg.Seed, cfg.ScheduleOptions())}
 	r := &run{cfg: cfg, log: cfg.Logger, ctrls: map[int32]*PausableController{}}
 	racks := map[int32]string{}
 	for i, rack := range cfg.Racks {
@@ -168,7 +192,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	heartbeat := cfg.SessionTimeout / 8
 	lc, err := localcluster.Start(ctx, localcluster.Config{
 		Racks: cfg.Racks, Dir: cfg.Dir, LatencyModel: "none", Logger: cfg.Logger,
-		RemoteWAL: broker.RemoteWALConfig{CombinerTaskInterval: 5 * time.Millisecond},
+		RemoteWAL: broker.RemoteWALConfig{CombinerTaskInterval: 5 * time.Millisecond, UploadTimeout: cfg.UploadTimeout},
 		WrapStore: func(s objstore.Store) objstore.Store {
 			sw, err := NewStoreSwitch(s, cfg.Seed)
 			if err != nil {
@@ -263,9 +287,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	} else {
 		rep.Replicas = n
 	}
-	if err := r.audit(ctx, rep); err != nil {
-		rep.Failures = append(rep.Failures, err.Error())
-	}
+	rep.Failures = append(rep.Failures, r.healAndAudit(ctx, hws, deadline, rep)...)
 	rep.Wall = time.Since(start)
 	return rep, nil
 }
@@ -617,39 +639,105 @@ func endOfBatches(b []byte) (int64, bool) {
 	return next, ok
 }
 
-// audit compares the store's objects with the metadata: a missing object,
-// a mismatched or corrupt one fails; orphans are counted.
-func (r *run) audit(ctx context.Context, rep *Report) error {
+// readMetadata reads the whole metadata topic into a new state and checks
+// invariant 4 on the way: within one metadata partition, the entries of
+// one partition and leader epoch are published in offset order, without
+// overlap.
+func (r *run) readMetadata(ctx context.Context) (*metadata.State, []string, error) {
 	st := metadata.NewState()
-	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	err := metadata.ReadTopic(actx, metadata.TopicConfig{Bootstrap: r.lc.MetadataBootstrap()}, r.log, func(tr metadata.TopicRecord) error {
+	type key struct {
+		mp    int32
+		tp    metadata.TopicPartition
+		epoch int32
+	}
+	last := map[key]int64{}
+	var bad []string
+	err := metadata.ReadTopic(ctx, metadata.TopicConfig{Bootstrap: r.lc.MetadataBootstrap()}, r.log, func(tr metadata.TopicRecord) error {
 		if tr.Err != nil {
-			return fmt.Errorf("undecodable metadata record at %d/%d: %w", tr.Partition, tr.Offset, tr.Err)
+			bad = append(bad, fmt.Sprintf("metadata: undecodable record at %d/%d: %v", tr.Partition, tr.Offset, tr.Err))
+			return nil
+		}
+		if om, ok := tr.Event.(*metadata.ObjectMetadata); ok && om.State == metadata.CopySegmentFinished {
+			for _, e := range om.Entries {
+				k := key{tr.Partition, e.TopicPartition, e.LeaderEpoch}
+				if prev, ok := last[k]; ok && e.BaseOffset <= prev {
+					bad = append(bad, fmt.Sprintf("metadata order (invariant 4): %s epoch %d entry [%d,%d] of %s published after one ending at %d",
+						e.TopicPartition, e.LeaderEpoch, e.BaseOffset, e.LastOffset, om.Key, prev))
+				}
+				last[k] = max(last[k], e.LastOffset)
+			}
 		}
 		if err := st.Apply(tr.Event); err != nil {
-			r.log.Warn("chaos: metadata event refused by the state machine", "partition", tr.Partition, "offset", tr.Offset, "err", err)
+			bad = append(bad, fmt.Sprintf("metadata: event at %d/%d refused by the state machine: %v", tr.Partition, tr.Offset, err))
 		}
 		return nil
 	})
+	return st, bad, err
+}
+
+// covered returns the remotewal partitions whose live slices do not reach
+// their high watermark: the write path has not healed and followers read
+// from the leader instead of the store.
+func covered(st *metadata.State, hws map[broker.TopicPartition]int64) []string {
+	var short []string
+	for tp, hw := range hws {
+		if tp.Topic != "remotewal" || hw == 0 {
+			continue
+		}
+		mtp := metadata.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
+		end := int64(-1)
+		for _, sl := range st.Slices(mtp, 0) {
+			if from, dead := st.DeadFrom(mtp, sl.LeaderEpoch); dead && sl.LastOffset >= from {
+				continue
+			}
+			end = max(end, sl.LastOffset)
+		}
+		if end < hw-1 {
+			short = append(short, fmt.Sprintf("%s: objects reach offset %d, high watermark %d", tp, end, hw))
+		}
+	}
+	sort.Strings(short)
+	return short
+}
+
+// healAndAudit waits until the store's objects cover every remotewal
+// partition to its high watermark, checks the metadata's order, and audits
+// the store against it: a missing object, a mismatched or corrupt one
+// fails; orphans are counted.
+func (r *run) healAndAudit(ctx context.Context, hws map[broker.TopicPartition]int64, deadline time.Time, rep *Report) []string {
+	actx, cancel := context.WithDeadline(ctx, deadline.Add(30*time.Second))
+	defer cancel()
+	var (
+		st    *metadata.State
+		bad   []string
+		short []string
+		err   error
+	)
+	poll(actx, deadline, func() bool {
+		st, bad, err = r.readMetadata(actx)
+		if err != nil {
+			return false
+		}
+		short = covered(st, hws)
+		return len(short) == 0
+	})
 	if err != nil {
-		return fmt.Errorf("audit: reading the metadata: %w", err)
+		return []string{fmt.Sprintf("audit: reading the metadata: %v", err)}
+	}
+	if len(short) > 0 {
+		bad = append(bad, fmt.Sprintf("remote WAL did not heal within %v after the faults: %s", r.cfg.Settle, strings.Join(short, "; ")))
 	}
 	ar, err := audit.Run(actx, audit.Config{Store: r.store.inner, Metadata: st, VerifySlices: true, Logger: r.log})
 	if err != nil {
-		return fmt.Errorf("audit: %w", err)
+		return append(bad, fmt.Sprintf("audit: %v", err))
 	}
 	rep.AuditObjects = ar.Objects
-	var bad []string
 	for _, f := range ar.Findings {
 		if f.Kind == audit.Orphan {
 			rep.Orphans++
 			continue
 		}
-		bad = append(bad, fmt.Sprintf("%s %s: %s", f.Kind, f.Key, f.Detail))
+		bad = append(bad, fmt.Sprintf("audit: %s %s: %s", f.Kind, f.Key, f.Detail))
 	}
-	if len(bad) > 0 {
-		return fmt.Errorf("audit: %d findings, first: %s", len(bad), bad[0])
-	}
-	return nil
+	return bad
 }
