@@ -30,13 +30,14 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	seeds := fs.Int("seeds", 10, "how many seeds to run")
 	length := fs.Duration("length", 3*time.Second, "how long each schedule runs the workload with faults")
 	kinds := fs.String("kinds", "", "comma-separated fault kinds (default all): "+kindList())
+	uploadTimeout := fs.Duration("upload-timeout", 0, "the combiner's upload timeout (0: its default, one minute); shorter than the store outages reaches the give-up and resubmit path")
 	printOnly := fs.Bool("print", false, "print the schedules, run nothing")
 	keepGoing := fs.Bool("keep-going", false, "run every seed even after one fails")
 	verbose := fs.Bool("v", false, "log the cluster (INFO) to stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg := chaos.Config{Length: *length}
+	cfg := chaos.Config{Length: *length, UploadTimeout: *uploadTimeout}
 	if *kinds != "" {
 		for _, k := range strings.Split(*kinds, ",") {
 			if !slices.Contains(chaos.AllKinds, chaos.Kind(k)) {

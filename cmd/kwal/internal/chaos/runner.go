@@ -39,9 +39,10 @@ type Config struct {
 	// SessionTimeout is broker.session.timeout.ms; default 800 ms. Pauses
 	// last at least 1.5 times as long.
 	SessionTimeout time.Duration
-	// UploadTimeout bounds the combiner's attempts at one object; default
-	// 400 ms, shorter than the longest store outage, so that schedules
-	// reach the path where the write path gives up and resubmits.
+	// UploadTimeout bounds the combiner's attempts at one object; 0 keeps
+	// the combiner's default (one minute, longer than any fault). Shorter
+	// than the store outages (e.g. 400 ms), schedules reach the path where
+	// the write path gives up and resubmits.
 	UploadTimeout time.Duration
 	// SendInterval is how often each producer sends a record; default 2 ms.
 	SendInterval time.Duration
@@ -60,9 +61,6 @@ func (c *Config) fill() {
 	}
 	if c.SessionTimeout <= 0 {
 		c.SessionTimeout = 800 * time.Millisecond
-	}
-	if c.UploadTimeout <= 0 {
-		c.UploadTimeout = 400 * time.Millisecond
 	}
 	if c.SendInterval <= 0 {
 		c.SendInterval = 2 * time.Millisecond
@@ -101,7 +99,9 @@ type Report struct {
 	// deletes them after its grace: reported, not failed).
 	AuditObjects, Orphans int
 	StoreFaults           int64
-	Wall                  time.Duration
+	// Warnings counts the cluster's WARN-or-worse log lines.
+	Warnings int
+	Wall     time.Duration
 }
 
 // OK says every invariant held.
@@ -112,6 +112,9 @@ func (r *Report) ReplayCommand() string {
 	cmd := fmt.Sprintf("go run ./cmd/kwal chaos --seed %d", r.Schedule.Seed)
 	if r.cfg.Length != defaultLength {
 		cmd += " --length " + r.cfg.Length.String()
+	}
+	if r.cfg.UploadTimeout != 0 {
+		cmd += " --upload-timeout " + r.cfg.UploadTimeout.String()
 	}
 	if len(r.cfg.Kinds) > 0 {
 		var ks []string
@@ -131,8 +134,8 @@ func (r *Report) Summary() string {
 	if !r.OK() {
 		status = "FAILED"
 	}
-	fmt.Fprintf(&b, "seed %d %s in %v: %d faults; %s; %d follower replicas identical; %d WAL objects, %d orphans; %d store faults injected\n",
-		r.Schedule.Seed, status, r.Wall.Round(time.Millisecond), len(r.Schedule.Events), r.Check, r.Replicas, r.AuditObjects, r.Orphans, r.StoreFaults)
+	fmt.Fprintf(&b, "seed %d %s in %v: %d faults; %s; %d follower replicas identical; %d WAL objects, %d orphans; %d store faults injected; %d WARN+ log lines\n",
+		r.Schedule.Seed, status, r.Wall.Round(time.Millisecond), len(r.Schedule.Events), r.Check, r.Replicas, r.AuditObjects, r.Orphans, r.StoreFaults, r.Warnings)
 	if !r.OK() {
 		b.WriteString(r.Schedule.String())
 		fmt.Fprintf(&b, "first broken invariant: %s\n", r.Failures[0])
@@ -167,6 +170,8 @@ type run struct {
 // out (the cluster did not start); broken invariants are in the Report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.fill()
+	counter := newLogCounter(cfg.Logger.Handler())
+	cfg.Logger = slog.New(counter)
 	start := time.Now()
 	rep := &Report{cfg: cfg, Schedule: Generate(cfg.Seed, cfg.ScheduleOptions())}
 	r := &run{cfg: cfg, log: cfg.Logger, ctrls: map[int32]*PausableController{}}
@@ -288,6 +293,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Replicas = n
 	}
 	rep.Failures = append(rep.Failures, r.healAndAudit(ctx, hws, deadline, rep)...)
+	floods, warns := counter.floods()
+	rep.Failures = append(rep.Failures, floods...)
+	rep.Warnings = warns
 	rep.Wall = time.Since(start)
 	return rep, nil
 }
