@@ -98,7 +98,7 @@ func (s *clusterState) apply(rec stateRecord, offset int64) (applied, applyResul
 		if !s.fixed { // a static list decides addresses
 			s.brokers[b.ID] = b
 		}
-		changes := registerBroker(s.topics, s.regs, b.ID, offset, rec.Unclean)
+		changes := registerBroker(s.topics, s.regs, b.ID, offset, rec.Unclean, rec.FencePrevious)
 		return s.appliedOf(changes), applyResult{registration: s.regs[b.ID]}
 	case kindFence:
 		changes, err := fenceBroker(s.topics, s.regs, rec.BrokerID, rec.BrokerEpoch, rec.Unclean)

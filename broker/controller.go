@@ -64,8 +64,9 @@ var (
 // state in the metadata Kafka cluster.
 type Controller interface {
 	// RegisterBroker records a new incarnation of a broker (address, rack)
-	// and returns its registration, whose epoch is new. A live earlier
-	// incarnation is fenced first.
+	// and returns its registration, whose epoch is new. When the
+	// controller watches liveness, a live earlier incarnation is fenced
+	// first.
 	RegisterBroker(b BrokerInfo) (BrokerRegistration, error)
 	// Heartbeat renews the session of registration (id, brokerEpoch).
 	// ErrBrokerFenced: it is fenced or superseded (register again).
@@ -276,7 +277,10 @@ func (c *MemController) unclean() bool {
 }
 
 func (c *MemController) RegisterBroker(b BrokerInfo) (BrokerRegistration, error) {
-	res, err := c.commit(stateRecord{Kind: kindBroker, Broker: brokerToWire(b), Unclean: c.unclean()}, c.logger())
+	c.mu.Lock()
+	live := c.mu.live != nil
+	c.mu.Unlock()
+	res, err := c.commit(stateRecord{Kind: kindBroker, Broker: brokerToWire(b), Unclean: c.unclean(), FencePrevious: live}, c.logger())
 	return res.registration, err
 }
 

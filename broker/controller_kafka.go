@@ -46,7 +46,8 @@ import (
 //     first claim of a block wins, a loser claims the next one.
 //   - broker: a registration; with a static cluster list the list decides
 //     addresses and the set is fixed, as in MemController. Its offset is
-//     the new broker epoch; a live earlier registration is fenced first.
+//     the new broker epoch; with liveness on ("fence_previous"), a live
+//     earlier registration is fenced first.
 //   - fence: fences (broker, broker epoch) if that registration is live,
 //     else is refused (ErrBrokerFenced); elections follow (liveness.go).
 //   - elect-preferred: epoch-checked like elect-leader; refused unless the
@@ -57,7 +58,7 @@ import (
 // # Records
 //
 //	key                                     value (JSON, "v":1)
-//	broker/<id>/<proposal>                  {"v","kind":"broker","proposal","broker":{id,host,port,rack},"unclean"}
+//	broker/<id>/<proposal>                  {"v","kind":"broker","proposal","broker":{id,host,port,rack},"unclean","fence_previous"}
 //	topic/<name>/<proposal>                 {"v","kind":"topic","proposal","topic":{name,configs,partitions}}
 //	partition/<topic>/<p>/<proposal>        {"v","kind":"alter-isr"|"elect-leader"|"elect-preferred","proposal",
 //	                                         "topic","partition","leader_epoch","partition_epoch",
@@ -461,7 +462,7 @@ func (c *KafkaController) RegisterBroker(b BrokerInfo) (BrokerRegistration, erro
 	// Registrations decide broker epochs and leaders, so, like partition
 	// records, they are never compacted away: the key ends in the proposal.
 	res, err := c.propose(func(p string) string { return "broker/" + strconv.Itoa(int(b.ID)) + "/" + p },
-		stateRecord{Kind: kindBroker, Broker: brokerToWire(b), Unclean: c.cfg.UncleanLeaderElection})
+		stateRecord{Kind: kindBroker, Broker: brokerToWire(b), Unclean: c.cfg.UncleanLeaderElection, FencePrevious: c.cfg.SessionTimeout > 0})
 	if err != nil {
 		return BrokerRegistration{}, err
 	}
@@ -742,6 +743,9 @@ type stateRecord struct {
 	// Unclean is the proposer's unclean.leader.election.enable, for
 	// topics that do not set it (broker, fence).
 	Unclean bool `json:"unclean,omitempty"`
+	// FencePrevious (broker): the proposer watches liveness, so a live
+	// earlier registration of the broker is fenced first.
+	FencePrevious bool `json:"fence_previous,omitempty"`
 }
 
 type wireBroker struct {

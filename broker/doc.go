@@ -101,7 +101,9 @@
 //     broker epoch is the record's offset (as Kafka's is), so every life
 //     has a new one and a heartbeat or fence of an earlier life does not
 //     count. A live earlier life is fenced first: a restarted broker may
-//     have lost its unflushed tail and must not go on leading.
+//     have lost its unflushed tail and must not go on leading. (Without
+//     liveness, as MemController runs by default, registrations change no
+//     leadership.)
 //   - Every broker.heartbeat.interval.ms (default 2 s) it writes a
 //     heartbeat record (key heartbeat/<id>, compacted; no state depends on
 //     one). Every controller notes, on its own clock, when it applied the

@@ -202,13 +202,15 @@ func fenceBroker(topics map[string]*TopicState, regs map[int32]BrokerRegistratio
 	return out, nil
 }
 
-// registerBroker installs a new registration of id at epoch. A live
-// earlier registration is fenced first (a restarted broker's log may have
-// lost its unflushed tail, so it must not go on leading as if nothing
-// happened); then leaderless partitions that id can lead get a leader.
-func registerBroker(topics map[string]*TopicState, regs map[int32]BrokerRegistration, id int32, epoch int64, uncleanDefault bool) []partitionChange {
+// registerBroker installs a new registration of id at epoch. With
+// fencePrevious (liveness on), a live earlier registration is fenced
+// first: a restarted broker's log may have lost its unflushed tail, so it
+// must not go on leading as if nothing happened (Kafka makes it wait for
+// the old session to expire, which ends the same way). Then leaderless
+// partitions that id can lead get a leader.
+func registerBroker(topics map[string]*TopicState, regs map[int32]BrokerRegistration, id int32, epoch int64, uncleanDefault, fencePrevious bool) []partitionChange {
 	var out []partitionChange
-	if old, ok := regs[id]; ok && !old.Fenced {
+	if old, ok := regs[id]; ok && !old.Fenced && fencePrevious {
 		out, _ = fenceBroker(topics, regs, id, old.Epoch, uncleanDefault)
 	}
 	regs[id] = BrokerRegistration{ID: id, Epoch: epoch}

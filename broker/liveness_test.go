@@ -384,7 +384,7 @@ func TestClusterStateRandomHistories(t *testing.T) {
 			id := int32(rng.IntN(4) + 1)
 			switch rng.IntN(5) {
 			case 0:
-				apply(stateRecord{Kind: kindBroker, Broker: &wireBroker{ID: id, Host: "h", Port: id}})
+				apply(stateRecord{Kind: kindBroker, Broker: &wireBroker{ID: id, Host: "h", Port: id}, FencePrevious: rng.IntN(2) == 0})
 			case 1, 2:
 				r := s.regs[id]
 				epoch := r.Epoch

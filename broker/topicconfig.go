@@ -84,7 +84,6 @@ func (b *Broker) topicConfigDefaults() map[string]string {
 		seg = 1 << 30
 	}
 	return map[string]string{
-		"unclean.leader.election.enable": strconv.FormatBool(b.cfg.UncleanLeaderElection),
 		TopicConfigRemoteWAL:             "false",
 		"min.insync.replicas":            strconv.Itoa(b.cfg.MinInsyncReplicas),
 		"segment.bytes":                  strconv.FormatInt(seg, 10),
@@ -94,6 +93,7 @@ func (b *Broker) topicConfigDefaults() map[string]string {
 		"min.cleanable.dirty.ratio":      "0.5",
 		"delete.retention.ms":            "86400000",
 		"min.compaction.lag.ms":          "0",
+		"unclean.leader.election.enable": strconv.FormatBool(b.cfg.UncleanLeaderElection),
 	}
 }
 

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -23,22 +21,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// failoverProps are the broker settings of the failover tests: a short
-// session so that elections happen within seconds.
-func failoverProps(emb *metadata.Embedded, storeURL string) map[string]string {
-	return map[string]string{
-		"default.replication.factor":              "3",
-		"min.insync.replicas":                     "2",
-		"replica.lag.time.max.ms":                 "3000",
-		"broker.session.timeout.ms":               "3000",
-		"broker.heartbeat.interval.ms":            "300",
-		"leader.imbalance.check.interval.seconds": "5",
-		"remote.log.wal.storage.system.enable":    "true",
-		"remote.wal.storage.url":                  storeURL,
-		"remote.wal.metadata.bootstrap.servers":   strings.Join(emb.Bootstrap(), ","),
-	}
-}
-
 func startFailoverCluster(t *testing.T) *compatCluster {
 	t.Helper()
 	if testing.Short() {
@@ -51,12 +33,13 @@ func startFailoverCluster(t *testing.T) *compatCluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(emb.Close)
-	store := url.URL{Scheme: "s3", Host: env.Bucket, Path: "/failover-" + objstoretest.RandomPrefix()}
-	store.RawQuery = url.Values{
-		"endpoint": {env.Endpoint}, "region": {"us-east-1"}, "path_style": {"true"},
-		"access_key": {env.AccessKey}, "secret_key": {env.SecretKey}, "create_bucket": {"true"},
-	}.Encode()
-	c := startCompatCluster(t, bin, []string{"az1", "az2", "az3"}, failoverProps(emb, store.String()))
+	// A short session, so that elections happen within seconds.
+	c := startCompatCluster(t, bin, []string{"az1", "az2", "az3"}, clusterProps(s3StoreURL(env, "failover"), emb.Bootstrap(), map[string]string{
+		"replica.lag.time.max.ms":                 "3000",
+		"broker.session.timeout.ms":               "3000",
+		"broker.heartbeat.interval.ms":            "300",
+		"leader.imbalance.check.interval.seconds": "5",
+	}))
 	t.Cleanup(func() { c.stopAll(t) })
 	return c
 }
@@ -76,9 +59,9 @@ type leaderView struct {
 	isr, replicas []int32
 }
 
-// leaderOf asks the brokers not in skip (dead or paused) for the leader
+// partitionView asks the brokers not in skip (dead or paused) for the leader
 // of topic-p, and returns the answer with the highest leader epoch.
-func (c *compatCluster) leaderOf(t *testing.T, topic string, p int32, skip ...int32) leaderView {
+func (c *compatCluster) partitionView(t *testing.T, topic string, p int32, skip ...int32) leaderView {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -209,7 +192,7 @@ func TestFailoverKillLeaders(t *testing.T) {
 			defer cancel()
 			waitUntil(t, ctx, "the first acknowledgements", func() bool { return count.Load() > 500 })
 			for p := int32(0); p < partitions; p++ {
-				before := c.leaderOf(t, topic, p)
+				before := c.partitionView(t, topic, p)
 				victim := c.index(before.leader)
 				if victim < 0 {
 					t.Fatalf("partition %d has no leader: %+v", p, before)
@@ -219,7 +202,7 @@ func TestFailoverKillLeaders(t *testing.T) {
 				c.kill(t, victim)
 				var after leaderView
 				waitUntil(t, ctx, fmt.Sprintf("a new leader of %s-%d", topic, p), func() bool {
-					after = c.leaderOf(t, topic, p, before.leader)
+					after = c.partitionView(t, topic, p, before.leader)
 					return after.leader >= 0 && after.leader != before.leader && after.epoch > before.epoch
 				})
 				elected := time.Since(killed)
@@ -229,7 +212,7 @@ func TestFailoverKillLeaders(t *testing.T) {
 				c.start(t, victim)
 				waitUntil(t, ctx, fmt.Sprintf("broker %d back in every ISR", before.leader), func() bool {
 					for q := int32(0); q < partitions; q++ {
-						if !slices.Contains(c.leaderOf(t, topic, q).isr, before.leader) {
+						if !slices.Contains(c.partitionView(t, topic, q).isr, before.leader) {
 							return false
 						}
 					}
@@ -241,7 +224,7 @@ func TestFailoverKillLeaders(t *testing.T) {
 			rebalanceStart := time.Now()
 			waitUntil(t, ctx, "every preferred replica leading again", func() bool {
 				for q := int32(0); q < partitions; q++ {
-					if v := c.leaderOf(t, topic, q); len(v.replicas) == 0 || v.leader != v.replicas[0] {
+					if v := c.partitionView(t, topic, q); len(v.replicas) == 0 || v.leader != v.replicas[0] {
 						return false
 					}
 				}
@@ -291,7 +274,7 @@ func TestFailoverZombieLeader(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			waitUntil(t, ctx, "the first acknowledgements", func() bool { return count.Load() > 300 })
-			before := c.leaderOf(t, topic, 0)
+			before := c.partitionView(t, topic, 0)
 			zombie := c.brokers[c.index(before.leader)]
 			if err := zombie.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
@@ -304,7 +287,7 @@ func TestFailoverZombieLeader(t *testing.T) {
 			}()
 			var after leaderView
 			waitUntil(t, ctx, "a new leader", func() bool {
-				after = c.leaderOf(t, topic, 0, zombie.id)
+				after = c.partitionView(t, topic, 0, zombie.id)
 				return after.leader >= 0 && after.leader != zombie.id && after.epoch > before.epoch
 			})
 			atElection := count.Load()
@@ -348,7 +331,7 @@ func TestFailoverZombieLeader(t *testing.T) {
 				}
 			}
 			waitUntil(t, ctx, fmt.Sprintf("broker %d back in the ISR", zombie.id), func() bool {
-				return slices.Contains(c.leaderOf(t, topic, 0).isr, zombie.id)
+				return slices.Contains(c.partitionView(t, topic, 0).isr, zombie.id)
 			})
 			close(stop)
 			<-done
