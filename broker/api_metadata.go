@@ -7,7 +7,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Metadata: v1-9.
+// Metadata: v0-9.
+//
+// v0's empty topic list means every topic (v1+: a null list).
+// __consumer_offsets is marked internal and is created only
+// by the group coordinator (FindCoordinator), never by auto-creation.
 //
 // Where it differs from Kafka: no topic ids (v10+), no authorized
 // operations (always -2147483648). Offline replicas are the fenced ones; a
@@ -41,7 +45,7 @@ func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
 		regs[r.ID] = r
 	}
 	var topics []TopicState
-	if req.Topics == nil {
+	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
 		topics = b.ctrl.Topics()
 	} else {
 		allowCreate := (req.Version < 4 || req.AllowAutoTopicCreation) && !b.cfg.DisableAutoCreateTopics
@@ -54,7 +58,7 @@ func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
 			}
 			name := *rt.Topic
 			ts, ok := b.ctrl.Topic(name)
-			if !ok && allowCreate {
+			if !ok && allowCreate && name != OffsetsTopic {
 				var err error
 				ts, err = b.autoCreate(name)
 				ok = err == nil
@@ -83,6 +87,7 @@ func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
 		name := ts.Name
 		mt := kmsg.NewMetadataResponseTopic()
 		mt.Topic = &name
+		mt.IsInternal = name == OffsetsTopic
 		mt.AuthorizedOperations = -2147483648
 		for _, ps := range ts.Partitions {
 			mp := kmsg.NewMetadataResponseTopicPartition()

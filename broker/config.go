@@ -209,6 +209,8 @@ type Config struct {
 	// LeaderImbalanceCheckInterval: leader.imbalance.check.interval.seconds.
 	// Default 300 s.
 	LeaderImbalanceCheckInterval time.Duration
+	// Groups holds the group coordinator's settings (groups.go).
+	Groups GroupConfig
 
 	// Controller assigns leaders and replicas. Required.
 	Controller Controller
@@ -279,6 +281,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RetentionBytes == 0 {
 		c.RetentionBytes = -1
+	}
+	if err := c.Groups.validate(); err != nil {
+		return err
 	}
 	if c.MaxTopicPartitions == 0 {
 		c.MaxTopicPartitions = 4096

@@ -294,10 +294,6 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 		sc.Broker.LogCleanerDisable = !on
 		return err
 	},
-	"replica.fetch.wait.max.ms":    func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaFetchWaitMax) },
-	"replica.fetch.backoff.ms":     func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaFetchBackoff) },
-	"replica.fetch.max.bytes":      func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.ReplicaFetchMaxBytes) },
-	"socket.request.max.bytes":     func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.SocketRequestMaxBytes) },
 	"broker.heartbeat.interval.ms": func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.BrokerHeartbeatInterval) },
 	"broker.session.timeout.ms":    func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.BrokerSessionTimeout) },
 	"unclean.leader.election.enable": func(sc *ServerConfig, v string) error {
@@ -316,6 +312,56 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 			err = fmt.Errorf("must be positive")
 		}
 		sc.Broker.LeaderImbalanceCheckInterval = time.Duration(n) * time.Second
+		return err
+	},
+	"replica.fetch.wait.max.ms": func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaFetchWaitMax) },
+	"replica.fetch.backoff.ms":  func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaFetchBackoff) },
+	"replica.fetch.max.bytes":   func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.ReplicaFetchMaxBytes) },
+	"socket.request.max.bytes":  func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.SocketRequestMaxBytes) },
+	"offsets.topic.num.partitions": func(sc *ServerConfig, v string) error {
+		return parseInt32(v, &sc.Broker.Groups.OffsetsTopicPartitions)
+	},
+	"offsets.topic.replication.factor": func(sc *ServerConfig, v string) error {
+		var n int32
+		if err := parseInt32(v, &n); err != nil {
+			return err
+		}
+		if n < 1 || n > 32767 {
+			return fmt.Errorf("out of range")
+		}
+		sc.Broker.Groups.OffsetsTopicReplicationFactor = int16(n)
+		return nil
+	},
+	"offsets.commit.timeout.ms":    func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.Groups.OffsetCommitTimeout) },
+	"group.min.session.timeout.ms": func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.Groups.MinSessionTimeout) },
+	"group.max.session.timeout.ms": func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.Groups.MaxSessionTimeout) },
+	"group.initial.rebalance.delay.ms": func(sc *ServerConfig, v string) error {
+		if err := parseMs(v, &sc.Broker.Groups.InitialRebalanceDelay); err != nil {
+			return err
+		}
+		if sc.Broker.Groups.InitialRebalanceDelay == 0 {
+			sc.Broker.Groups.InitialRebalanceDelay = -1 // none
+		}
+		return nil
+	},
+	"offsets.retention.minutes": func(sc *ServerConfig, v string) error {
+		var n int64
+		if err := parseInt64(v, &n); err != nil {
+			return err
+		}
+		sc.Broker.Groups.OffsetsRetention = time.Duration(n) * time.Minute
+		if n < 0 {
+			sc.Broker.Groups.OffsetsRetention = -1 // never
+		}
+		return nil
+	},
+	"offsets.retention.check.interval.ms": func(sc *ServerConfig, v string) error {
+		return parseMs(v, &sc.Broker.Groups.OffsetsRetentionCheckInterval)
+	},
+	"group.max.size": func(sc *ServerConfig, v string) error {
+		var n int32
+		err := parseInt32(v, &n)
+		sc.Broker.Groups.MaxSize = int(n)
 		return err
 	},
 	"auto.create.topics.enable": func(sc *ServerConfig, v string) error {
