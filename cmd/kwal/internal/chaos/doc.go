@@ -14,6 +14,11 @@
 //     and after the schedule the replica-log and `kwal audit` checks
 //     (runner.go, faults.go).
 //
+// A seed replays its schedule exactly, but not the cluster's interleaving:
+// brokers, clients and faults run on the real clock over loopback sockets
+// (franz-go clients cannot run on a manual clock), so a failure found once
+// may take several replays to recur.
+//
 // It is under cmd/kwal/internal because it runs cmd/kwal/internal/audit.
 // It changes no behaviour of the code under test: faults enter only
 // through the broker's injectable Dial and Controller and a store

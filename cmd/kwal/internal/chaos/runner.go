@@ -145,7 +145,7 @@ func (r *Report) Summary() string {
 		if len(r.Failures) > 6 {
 			fmt.Fprintf(&b, "  (%d more)\n", len(r.Failures)-6)
 		}
-		fmt.Fprintf(&b, "replay: %s\n", r.ReplayCommand())
+		fmt.Fprintf(&b, "replay: %s (the schedule replays exactly, the timing does not: rerun a few times)\n", r.ReplayCommand())
 	}
 	return b.String()
 }
