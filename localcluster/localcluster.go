@@ -69,7 +69,7 @@ type Cluster struct {
 	// Model is the latency model in force.
 	Model   latency.Model
 	parts   *rwnode.RemoteWALParts
-	shared  *rwnode.RemoteWALParts // what every broker's replicator is given
+	shared  *rwnode.RemoteWALParts // what every broker's replicator gets
 	configs []broker.Config        // as each broker was started, for RestartBroker
 	stop    chan struct{}
 	live    sync.WaitGroup
@@ -168,6 +168,36 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	return c, nil
 }
 
+// openRackStores opens one store per rack from the StorageURL template.
+func openRackStores(ctx context.Context, cfg Config, slow func(objstore.Store) (objstore.Store, error)) (map[string]objstore.Store, error) {
+	tmpl := cfg.StorageURL
+	if tmpl == "" {
+		abs, err := filepath.Abs(filepath.Join(cfg.Dir, "remote-wal-"+rwnode.RackTemplate))
+		if err != nil {
+			return nil, err
+		}
+		tmpl = "file://" + abs
+	}
+	if !strings.Contains(tmpl, rwnode.RackTemplate) {
+		return nil, fmt.Errorf("localcluster: a store per rack needs %s in the storage URL %q", rwnode.RackTemplate, tmpl)
+	}
+	stores := map[string]objstore.Store{}
+	for _, rack := range cfg.Racks {
+		if stores[rack] != nil {
+			continue
+		}
+		u := strings.ReplaceAll(tmpl, rwnode.RackTemplate, rack)
+		st, err := storeurl.Open(ctx, u)
+		if err != nil {
+			return nil, fmt.Errorf("localcluster: the store of rack %s (%s): %w", rack, u, err)
+		}
+		if stores[rack], err = slow(st); err != nil {
+			return nil, err
+		}
+	}
+	return stores, nil
+}
+
 // startBroker starts broker i (index into Brokers) from its config, with
 // a new replicator.
 func (c *Cluster) startBroker(i int) error {
@@ -221,36 +251,6 @@ func (c *Cluster) RestartBroker(id int32) error {
 		}
 	}
 	return fmt.Errorf("localcluster: broker %d is not stopped", id)
-}
-
-// openRackStores opens one store per rack from the StorageURL template.
-func openRackStores(ctx context.Context, cfg Config, slow func(objstore.Store) (objstore.Store, error)) (map[string]objstore.Store, error) {
-	tmpl := cfg.StorageURL
-	if tmpl == "" {
-		abs, err := filepath.Abs(filepath.Join(cfg.Dir, "remote-wal-"+rwnode.RackTemplate))
-		if err != nil {
-			return nil, err
-		}
-		tmpl = "file://" + abs
-	}
-	if !strings.Contains(tmpl, rwnode.RackTemplate) {
-		return nil, fmt.Errorf("localcluster: a store per rack needs %s in the storage URL %q", rwnode.RackTemplate, tmpl)
-	}
-	stores := map[string]objstore.Store{}
-	for _, rack := range cfg.Racks {
-		if stores[rack] != nil {
-			continue
-		}
-		u := strings.ReplaceAll(tmpl, rwnode.RackTemplate, rack)
-		st, err := storeurl.Open(ctx, u)
-		if err != nil {
-			return nil, fmt.Errorf("localcluster: the store of rack %s (%s): %w", rack, u, err)
-		}
-		if stores[rack], err = slow(st); err != nil {
-			return nil, err
-		}
-	}
-	return stores, nil
 }
 
 // Bootstrap returns the running brokers' addresses.
