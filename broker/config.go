@@ -94,6 +94,10 @@ type RemoteWALConfig struct {
 	CombinerTaskInterval time.Duration
 	// CombinerTaskUploadBytes: remote.wal.log.manager.combiner.task.upload.bytes.
 	CombinerTaskUploadBytes int64
+	// UploadTimeout bounds all attempts to upload one combined object
+	// (kwal's own; default combiner.DefaultUploadTimeout, one minute).
+	// Fault harnesses shorten it to reach the give-up path.
+	UploadTimeout time.Duration
 	// Retention: remote.wal.retention.ms, how long an object is kept after
 	// its upload once every in-sync replica holds it. Default 10 minutes.
 	Retention time.Duration

@@ -20,6 +20,11 @@ import (
 var (
 	// ErrClosed: Submit after Close, or a slice still held when Close gave up.
 	ErrClosed = errors.New("combiner: closed")
+	// ErrEarlierSliceFailed: a slice given up because an earlier slice of
+	// its partition and leader epoch was given up and not yet re-submitted:
+	// publishing it would put the partition's entries out of offset order
+	// (DESIGN.md invariant 4). The caller re-submits from the earlier one.
+	ErrEarlierSliceFailed = errors.New("combiner: an earlier slice of the partition was given up")
 	// ErrInvalidSlice: Submit was given a slice that cannot be encoded.
 	ErrInvalidSlice = errors.New("combiner: invalid slice")
 	// ErrKeyTaken: a create-only PUT found an object under the key that is
@@ -46,7 +51,10 @@ type Slice struct {
 	// Done, if set, is called once: with the object after its metadata was
 	// published, or with the error that made the combiner give the slice up
 	// (then nothing about it was published, and the caller re-submits from
-	// its base offset). Called from the combiner's publisher goroutine; it
+	// its base offset). Once a slice is given up, every later slice of its
+	// partition and leader epoch is given up too (ErrEarlierSliceFailed)
+	// until one arrives again that starts at or below the given-up base
+	// offset: the caller re-cuts its log from there, in order. Called from the combiner's publisher goroutine; it
 	// must not block or call Submit.
 	Done func(UploadedObject, error)
 }
@@ -650,6 +658,9 @@ func (c *Combiner) setInFlight(key string, on bool) {
 // partition's entries are published in offset order however uploads race.
 func (c *Combiner) publisher() {
 	defer close(c.done)
+	// failedFrom is, per partition and leader epoch, the lowest base
+	// offset given up since a slice starting at or below it came again.
+	failedFrom := map[epochPartition]int64{}
 	pending := make(map[uint64]result)
 	var next uint64
 	for r := range c.results {
@@ -661,7 +672,7 @@ func (c *Combiner) publisher() {
 			}
 			delete(pending, next)
 			next++
-			c.finish(r)
+			c.finish(r, failedFrom)
 		}
 	}
 	if len(pending) != 0 {
@@ -670,18 +681,41 @@ func (c *Combiner) publisher() {
 	}
 }
 
-func (c *Combiner) finish(r result) {
+// epochPartition keys the publisher's given-up state.
+type epochPartition struct {
+	tp    metadata.TopicPartition
+	epoch int32
+}
+
+func (c *Combiner) finish(r result, failedFrom map[epochPartition]int64) {
+	if r.err == nil {
+		for _, in := range r.b.in {
+			k := epochPartition{in.TopicPartition, in.LeaderEpoch}
+			if from, ok := failedFrom[k]; ok && in.BaseOffset > from {
+				r.err = fmt.Errorf("%w: %v epoch %d slice at %d after the one at %d", ErrEarlierSliceFailed, in.TopicPartition, in.LeaderEpoch, in.BaseOffset, from)
+				// Uploaded but never published: the orphan collector's.
+				c.setInFlight(r.obj.Key, false)
+				break
+			}
+		}
+	}
+	if r.err == nil {
+		r.err = c.publish(r.obj)
+		c.setInFlight(r.obj.Key, false)
+	}
 	if r.err != nil {
+		for _, in := range r.b.in {
+			k := epochPartition{in.TopicPartition, in.LeaderEpoch}
+			if from, ok := failedFrom[k]; !ok || in.BaseOffset < from {
+				failedFrom[k] = in.BaseOffset
+			}
+		}
 		c.m.failed.Add(1)
 		c.release(r.b, UploadedObject{}, r.err)
 		return
 	}
-	err := c.publish(r.obj)
-	c.setInFlight(r.obj.Key, false)
-	if err != nil {
-		c.m.failed.Add(1)
-		c.release(r.b, UploadedObject{}, err)
-		return
+	for _, in := range r.b.in {
+		delete(failedFrom, epochPartition{in.TopicPartition, in.LeaderEpoch})
 	}
 	c.m.pub.Add(1)
 	c.release(r.b, r.obj, nil)

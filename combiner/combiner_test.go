@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -586,5 +587,57 @@ func TestZstdObjects(t *testing.T) {
 				t.Fatalf("slice %+v: %v", e, err)
 			}
 		}
+	}
+}
+
+// TestGivenUpSliceFailsLaterOnesOfItsPartition: once a slice is given up,
+// later slices of its partition and epoch are given up too (their
+// publication would put the partition's entries out of offset order),
+// other partitions and later epochs publish, and the partition publishes
+// again from the re-submitted slice on, in order.
+func TestGivenUpSliceFailsLaterOnesOfItsPartition(t *testing.T) {
+	faults := func(n int) fault {
+		if n == 0 {
+			return fault{before: httpErr{403}} // not retriable: given up at once
+		}
+		return fault{}
+	}
+	r := newRig(t, Config{UploadBytes: 1}, faults, nil)
+	p0, p1 := metadata.TopicPartition{Topic: "t"}, metadata.TopicPartition{Topic: "t", Partition: 1}
+	submit := func(tp metadata.TopicPartition, epoch int32, base int64) error {
+		errc := make(chan error, 1)
+		if err := r.c.Submit(context.Background(), Slice{TopicPartition: tp, LeaderEpoch: epoch, BaseOffset: base, LastOffset: base,
+			Data: []byte("x"), Done: func(_ UploadedObject, err error) { errc <- err }}); err != nil {
+			t.Fatal(err)
+		}
+		return <-errc
+	}
+	if err := submit(p0, 1, 0); !errors.As(err, new(httpErr)) {
+		t.Fatalf("first slice: %v, want the 403", err)
+	}
+	if err := submit(p0, 1, 1); !errors.Is(err, ErrEarlierSliceFailed) {
+		t.Fatalf("slice after the given-up one: %v, want ErrEarlierSliceFailed", err)
+	}
+	if err := submit(p1, 1, 0); err != nil {
+		t.Fatalf("another partition: %v", err)
+	}
+	if err := submit(p0, 2, 5); err != nil {
+		t.Fatalf("a later leader epoch: %v", err)
+	}
+	for base := int64(0); base < 3; base++ {
+		if err := submit(p0, 1, base); err != nil {
+			t.Fatalf("re-submitted slice at %d: %v", base, err)
+		}
+	}
+	var got []int64
+	for _, o := range r.pub.published() {
+		for _, e := range o.Entries {
+			if e.TopicPartition == p0 && e.LeaderEpoch == 1 {
+				got = append(got, e.BaseOffset)
+			}
+		}
+	}
+	if !slices.Equal(got, []int64{0, 1, 2}) {
+		t.Fatalf("published %v of %v epoch 1, want [0 1 2]", got, p0)
 	}
 }

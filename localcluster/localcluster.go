@@ -44,6 +44,10 @@ type Config struct {
 	RemoteWAL broker.RemoteWALConfig
 	// Tweak, if set, adjusts each broker's config before it starts.
 	Tweak func(*broker.Config)
+	// WrapStore, if set, wraps the shared store (after the latency model;
+	// not the rack stores of StorePerRack) before any broker uses it:
+	// fault harnesses put their decorator here.
+	WrapStore func(objstore.Store) objstore.Store
 	// Liveness, if set, turns on session tracking in the controller
 	// (heartbeats, fencing, elections; see broker/doc.go), checked every
 	// quarter session timeout until Close.
@@ -126,6 +130,9 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		shared.Stores = rwnode.NewStoreSet(c.RackStores, "", nil)
 	} else if c.Store, err = slow(c.parts.Store); err != nil {
 		return c, err
+	}
+	if cfg.WrapStore != nil {
+		c.Store = cfg.WrapStore(c.Store)
 	}
 	shared.Store = c.Store
 	c.shared = shared

@@ -148,7 +148,7 @@ func (m *Manager) StartPartition(tp metadata.TopicPartition, log Log, leaderEpoc
 		return fmt.Errorf("remotewal: start %s: task already running", tp)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &task{m: m, tp: tp, log: log, epoch: leaderEpoch, cancel: cancel, done: make(chan struct{}), failed: make(chan failedSlice, 1024)}
+	t := &task{m: m, tp: tp, log: log, epoch: leaderEpoch, cancel: cancel, done: make(chan struct{}), failed: make(chan failedSlice, 1024), idle: make(chan struct{}, 1), rewind: -1}
 	t.next.Store(fromOffset)
 	t.published.Store(fromOffset)
 	m.mu.tasks[tp] = t
@@ -238,10 +238,23 @@ type task struct {
 	// published is one past the last offset whose metadata the combiner
 	// published.
 	published atomic.Int64
-	// failed receives slices the combiner gave up on; the task re-cuts and
-	// re-submits exactly their range, so followers never wait on a gap
-	// that only the leader could fill.
+	// failed receives slices the combiner gave up on. The task then stops
+	// cutting, waits until none of its slices is held by the combiner
+	// (inflight, idle), and re-cuts its log from the lowest given-up base
+	// offset, in order: the combiner gives up every later slice of the
+	// partition until then (combiner.ErrEarlierSliceFailed), so entries are
+	// published in offset order (invariant 4) and followers never wait on
+	// a gap that only the leader could fill.
 	failed chan failedSlice
+	// inflight counts slices submitted and not yet done; idle gets a
+	// token when it drops to zero.
+	inflight atomic.Int64
+	idle     chan struct{}
+	// rewind is the offset to re-cut from once idle; -1: none. Owned by
+	// the task goroutine.
+	rewind int64
+	// rewindCause is the first error of the current rewind.
+	rewindCause error
 	// pendingSince is when the task first saw bytes past next; zero when
 	// nothing is pending.
 	pendingSince time.Time
@@ -257,7 +270,14 @@ func (t *task) run(ctx context.Context) {
 		// Take the notification channel before reading the log end, so an
 		// append between the two cannot be missed.
 		notify := t.log.AppendNotify()
-		wait, err := t.step(ctx)
+		if t.rewind >= 0 && t.inflight.Load() == 0 {
+			t.rewindNow()
+		}
+		var wait time.Duration
+		var err error
+		if t.rewind < 0 {
+			wait, err = t.step(ctx)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -280,7 +300,8 @@ func (t *task) run(ctx context.Context) {
 		case <-notify:
 		case <-timerC:
 		case f := <-t.failed:
-			t.resubmit(ctx, f)
+			t.noteFailed(ctx, f)
+		case <-t.idle:
 		}
 		timer.Stop()
 	}
@@ -393,6 +414,7 @@ func (t *task) cut(ctx context.Context, next int64, reason CutReason) error {
 }
 
 func (t *task) submit(ctx context.Context, s kafkalog.SegmentSlice) error {
+	t.inflight.Add(1)
 	err := t.m.sink.Submit(ctx, combiner.Slice{
 		TopicPartition:    t.tp,
 		LeaderEpoch:       s.LeaderEpoch,
@@ -404,6 +426,14 @@ func (t *task) submit(ctx context.Context, s kafkalog.SegmentSlice) error {
 		Data:              s.Data,
 		AppendedAt:        t.pendingSince,
 		Done: func(_ combiner.UploadedObject, err error) {
+			defer func() {
+				if t.inflight.Add(-1) == 0 {
+					select {
+					case t.idle <- struct{}{}:
+					default:
+					}
+				}
+			}()
 			if err == nil {
 				for {
 					p := t.published.Load()
@@ -422,31 +452,43 @@ func (t *task) submit(ctx context.Context, s kafkalog.SegmentSlice) error {
 		},
 	})
 	if err != nil {
+		t.inflight.Add(-1)
 		return fmt.Errorf("submit slice [%d,%d]: %w", s.FirstOffset, s.LastOffset, err)
 	}
 	return nil
 }
 
-// resubmit re-cuts the exact range of a slice the combiner gave up on.
-func (t *task) resubmit(ctx context.Context, f failedSlice) {
-	log := t.m.cfg.Logger
+// noteFailed records a slice the combiner gave up on: the task re-cuts
+// from the lowest such base offset once the combiner holds none of its
+// slices.
+func (t *task) noteFailed(ctx context.Context, f failedSlice) {
 	if errors.Is(f.err, combiner.ErrClosed) || ctx.Err() != nil {
 		return
 	}
-	s, err := t.log.Slice(f.base, f.bytes)
-	if err != nil {
-		// Truncated or deleted by retention meanwhile: nothing left to upload.
-		log.Warn("remotewal: cannot re-cut failed slice", "partition", t.tp.String(), "base_offset", f.base, "err", err)
-		return
+	if t.rewind < 0 || f.base < t.rewind {
+		if t.rewind < 0 {
+			t.rewindCause = f.err
+		}
+		t.rewind = f.base
 	}
-	if s.LeaderEpoch > t.epoch {
-		return
+}
+
+// rewindNow moves next back to the rewind offset and logs it once.
+func (t *task) rewindNow() {
+	for {
+		select {
+		case f := <-t.failed:
+			t.noteFailed(context.Background(), f)
+			continue
+		default:
+		}
+		break
 	}
+	from := t.rewind
 	t.m.resubmits.Add(1)
-	log.Warn("remotewal: re-submitting slice the combiner gave up on", "partition", t.tp.String(),
-		"base_offset", s.FirstOffset, "last_offset", s.LastOffset, "cause", f.err)
-	if err := t.submit(ctx, s); err != nil && ctx.Err() == nil {
-		t.m.errs.Add(1)
-		log.Error("remotewal: re-submit failed", "partition", t.tp.String(), "base_offset", f.base, "err", err)
-	}
+	t.m.cfg.Logger.Warn("remotewal: re-cutting from the first slice the combiner gave up on", "partition", t.tp.String(),
+		"from_offset", from, "submitted_offset", t.next.Load(), "cause", t.rewindCause)
+	t.next.Store(from)
+	t.rewind, t.rewindCause = -1, nil
+	t.pendingSince = time.Time{}
 }

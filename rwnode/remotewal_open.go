@@ -92,6 +92,7 @@ func NewRemoteWALReplicatorFor(cfg *broker.Config, parts *RemoteWALParts, logger
 			QueueSlices:    rw.CombinerQueueSize,
 			Interval:       rw.CombinerTaskInterval,
 			UploadBytes:    rw.CombinerTaskUploadBytes,
+			UploadTimeout:  rw.UploadTimeout,
 		},
 		Ledger:       l,
 		Retention:    metadata.RetentionPolicy{Retention: rw.Retention},

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kwal/kwal/cmd/kwal/internal/chaos"
+)
+
+func init() {
+	register(command{
+		words: []string{"chaos"},
+		short: "run seeded fault schedules against an in-process cluster and check the history (--seed N replays one)",
+		run:   runChaos,
+	})
+}
+
+func runChaos(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("kwal chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	seed := fs.Int64("seed", -1, "run (replay) this one seed; default: --seeds seeds from --first")
+	first := fs.Uint64("first", 1, "first seed of a run of many")
+	seeds := fs.Int("seeds", 10, "how many seeds to run")
+	length := fs.Duration("length", 3*time.Second, "how long each schedule runs the workload with faults")
+	kinds := fs.String("kinds", "", "comma-separated fault kinds (default all): "+kindList())
+	uploadTimeout := fs.Duration("upload-timeout", 0, "the combiner's upload timeout (0: its default, one minute); shorter than the store outages reaches the give-up and resubmit path")
+	printOnly := fs.Bool("print", false, "print the schedules, run nothing")
+	keepGoing := fs.Bool("keep-going", false, "run every seed even after one fails")
+	verbose := fs.Bool("v", false, "log the cluster (INFO) to stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg := chaos.Config{Length: *length, UploadTimeout: *uploadTimeout}
+	if *kinds != "" {
+		for _, k := range strings.Split(*kinds, ",") {
+			if !slices.Contains(chaos.AllKinds, chaos.Kind(k)) {
+				return fmt.Errorf("unknown fault kind %q (known: %s)", k, kindList())
+			}
+			cfg.Kinds = append(cfg.Kinds, chaos.Kind(k))
+		}
+	}
+	if *verbose {
+		cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	list := []uint64{}
+	if *seed >= 0 {
+		list = append(list, uint64(*seed))
+	} else {
+		for i := range *seeds {
+			list = append(list, *first+uint64(i))
+		}
+	}
+	if *printOnly {
+		for _, s := range list {
+			cfg.Seed = s
+			fmt.Fprint(stdout, chaos.Generate(s, cfg.ScheduleOptions()))
+		}
+		return nil
+	}
+	var tot totals
+	tot.faults = map[chaos.Kind]int{}
+	start := time.Now()
+	var failed []uint64
+	for _, s := range list {
+		dir, err := os.MkdirTemp("", "kwal-chaos-")
+		if err != nil {
+			return err
+		}
+		cfg.Seed, cfg.Dir = s, dir
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		rep, err := chaos.Run(ctx, cfg)
+		cancel()
+		os.RemoveAll(dir)
+		if err != nil {
+			return fmt.Errorf("seed %d: %w (replay: go run ./cmd/kwal chaos --seed %d)", s, err, s)
+		}
+		if len(list) == 1 {
+			fmt.Fprint(stdout, rep.Schedule)
+		}
+		fmt.Fprint(stdout, rep.Summary())
+		tot.add(rep)
+		if !rep.OK() {
+			failed = append(failed, s)
+			if !*keepGoing {
+				break
+			}
+		}
+	}
+	tot.print(stdout, time.Since(start))
+	if len(failed) > 0 {
+		return fmt.Errorf("%d schedules broke an invariant: seeds %v", len(failed), failed)
+	}
+	return nil
+}
+
+func kindList() string {
+	var s []string
+	for _, k := range chaos.AllKinds {
+		s = append(s, string(k))
+	}
+	return strings.Join(s, ",")
+}
+
+type totals struct {
+	schedules, ok                               int
+	faults                                      map[chaos.Kind]int
+	sent, ackedAll, ackedOne, unknown           int
+	lostOne, dupOne, lost, dup, reordered, phan int
+}
+
+func (t *totals) add(r *chaos.Report) {
+	t.schedules++
+	if r.OK() {
+		t.ok++
+	}
+	for k, n := range r.Schedule.Counts() {
+		t.faults[k] += n
+	}
+	c := r.Check
+	t.sent += c.Sent
+	t.ackedAll += c.AckedAll
+	t.ackedOne += c.AckedOne
+	t.unknown += c.Unknown
+	t.lostOne += c.LostOne
+	t.dupOne += c.DuplicatedOne
+	t.lost += c.Count(chaos.Lost)
+	t.dup += c.Count(chaos.Duplicated)
+	t.reordered += c.Count(chaos.Reordered)
+	t.phan += c.Count(chaos.Phantom)
+}
+
+func (t *totals) print(w io.Writer, wall time.Duration) {
+	fmt.Fprintf(w, "\n%d schedules, %d passed, wall %v\n", t.schedules, t.ok, wall.Round(time.Second))
+	fmt.Fprint(w, "faults:")
+	for _, k := range chaos.AllKinds {
+		fmt.Fprintf(w, " %s %d", k, t.faults[k])
+	}
+	fmt.Fprintf(w, "\nrecords: sent %d, acks=all acknowledged %d (lost %d, duplicated %d, reordered %d, phantom %d), acks=1 acknowledged %d (lost %d, duplicated %d), unknown outcome %d\n",
+		t.sent, t.ackedAll, t.lost, t.dup, t.reordered, t.phan, t.ackedOne, t.lostOne, t.dupOne, t.unknown)
+}
