@@ -85,7 +85,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	pn, _ := strconv.Atoi(port)
 	b.info = BrokerInfo{ID: cfg.BrokerID, Host: host, Port: int32(pn), Rack: cfg.Rack}
-	if err := b.register(); err != nil {
+	if err := b.register(false); err != nil {
 		ln.Close()
 		return nil, err
 	}

@@ -25,12 +25,23 @@ type leaseState struct {
 	leaving  bool      // Shutdown: fenced on purpose, do not register again
 }
 
-// register records a new incarnation with the controller.
-func (b *Broker) register() error {
+// register records a new incarnation with the controller. With catchUp
+// (a broker that was fenced), the broker first applies every topic state
+// the controller holds, which includes whatever was decided while it was
+// fenced (new leaders of its partitions): the registration returns once
+// the controller applied it, but the subscription may deliver those
+// changes later, and a fresh lease must not let this broker act on a
+// leadership it lost in the meantime.
+func (b *Broker) register(catchUp bool) error {
 	sent := b.clock.Now()
 	reg, err := b.ctrl.RegisterBroker(b.info)
 	if err != nil {
 		return err
+	}
+	if catchUp {
+		for _, ts := range b.ctrl.Topics() {
+			b.applyTopic(ts)
+		}
 	}
 	b.lease.Lock()
 	b.lease.st.epoch = reg.Epoch
@@ -77,7 +88,7 @@ func (b *Broker) heartbeat() {
 	case leaving:
 	case errors.Is(err, ErrBrokerFenced):
 		b.logger.Warn("fenced by the controller; registering again with a new broker epoch", "broker_epoch", epoch)
-		if err := b.register(); err != nil {
+		if err := b.register(true); err != nil {
 			b.logger.Warn("registering again", "err", err)
 		}
 	case err != nil:
