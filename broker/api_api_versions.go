@@ -19,6 +19,12 @@ const (
 	apiKeyInitProducerID       = 22
 	apiKeyOffsetForLeaderEpoch = 23
 	apiKeyDescribeConfigs      = 32
+	// Topic administration.
+	apiKeyDeleteTopics            = 20
+	apiKeyAlterConfigs            = 33
+	apiKeyCreatePartitions        = 37
+	apiKeyIncrementalAlterConfigs = 44
+	apiKeyDescribeCluster         = 60
 )
 
 // apiRanges is every key served, with its version range, by key.
@@ -32,6 +38,11 @@ var apiRanges = []struct{ key, min, max int16 }{
 	{apiKeyInitProducerID, 0, 4},
 	{apiKeyOffsetForLeaderEpoch, 2, 4},
 	{apiKeyDescribeConfigs, 0, 4},
+	{apiKeyDeleteTopics, 0, 6},
+	{apiKeyAlterConfigs, 0, 2},
+	{apiKeyCreatePartitions, 0, 3},
+	{apiKeyIncrementalAlterConfigs, 0, 1},
+	{apiKeyDescribeCluster, 0, 1},
 }
 
 func supported(key, version int16) bool {

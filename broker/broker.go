@@ -87,6 +87,7 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.fetchers = newFetcherManager(b)
+	b.removeDeletedDirs()
 	b.unsubscribe = b.ctrl.Subscribe(b.applyTopic)
 	for _, ts := range b.ctrl.Topics() {
 		b.applyTopic(ts)
@@ -212,6 +213,10 @@ func (b *Broker) applyTopic(ts TopicState) {
 	if closed {
 		return
 	}
+	if ts.Deleted {
+		b.deleteReplicas(ts)
+		return
+	}
 	mode, err := replicationModeOf(ts.Configs)
 	if err != nil {
 		b.logger.Error("topic config", "topic", ts.Name, "err", err)
@@ -223,11 +228,12 @@ func (b *Broker) applyTopic(ts TopicState) {
 			b.dropPartition(tp)
 			continue
 		}
-		p, err := b.openPartition(tp, mode, ts.Configs)
+		p, err := b.openPartition(tp, mode, ts)
 		if err != nil {
 			b.logger.Error("open partition", "partition", tp, "err", err)
 			continue
 		}
+		b.retunePartition(p, ts)
 		switch p.applyState(ps) {
 		case roleLeader:
 			b.fetchers.remove(tp)
@@ -255,7 +261,7 @@ func (b *Broker) applyTopic(ts TopicState) {
 	}
 }
 
-func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, configs map[string]string) (*partition, error) {
+func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, ts TopicState) (*partition, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if p := b.mu.partitions[tp]; p != nil {
@@ -264,26 +270,24 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, configs 
 	if err := checkTopicName(tp.Topic); err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(b.cfg.LogDir, tp.Topic+"-"+strconv.Itoa(int(tp.Partition)))
+	dir := b.partitionDir(tp)
+	if err := b.claimPartitionDir(dir, ts.ID); err != nil {
+		return nil, err
+	}
 	lc := kafkalog.Config{SegmentBytes: b.cfg.SegmentBytes, FlushMessages: b.cfg.FlushMessages, Clock: b.clock, Logger: b.logger}
-	minISR := b.cfg.MinInsyncReplicas
-	// Values were checked at creation (checkTopicConfigs).
-	if v, ok := configs["segment.bytes"]; ok {
-		lc.SegmentBytes, _ = strconv.ParseInt(v, 10, 64)
-	}
-	if v, ok := configs["retention.ms"]; ok {
-		lc.RetentionMs, _ = strconv.ParseInt(v, 10, 64)
-	}
-	if v, ok := configs["min.insync.replicas"]; ok {
-		minISR, _ = strconv.Atoi(v)
-	}
+	tun, minISR := b.partitionSettings(ts.Configs)
+	applyTunables(&lc, tun)
 	l, err := kafkalog.Open(dir, lc)
 	if err != nil {
 		return nil, err
 	}
-	p := &partition{tp: tp, self: b.cfg.BrokerID, log: l, mode: mode, minISR: minISR, clock: b.clock, logger: b.logger}
+	p := &partition{tp: tp, topicID: ts.ID, configEpoch: ts.Epoch, self: b.cfg.BrokerID, log: l, mode: mode, minISR: minISR, clock: b.clock, logger: b.logger}
 	b.mu.partitions[tp] = p
 	return p, nil
+}
+
+func (b *Broker) partitionDir(tp TopicPartition) string {
+	return filepath.Join(b.cfg.LogDir, tp.Topic+"-"+strconv.Itoa(int(tp.Partition)))
 }
 
 // dropPartition forgets a replica moved away; its directory stays.

@@ -329,6 +329,17 @@ func (b *Broker) dispatch(cs *connState, req kmsg.Request) (kmsg.Response, bool)
 		return b.handleDescribeConfigs(r), true
 	case *kmsg.OffsetForLeaderEpochRequest:
 		return b.handleOffsetForLeaderEpoch(r), true
+	// Topic administration.
+	case *kmsg.DeleteTopicsRequest:
+		return b.handleDeleteTopics(r), true
+	case *kmsg.CreatePartitionsRequest:
+		return b.handleCreatePartitions(r), true
+	case *kmsg.AlterConfigsRequest:
+		return b.handleAlterConfigs(r), true
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return b.handleIncrementalAlterConfigs(r), true
+	case *kmsg.DescribeClusterRequest:
+		return b.handleDescribeCluster(r), true
 	}
 	// supported() and this switch list the same keys.
 	panic(fmt.Sprintf("broker: no handler for supported key %d", req.Key()))

@@ -427,7 +427,7 @@ func (c *KafkaController) CreateTopic(spec TopicSpec) (TopicState, error) {
 	if err != nil {
 		return TopicState{}, err
 	}
-	ts := TopicState{Name: spec.Name, Configs: cloneMap(spec.Configs), Partitions: parts}
+	ts := TopicState{Name: spec.Name, ID: newTopicID(), Configs: cloneMap(spec.Configs), Partitions: parts}
 	res, err := c.propose(func(p string) string { return "topic/" + spec.Name + "/" + p },
 		stateRecord{Kind: kindTopic, Topic: topicToWire(ts)})
 	if err != nil {
@@ -546,6 +546,10 @@ const (
 	kindAlterISR    = "alter-isr"
 	kindElectLeader = "elect-leader"
 	kindPIDBlock    = "pid-block"
+	// Topic administration (topicadmin.go), keyed topic/<name>/<proposal>.
+	kindDeleteTopic      = "delete-topic"
+	kindCreatePartitions = "create-partitions"
+	kindAlterConfigs     = "alter-configs"
 )
 
 // stateRecord is the value of a cluster-state record (see KafkaController).
@@ -562,6 +566,11 @@ type stateRecord struct {
 	ISR            []int32     `json:"isr,omitempty"`
 	Leader         int32       `json:"leader,omitempty"`
 	Block          int64       `json:"block,omitempty"`
+	// Topic administration: the incarnation and topic epoch the change
+	// was asked against, and the new configs (alter-configs).
+	TopicID    string            `json:"topic_id,omitempty"`
+	TopicEpoch int32             `json:"topic_epoch,omitempty"`
+	Configs    map[string]string `json:"configs,omitempty"`
 }
 
 type wireBroker struct {
@@ -573,6 +582,8 @@ type wireBroker struct {
 
 type wireTopic struct {
 	Name       string            `json:"name"`
+	ID         string            `json:"id,omitempty"`
+	Epoch      int32             `json:"epoch,omitempty"`
 	Configs    map[string]string `json:"configs,omitempty"`
 	Partitions []wirePartition   `json:"partitions"`
 }
@@ -591,7 +602,10 @@ func brokerToWire(b BrokerInfo) *wireBroker {
 }
 
 func topicToWire(ts TopicState) *wireTopic {
-	w := &wireTopic{Name: ts.Name, Configs: ts.Configs}
+	w := &wireTopic{Name: ts.Name, Configs: ts.Configs, Epoch: ts.Epoch}
+	if !ts.ID.IsZero() {
+		w.ID = ts.ID.String()
+	}
 	for _, ps := range ts.Partitions {
 		w.Partitions = append(w.Partitions, wirePartition{
 			Partition: ps.Partition, Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch,
@@ -671,7 +685,11 @@ func (s *clusterState) apply(rec stateRecord) (changed *TopicState, res applyRes
 		if _, ok := s.topics[w.Name]; ok {
 			return nil, applyResult{err: fmt.Errorf("%w: %s", ErrTopicExists, w.Name)}
 		}
-		ts := &TopicState{Name: w.Name, Configs: cloneMap(w.Configs)}
+		id, err := parseTopicID(w.ID)
+		if err != nil {
+			return nil, applyResult{err: fmt.Errorf("%w: %v", ErrInvalidPartitions, err)}
+		}
+		ts := &TopicState{Name: w.Name, ID: id, Epoch: w.Epoch, Configs: cloneMap(w.Configs)}
 		for i, wp := range w.Partitions {
 			if wp.Partition != int32(i) || len(wp.Replicas) == 0 {
 				return nil, applyResult{err: fmt.Errorf("%w: malformed partition %d of %s", ErrInvalidPartitions, i, w.Name)}
@@ -705,6 +723,16 @@ func (s *clusterState) apply(rec stateRecord) (changed *TopicState, res applyRes
 		}
 		ps.PartitionEpoch++
 		return ts, applyResult{partition: clonePartition(*ps)}
+	case kindDeleteTopic, kindCreatePartitions, kindAlterConfigs:
+		tc, err := topicChangeOf(rec)
+		if err != nil {
+			return nil, applyResult{err: err}
+		}
+		ts, err := applyTopicChange(s.topics, tc)
+		if err != nil {
+			return nil, applyResult{err: err}
+		}
+		return ts, applyResult{topic: cloneTopic(ts)}
 	case kindPIDBlock:
 		if rec.Block != s.nextPIDBlock {
 			return nil, applyResult{err: fmt.Errorf("controller: producer id block %d already claimed", rec.Block)}

@@ -24,18 +24,21 @@ type followerState struct {
 
 // partition is one replica of a partition on this broker.
 type partition struct {
-	tp     TopicPartition
-	self   int32
-	log    *kafkalog.Log
-	mode   ReplicationMode
-	minISR int
-	clock  clock.Clock
-	logger *slog.Logger
+	tp      TopicPartition
+	topicID TopicID // the topic incarnation this replica belongs to
+	self    int32
+	log     *kafkalog.Log
+	mode    ReplicationMode
+	clock   clock.Clock
+	logger  *slog.Logger
 
 	// appendMu serialises appends, truncations and role changes; it is
-	// taken before mu. The producer table is guarded by it.
-	appendMu  sync.Mutex
-	producers producerTable
+	// taken before mu. The producer table, minISR and configEpoch are
+	// guarded by it.
+	appendMu    sync.Mutex
+	producers   producerTable
+	minISR      int
+	configEpoch int32 // topic epoch whose configs are applied
 
 	mu struct {
 		sync.Mutex

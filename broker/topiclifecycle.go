@@ -1,0 +1,235 @@
+package broker
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/kwal/kwal/kafkalog"
+)
+
+// A replica's life beside the controller's topic changes: configs applied
+// to open partitions, logs removed from disk when their topic is deleted,
+// and a partition directory tied to the topic incarnation that made it.
+//
+// Each partition directory holds partition.metadata (Kafka's file of the
+// same name: "version: 0" and "topic_id: <id>"). A directory whose id is
+// not the topic's belongs to a deleted incarnation (this broker missed the
+// deletion, e.g. it was down): it is removed before the new incarnation's
+// log opens, so a topic created again always starts empty at offset 0.
+//
+// Deleting a log renames its directory to <dir>.<random>-delete and then
+// removes it; a crash in between leaves only a -delete directory, which the
+// next start removes. A half-removed directory is therefore never opened
+// as a log.
+
+const (
+	partitionMetadataFile = "partition.metadata"
+	deletedDirSuffix      = "-delete"
+)
+
+// PartitionDeleter is implemented by a Replicator that removes what it
+// keeps for a partition when its topic is deleted (the remote WAL
+// publishes the partition's deletion and collects its objects). The broker
+// calls DeletePartition instead of StopLeader and StopFollower, once per
+// replica, from the controller notification; wasLeader says whether this
+// broker led the partition when the topic was deleted.
+type PartitionDeleter interface {
+	DeletePartition(tp TopicPartition, wasLeader bool)
+}
+
+// partitionSettings reads the per-partition settings from a topic's
+// configs, falling back to the broker's defaults. Values were checked by
+// checkTopicConfigs.
+func (b *Broker) partitionSettings(configs map[string]string) (kafkalog.Tunables, int) {
+	t := kafkalog.Tunables{
+		SegmentBytes: b.cfg.SegmentBytes, SegmentMs: kafkalog.DefaultSegmentMs,
+		RetentionMs: kafkalog.DefaultRetentionMs, RetentionBytes: -1, MaxBatchBytes: kafkalog.DefaultMaxBatchBytes,
+	}
+	if t.SegmentBytes == 0 {
+		t.SegmentBytes = kafkalog.DefaultSegmentBytes
+	}
+	minISR := b.cfg.MinInsyncReplicas
+	num := func(key string, p *int64) {
+		if v, ok := configs[key]; ok {
+			*p, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	num("segment.bytes", &t.SegmentBytes)
+	num("segment.ms", &t.SegmentMs)
+	num("retention.ms", &t.RetentionMs)
+	num("retention.bytes", &t.RetentionBytes)
+	if t.RetentionMs == 0 {
+		t.RetentionMs = 1 // Kafka's 0 (delete at once); kafkalog reads 0 as its default
+	}
+	if v, ok := configs["max.message.bytes"]; ok {
+		t.MaxBatchBytes, _ = strconv.Atoi(v)
+	}
+	if v, ok := configs["min.insync.replicas"]; ok {
+		minISR, _ = strconv.Atoi(v)
+	}
+	return t, minISR
+}
+
+func applyTunables(c *kafkalog.Config, t kafkalog.Tunables) {
+	c.SegmentBytes, c.SegmentMs, c.RetentionMs, c.RetentionBytes, c.MaxBatchBytes = t.SegmentBytes, t.SegmentMs, t.RetentionMs, t.RetentionBytes, t.MaxBatchBytes
+}
+
+// retunePartition applies ts's configs to an open replica when the topic
+// epoch moved (AlterConfigs), so segment, retention, message-size and
+// min.insync.replicas changes reach running partitions.
+func (b *Broker) retunePartition(p *partition, ts TopicState) {
+	if p.topicID != ts.ID {
+		return
+	}
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	if ts.Epoch <= p.configEpoch {
+		return
+	}
+	t, minISR := b.partitionSettings(ts.Configs)
+	if err := p.log.Retune(t); err != nil {
+		b.logger.Error("applying topic configs", "partition", p.tp, "err", err)
+		return
+	}
+	p.minISR, p.configEpoch = minISR, ts.Epoch
+	b.logger.Info("topic configs applied", "partition", p.tp, "topic_epoch", ts.Epoch,
+		"segment_bytes", t.SegmentBytes, "retention_ms", t.RetentionMs, "retention_bytes", t.RetentionBytes,
+		"max_message_bytes", t.MaxBatchBytes, "min_insync_replicas", minISR)
+}
+
+// deleteReplicas drops this broker's replicas of a deleted topic and
+// removes their logs from disk. A replica of another incarnation (the
+// same name created again since) is left alone.
+func (b *Broker) deleteReplicas(ts TopicState) {
+	for _, ps := range ts.Partitions {
+		tp := TopicPartition{Topic: ts.Name, Partition: ps.Partition}
+		b.mu.Lock()
+		p := b.mu.partitions[tp]
+		if p != nil && p.topicID != ts.ID {
+			p = nil
+		}
+		if p != nil {
+			delete(b.mu.partitions, tp)
+		}
+		b.mu.Unlock()
+		if p == nil {
+			continue
+		}
+		_, wasLeader := p.snapshot()
+		b.fetchers.remove(tp)
+		if b.cfg.Replicator != nil && p.mode == RemoteWAL {
+			if d, ok := b.cfg.Replicator.(PartitionDeleter); ok {
+				d.DeletePartition(tp, wasLeader)
+			} else {
+				b.cfg.Replicator.StopLeader(tp)
+				b.cfg.Replicator.StopFollower(tp)
+			}
+		}
+		b.wake(tp)
+		// Appends, truncations and role changes hold appendMu: taking it
+		// waits out the one in progress.
+		p.appendMu.Lock()
+		err := p.log.Close()
+		p.appendMu.Unlock()
+		if err != nil && !errors.Is(err, kafkalog.ErrClosed) {
+			b.logger.Warn("closing the log of a deleted partition", "partition", tp, "err", err)
+		}
+		if err := removeDir(b.partitionDir(tp)); err != nil {
+			b.logger.Error("removing the log of a deleted partition", "partition", tp, "err", err)
+			continue
+		}
+		b.logger.Info("deleted partition", "partition", tp, "topic_id", ts.ID, "was_leader", wasLeader)
+	}
+}
+
+// removeDir renames dir out of the way, then removes it.
+func removeDir(dir string) error {
+	var r [8]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return err
+	}
+	gone := dir + "." + hex.EncodeToString(r[:]) + deletedDirSuffix
+	if err := os.Rename(dir, gone); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	return os.RemoveAll(gone)
+}
+
+// removeDeletedDirs removes what a crash left of deletions.
+func (b *Broker) removeDeletedDirs() {
+	entries, err := os.ReadDir(b.cfg.LogDir)
+	if err != nil {
+		return // a fresh log dir; kafkalog creates it
+	}
+	for _, e := range entries {
+		if e.IsDir() && strings.HasSuffix(e.Name(), deletedDirSuffix) {
+			if err := os.RemoveAll(filepath.Join(b.cfg.LogDir, e.Name())); err != nil {
+				b.logger.Warn("removing a deleted partition directory", "dir", e.Name(), "err", err)
+			} else {
+				b.logger.Info("removed a deleted partition directory left by a crash", "dir", e.Name())
+			}
+		}
+	}
+}
+
+// claimPartitionDir ties dir to topic incarnation id: a directory of
+// another incarnation is removed first; a missing partition.metadata is
+// written (a directory without one predates ids and is kept).
+func (b *Broker) claimPartitionDir(dir string, id TopicID) error {
+	if id.IsZero() {
+		return nil
+	}
+	path := filepath.Join(dir, partitionMetadataFile)
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		have, perr := parsePartitionMetadata(data)
+		if perr != nil {
+			return fmt.Errorf("broker: %s: %w", path, perr)
+		}
+		if have == id {
+			return nil
+		}
+		b.logger.Warn("partition directory belongs to a deleted topic incarnation; removing it", "dir", dir, "dir_topic_id", have, "topic_id", id)
+		if err := removeDir(dir); err != nil {
+			return err
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	default:
+		if _, serr := os.Stat(dir); serr == nil {
+			b.logger.Info("partition directory without a topic id; adopting it", "dir", dir, "topic_id", id)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte("version: 0\ntopic_id: "+id.String()+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func parsePartitionMetadata(data []byte) (TopicID, error) {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == "topic_id" {
+			return parseTopicID(strings.TrimSpace(v))
+		}
+	}
+	return TopicID{}, errors.New("no topic_id")
+}
