@@ -32,6 +32,12 @@ func startRemoteWALCluster(t *testing.T, racks []string, store objstore.Store) *
 
 func startRemoteWALClusterWith(t *testing.T, racks []string, store objstore.Store, tweak func(*RemoteWALReplicatorConfig)) *testCluster {
 	t.Helper()
+	return startRemoteWALClusterFull(t, racks, store, tweak, nil)
+}
+
+// startRemoteWALClusterFull also lets tweakBroker change each broker's config.
+func startRemoteWALClusterFull(t *testing.T, racks []string, store objstore.Store, tweak func(*RemoteWALReplicatorConfig), tweakBroker func(*broker.Config)) *testCluster {
+	t.Helper()
 	emb, err := metadata.StartEmbedded(t.TempDir(), quietLogger())
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +70,9 @@ func startRemoteWALClusterWith(t *testing.T, racks []string, store objstore.Stor
 		c.replicators = append(c.replicators, r)
 		cfg.Replicator = r
 		cfg.RemoteWAL.SystemEnable = true
+		if tweakBroker != nil {
+			tweakBroker(cfg)
+		}
 	})
 }
 
