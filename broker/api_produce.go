@@ -13,8 +13,7 @@ import (
 // Produce: v3-9.
 //
 // Where it differs from Kafka: no transactions (a transactional id gets
-// INVALID_REQUEST); timestamps are kept as the producer set them
-// (LogAppendTime is not applied); producer state lives in memory only
+// INVALID_REQUEST); producer state lives in memory only
 // (after a restart the first batch of a producer must start at sequence 0).
 // As Kafka: exactly one batch per partition; idempotent duplicates among
 // the last 5 batches of a producer are answered with their original
@@ -22,7 +21,11 @@ import (
 // gets no response and an error closes the connection; acks=all waits in
 // the purgatory until the high watermark passes the batch (REQUEST_TIMED_OUT
 // after the request's timeout) and is refused with NOT_ENOUGH_REPLICAS when
-// the ISR is below min.insync.replicas.
+// the ISR is below min.insync.replicas; a topic with
+// message.timestamp.type=LogAppendTime has the leader stamp its clock's
+// time as the batch's max timestamp with attribute bit 3 set (the
+// response carries it), CreateTime keeps the producer's timestamps; a
+// batch over max.message.bytes gets MESSAGE_TOO_LARGE.
 
 // produceWait is one partition of an acks=all produce.
 type produceWait struct {
@@ -161,7 +164,7 @@ func (b *Broker) producePartition(req *kmsg.ProduceRequest, tp TopicPartition, r
 	if res.err != nil {
 		return res.err, res.msg
 	}
-	sp.BaseOffset, sp.LogStartOffset = res.firstOffset, p.log.LogStartOffset()
+	sp.BaseOffset, sp.LogStartOffset, sp.LogAppendTime = res.firstOffset, p.log.LogStartOffset(), res.logAppendTime
 	b.fetchWait.CheckAndComplete(tp)
 	if p.maybeAdvanceHW() {
 		b.wake(tp)

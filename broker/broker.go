@@ -92,9 +92,10 @@ func New(cfg Config) (*Broker, error) {
 	for _, ts := range b.ctrl.Topics() {
 		b.applyTopic(ts)
 	}
-	b.wg.Add(2)
+	b.wg.Add(3)
 	go b.acceptLoop()
 	go b.isrLoop()
+	go b.retentionLoop()
 	if cfg.MetricsListener != "" {
 		addr, err := b.ServeMetrics(cfg.MetricsListener)
 		if err != nil {
@@ -275,13 +276,14 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, ts Topic
 		return nil, err
 	}
 	lc := kafkalog.Config{SegmentBytes: b.cfg.SegmentBytes, FlushMessages: b.cfg.FlushMessages, Clock: b.clock, Logger: b.logger}
-	tun, minISR := b.partitionSettings(ts.Configs)
-	applyTunables(&lc, tun)
+	set := b.partitionSettings(ts.Configs)
+	applyTunables(&lc, set.log)
 	l, err := kafkalog.Open(dir, lc)
 	if err != nil {
 		return nil, err
 	}
-	p := &partition{tp: tp, topicID: ts.ID, configEpoch: ts.Epoch, self: b.cfg.BrokerID, log: l, mode: mode, minISR: minISR, clock: b.clock, logger: b.logger}
+	p := &partition{tp: tp, topicID: ts.ID, configEpoch: ts.Epoch, self: b.cfg.BrokerID, log: l, mode: mode,
+		minISR: set.minISR, logAppendTime: set.logAppendTime, clock: b.clock, logger: b.logger}
 	b.mu.partitions[tp] = p
 	return p, nil
 }

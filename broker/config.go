@@ -104,6 +104,10 @@ type Config struct {
 	LogDir string
 	// SegmentBytes: log.segment.bytes. Default kafkalog's (1 GiB).
 	SegmentBytes int64
+	// RetentionCheckInterval: log.retention.check.interval.ms, how often
+	// every replica deletes the segments its topic's retention.ms and
+	// retention.bytes no longer keep. Default 5 minutes (Kafka's).
+	RetentionCheckInterval time.Duration
 	// FlushMessages: flush.messages. Default: the OS decides.
 	FlushMessages int64
 	// NumPartitions: num.partitions, for auto-created topics and
@@ -184,6 +188,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ReplicaFetchWaitMax == 0 {
 		c.ReplicaFetchWaitMax = DefaultReplicaFetchWaitMax
+	}
+	if c.RetentionCheckInterval == 0 {
+		c.RetentionCheckInterval = 5 * time.Minute
 	}
 	if c.ReplicaFetchMaxBytes == 0 {
 		c.ReplicaFetchMaxBytes = DefaultReplicaFetchMaxBytes

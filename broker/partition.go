@@ -37,8 +37,9 @@ type partition struct {
 	// guarded by it.
 	appendMu    sync.Mutex
 	producers   producerTable
-	minISR      int
-	configEpoch int32 // topic epoch whose configs are applied
+	minISR        int
+	logAppendTime bool  // stamp batches with the append time (message.timestamp.type)
+	configEpoch   int32 // topic epoch whose configs are applied
 
 	mu struct {
 		sync.Mutex
@@ -118,6 +119,7 @@ func checkEpoch(current, ours int32) *kerr.Error {
 // appendResult is a leader append's outcome for the response.
 type appendResult struct {
 	firstOffset, lastOffset int64
+	logAppendTime           int64 // -1: CreateTime
 	err                     *kerr.Error
 	msg                     string
 }
@@ -150,7 +152,12 @@ func (p *partition) appendAsLeader(records []byte, acks int16) appendResult {
 	if chk.dup != nil {
 		p.logger.Debug("duplicate idempotent batch answered with its original offsets",
 			"partition", p.tp, "producer_id", h.ProducerID, "first_seq", h.BaseSequence, "offset", chk.dup.firstOffset)
-		return appendResult{firstOffset: chk.dup.firstOffset, lastOffset: chk.dup.lastOffset}
+		return appendResult{firstOffset: chk.dup.firstOffset, lastOffset: chk.dup.lastOffset, logAppendTime: -1}
+	}
+	appendTime := int64(-1)
+	if p.logAppendTime {
+		appendTime = p.clock.Now().UnixMilli()
+		records = stampLogAppendTime(records, appendTime)
 	}
 	info, err := p.log.AppendAsLeader(records, epoch)
 	if err != nil {
@@ -159,7 +166,7 @@ func (p *partition) appendAsLeader(records []byte, acks int16) appendResult {
 	p.producers.record(h.ProducerID, h.ProducerEpoch, producerBatch{
 		firstSeq: h.BaseSequence, lastSeq: lastSeq, firstOffset: info.FirstOffset, lastOffset: info.LastOffset,
 	})
-	return appendResult{firstOffset: info.FirstOffset, lastOffset: info.LastOffset}
+	return appendResult{firstOffset: info.FirstOffset, lastOffset: info.LastOffset, logAppendTime: appendTime}
 }
 
 // logErrorCode maps kafkalog errors to Kafka's codes.

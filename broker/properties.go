@@ -228,7 +228,10 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 		sc.Broker.MinInsyncReplicas = int(n)
 		return err
 	},
-	"replica.lag.time.max.ms":   func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaLagTimeMax) },
+	"replica.lag.time.max.ms": func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaLagTimeMax) },
+	"log.retention.check.interval.ms": func(sc *ServerConfig, v string) error {
+		return parseMs(v, &sc.Broker.RetentionCheckInterval)
+	},
 	"replica.fetch.wait.max.ms": func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaFetchWaitMax) },
 	"replica.fetch.backoff.ms":  func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaFetchBackoff) },
 	"replica.fetch.max.bytes":   func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.ReplicaFetchMaxBytes) },

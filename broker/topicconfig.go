@@ -4,14 +4,21 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/kwal/kwal/kafkalog"
 )
 
 var errInvalidConfig = errors.New("broker: invalid topic config")
 
-// Topic configs the broker accepts, with how to check a value.
-// segment.bytes and min.insync.replicas are applied per partition;
-// retention.ms is stored and reported (retention is not enforced yet);
-// cleanup.policy accepts only "delete".
+// Topic configs the broker accepts, with how to check a value. Every one
+// is applied by each replica (topiclifecycle.go): segment.bytes and
+// segment.ms roll segments, retention.ms and retention.bytes delete old
+// segments (every log.retention.check.interval.ms), max.message.bytes
+// refuses larger batches (MESSAGE_TOO_LARGE), min.insync.replicas gates
+// acks=all, message.timestamp.type=LogAppendTime has the leader stamp
+// batches. compression.type accepts only "producer": kwal stores batches as
+// the producer compressed them and does not recompress. cleanup.policy
+// accepts only "delete".
 var topicConfigCheck = map[string]func(v string) error{
 	TopicConfigRemoteWAL: func(v string) error { _, err := strconv.ParseBool(v); return err },
 	"min.insync.replicas": func(v string) error {
@@ -35,6 +42,30 @@ var topicConfigCheck = map[string]func(v string) error{
 		}
 		return err
 	},
+	"retention.bytes": func(v string) error { return atLeast(v, -1) },
+	"segment.ms":      func(v string) error { return atLeast(v, 1) },
+	"max.message.bytes": func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err == nil && n < 1 {
+			err = fmt.Errorf("must be at least 1")
+		}
+		return err
+	},
+	"compression.type": func(v string) error {
+		switch v {
+		case "producer":
+			return nil
+		case "uncompressed", "gzip", "snappy", "lz4", "zstd":
+			return fmt.Errorf("kwal does not recompress batches: only producer (keep the producer's compression) is accepted")
+		}
+		return fmt.Errorf("must be producer (uncompressed, gzip, snappy, lz4 and zstd need recompression, which kwal does not do)")
+	},
+	"message.timestamp.type": func(v string) error {
+		if v != "CreateTime" && v != "LogAppendTime" {
+			return fmt.Errorf("must be CreateTime or LogAppendTime")
+		}
+		return nil
+	},
 	"cleanup.policy": func(v string) error {
 		if v != "delete" {
 			return fmt.Errorf("only delete is supported")
@@ -55,7 +86,21 @@ func (b *Broker) topicConfigDefaults() map[string]string {
 		"segment.bytes":       strconv.FormatInt(seg, 10),
 		"retention.ms":        "604800000",
 		"cleanup.policy":      "delete",
+		// Topic administration: the keys clients set at creation.
+		"retention.bytes":        "-1",
+		"segment.ms":             "604800000",
+		"max.message.bytes":      strconv.Itoa(kafkalog.DefaultMaxBatchBytes),
+		"compression.type":       "producer",
+		"message.timestamp.type": "CreateTime",
 	}
+}
+
+func atLeast(v string, least int64) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err == nil && n < least {
+		err = fmt.Errorf("must be at least %d", least)
+	}
+	return err
 }
 
 // checkTopicConfigs validates a CreateTopics config set.

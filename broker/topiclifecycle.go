@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -46,10 +47,17 @@ type PartitionDeleter interface {
 	DeletePartition(tp TopicPartition, wasLeader bool)
 }
 
+// replicaSettings are the topic configs a replica applies.
+type replicaSettings struct {
+	log           kafkalog.Tunables
+	minISR        int
+	logAppendTime bool // message.timestamp.type=LogAppendTime
+}
+
 // partitionSettings reads the per-partition settings from a topic's
 // configs, falling back to the broker's defaults. Values were checked by
 // checkTopicConfigs.
-func (b *Broker) partitionSettings(configs map[string]string) (kafkalog.Tunables, int) {
+func (b *Broker) partitionSettings(configs map[string]string) replicaSettings {
 	t := kafkalog.Tunables{
 		SegmentBytes: b.cfg.SegmentBytes, SegmentMs: kafkalog.DefaultSegmentMs,
 		RetentionMs: kafkalog.DefaultRetentionMs, RetentionBytes: -1, MaxBatchBytes: kafkalog.DefaultMaxBatchBytes,
@@ -76,7 +84,7 @@ func (b *Broker) partitionSettings(configs map[string]string) (kafkalog.Tunables
 	if v, ok := configs["min.insync.replicas"]; ok {
 		minISR, _ = strconv.Atoi(v)
 	}
-	return t, minISR
+	return replicaSettings{log: t, minISR: minISR, logAppendTime: configs["message.timestamp.type"] == "LogAppendTime"}
 }
 
 func applyTunables(c *kafkalog.Config, t kafkalog.Tunables) {
@@ -95,15 +103,16 @@ func (b *Broker) retunePartition(p *partition, ts TopicState) {
 	if ts.Epoch <= p.configEpoch {
 		return
 	}
-	t, minISR := b.partitionSettings(ts.Configs)
-	if err := p.log.Retune(t); err != nil {
+	set := b.partitionSettings(ts.Configs)
+	if err := p.log.Retune(set.log); err != nil {
 		b.logger.Error("applying topic configs", "partition", p.tp, "err", err)
 		return
 	}
-	p.minISR, p.configEpoch = minISR, ts.Epoch
+	p.minISR, p.logAppendTime, p.configEpoch = set.minISR, set.logAppendTime, ts.Epoch
+	t := set.log
 	b.logger.Info("topic configs applied", "partition", p.tp, "topic_epoch", ts.Epoch,
-		"segment_bytes", t.SegmentBytes, "retention_ms", t.RetentionMs, "retention_bytes", t.RetentionBytes,
-		"max_message_bytes", t.MaxBatchBytes, "min_insync_replicas", minISR)
+		"segment_bytes", t.SegmentBytes, "segment_ms", t.SegmentMs, "retention_ms", t.RetentionMs, "retention_bytes", t.RetentionBytes,
+		"max_message_bytes", t.MaxBatchBytes, "min_insync_replicas", set.minISR, "log_append_time", set.logAppendTime)
 }
 
 // deleteReplicas drops this broker's replicas of a deleted topic and
@@ -232,4 +241,59 @@ func parsePartitionMetadata(data []byte) (TopicID, error) {
 		}
 	}
 	return TopicID{}, errors.New("no topic_id")
+}
+
+// RecordBatch v2 header positions stampLogAppendTime writes.
+const (
+	batchAttributesAt   = 21
+	batchMaxTimestampAt = 35
+	batchCRCAt          = 17
+	attrLogAppendTime   = 0x08
+)
+
+// stampLogAppendTime returns a copy of one validated RecordBatch v2 with
+// the LogAppendTime attribute set, now as its max timestamp and the CRC
+// recomputed: what Kafka's leader does for message.timestamp.type=
+// LogAppendTime (records keep their deltas; readers take the batch's max
+// timestamp as every record's time).
+func stampLogAppendTime(batch []byte, now int64) []byte {
+	out := append([]byte(nil), batch...)
+	attrs := binary.BigEndian.Uint16(out[batchAttributesAt:])
+	binary.BigEndian.PutUint16(out[batchAttributesAt:], attrs|attrLogAppendTime)
+	binary.BigEndian.PutUint64(out[batchMaxTimestampAt:], uint64(now))
+	binary.BigEndian.PutUint32(out[batchCRCAt:], kafkalog.BatchCRC(out))
+	return out
+}
+
+// retentionLoop deletes, every log.retention.check.interval.ms, the
+// segments each replica's retention.ms and retention.bytes no longer keep
+// (kafkalog.Log.DeleteRetentionExpired: never the active segment nor one
+// reaching the high watermark), as Kafka's log-retention task does on
+// every replica.
+func (b *Broker) retentionLoop() {
+	defer b.wg.Done()
+	t := b.clock.NewTimer(b.cfg.RetentionCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C():
+		}
+		b.enforceRetention()
+		t.Reset(b.cfg.RetentionCheckInterval)
+	}
+}
+
+func (b *Broker) enforceRetention() {
+	for _, p := range b.partitionsSnapshot() {
+		n, err := p.log.DeleteRetentionExpired()
+		switch {
+		case errors.Is(err, kafkalog.ErrClosed):
+		case err != nil:
+			b.logger.Warn("retention", "partition", p.tp, "err", err)
+		case n > 0:
+			b.logger.Info("retention deleted segments", "partition", p.tp, "segments", n, "log_start", p.log.LogStartOffset())
+		}
+	}
 }
