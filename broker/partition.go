@@ -35,8 +35,8 @@ type partition struct {
 	// appendMu serialises appends, truncations and role changes; it is
 	// taken before mu. The producer table, minISR and configEpoch are
 	// guarded by it.
-	appendMu    sync.Mutex
-	producers   producerTable
+	appendMu      sync.Mutex
+	producers     producerTable
 	minISR        int
 	logAppendTime bool  // stamp batches with the append time (message.timestamp.type)
 	configEpoch   int32 // topic epoch whose configs are applied
