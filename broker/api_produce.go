@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -13,9 +15,9 @@ import (
 // Produce: v3-9.
 //
 // Where it differs from Kafka: no transactions (a transactional id gets
-// INVALID_REQUEST); producer state lives in memory only
-// (after a restart the first batch of a producer must start at sequence 0).
-// As Kafka: exactly one batch per partition; idempotent duplicates among
+// INVALID_REQUEST). As Kafka: producer state is rebuilt
+// from the log (snapshots and batch headers) when a partition opens, so a
+// batch resent to a restarted leader is still recognised; exactly one batch per partition; idempotent duplicates among
 // the last 5 batches of a producer are answered with their original
 // offsets; out-of-order sequences get OUT_OF_ORDER_SEQUENCE_NUMBER; acks=0
 // gets no response and an error closes the connection; acks=all waits in
@@ -61,7 +63,7 @@ func (o *produceOp) TryComplete() bool {
 		case o.b.partition(w.tp) != w.p || !leader || st.LeaderEpoch != w.epoch:
 			rp.ErrorCode, w.done = kerr.NotLeaderForPartition.Code, true
 		case w.p.log.HighWatermark() >= w.required:
-			if len(st.ISR) < w.p.minISR {
+			if len(st.ISR) < int(w.p.minISR.Load()) {
 				rp.ErrorCode = kerr.NotEnoughReplicasAfterAppend.Code
 			}
 			w.done = true
@@ -108,7 +110,12 @@ func (b *Broker) handleProduce(cs *connState, req *kmsg.ProduceRequest) (kmsg.Re
 					m := msg
 					sp.ErrorMessage = &m
 				}
-				b.logger.Debug("produce refused", "remote", cs.remote, "partition", tp, "err", code.Message, "detail", msg)
+				level := slog.LevelDebug
+				if code == kerr.CorruptMessage || code == kerr.InvalidRecord || code == kerr.MessageTooLarge {
+					// A client sent bytes that cannot be stored: say so.
+					level = slog.LevelWarn
+				}
+				b.logger.Log(context.Background(), level, "produce refused", "remote", cs.remote, "client_id", cs.clientID, "partition", tp, "err", code.Message, "detail", msg)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -155,14 +162,14 @@ func (b *Broker) producePartition(req *kmsg.ProduceRequest, tp TopicPartition, r
 	}
 	p := b.partition(tp)
 	if p == nil {
-		if _, ok := b.ctrl.Topic(tp.Topic); ok {
-			return kerr.NotLeaderForPartition, ""
-		}
-		return kerr.UnknownTopicOrPartition, ""
+		return b.notHere(tp), ""
 	}
 	res := p.appendAsLeader(records, req.Acks)
 	if res.err != nil {
 		return res.err, res.msg
+	}
+	if res.duplicate {
+		b.events.idempotentDuplicates.Add(1)
 	}
 	sp.BaseOffset, sp.LogStartOffset, sp.LogAppendTime = res.firstOffset, p.log.LogStartOffset(), res.logAppendTime
 	b.fetchWait.CheckAndComplete(tp)

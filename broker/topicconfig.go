@@ -11,14 +11,16 @@ import (
 var errInvalidConfig = errors.New("broker: invalid topic config")
 
 // Topic configs the broker accepts, with how to check a value. Every one
-// is applied by each replica (topiclifecycle.go): segment.bytes and
-// segment.ms roll segments, retention.ms and retention.bytes delete old
-// segments (every log.retention.check.interval.ms), max.message.bytes
-// refuses larger batches (MESSAGE_TOO_LARGE), min.insync.replicas gates
-// acks=all, message.timestamp.type=LogAppendTime has the leader stamp
-// batches. compression.type accepts only "producer": kwal stores batches as
-// the producer compressed them and does not recompress. cleanup.policy
-// accepts only "delete".
+// is applied by each replica (topiclifecycle.go, also to open partitions
+// when AlterConfigs changes them): segment.bytes and segment.ms roll
+// segments, retention.ms and retention.bytes delete old segments (the
+// broker's retention check, every log.retention.check.interval.ms),
+// max.message.bytes refuses larger batches (MESSAGE_TOO_LARGE),
+// min.insync.replicas gates acks=all, message.timestamp.type=LogAppendTime
+// has the leader stamp batches. compression.type accepts only "producer":
+// kwal stores batches as the producer compressed them and does not
+// recompress. cleanup.policy is delete, compact or both (compact runs the
+// log cleaner, cleaner.go).
 var topicConfigCheck = map[string]func(v string) error{
 	TopicConfigRemoteWAL: func(v string) error { _, err := strconv.ParseBool(v); return err },
 	"min.insync.replicas": func(v string) error {
@@ -67,10 +69,29 @@ var topicConfigCheck = map[string]func(v string) error{
 		return nil
 	},
 	"cleanup.policy": func(v string) error {
-		if v != "delete" {
-			return fmt.Errorf("only delete is supported")
+		_, _, err := cleanupPolicy(v)
+		return err
+	},
+	"min.cleanable.dirty.ratio": func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err == nil && !(f >= 0 && f <= 1) {
+			err = fmt.Errorf("must be in [0, 1]")
 		}
-		return nil
+		return err
+	},
+	"delete.retention.ms": func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err == nil && n < 0 {
+			err = fmt.Errorf("must be 0 or more")
+		}
+		return err
+	},
+	"min.compaction.lag.ms": func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err == nil && n < 0 {
+			err = fmt.Errorf("must be 0 or more")
+		}
+		return err
 	},
 }
 
@@ -81,14 +102,17 @@ func (b *Broker) topicConfigDefaults() map[string]string {
 		seg = 1 << 30
 	}
 	return map[string]string{
-		TopicConfigRemoteWAL:  "false",
-		"min.insync.replicas": strconv.Itoa(b.cfg.MinInsyncReplicas),
-		"segment.bytes":       strconv.FormatInt(seg, 10),
-		"retention.ms":        "604800000",
-		"cleanup.policy":      "delete",
-		// Topic administration: the keys clients set at creation.
-		"retention.bytes":        "-1",
-		"segment.ms":             "604800000",
+		TopicConfigRemoteWAL:        "false",
+		"min.insync.replicas":       strconv.Itoa(b.cfg.MinInsyncReplicas),
+		"segment.bytes":             strconv.FormatInt(seg, 10),
+		"retention.ms":              strconv.FormatInt(b.cfg.RetentionMs, 10),
+		"retention.bytes":           strconv.FormatInt(b.cfg.RetentionBytes, 10),
+		"cleanup.policy":            "delete",
+		"min.cleanable.dirty.ratio": "0.5",
+		"delete.retention.ms":       "86400000",
+		"min.compaction.lag.ms":     "0",
+		// Topic administration: the other keys clients set at creation.
+		"segment.ms":             strconv.Itoa(kafkalog.DefaultSegmentMs),
 		"max.message.bytes":      strconv.Itoa(kafkalog.DefaultMaxBatchBytes),
 		"compression.type":       "producer",
 		"message.timestamp.type": "CreateTime",

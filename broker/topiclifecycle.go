@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -60,10 +59,16 @@ type replicaSettings struct {
 func (b *Broker) partitionSettings(configs map[string]string) replicaSettings {
 	t := kafkalog.Tunables{
 		SegmentBytes: b.cfg.SegmentBytes, SegmentMs: kafkalog.DefaultSegmentMs,
-		RetentionMs: kafkalog.DefaultRetentionMs, RetentionBytes: -1, MaxBatchBytes: kafkalog.DefaultMaxBatchBytes,
+		RetentionMs: b.cfg.RetentionMs, RetentionBytes: b.cfg.RetentionBytes, MaxBatchBytes: kafkalog.DefaultMaxBatchBytes,
 	}
 	if t.SegmentBytes == 0 {
 		t.SegmentBytes = kafkalog.DefaultSegmentBytes
+	}
+	if t.RetentionMs == 0 {
+		t.RetentionMs = kafkalog.DefaultRetentionMs
+	}
+	if t.RetentionBytes == 0 {
+		t.RetentionBytes = -1 // log.retention.bytes 0: unlimited
 	}
 	minISR := b.cfg.MinInsyncReplicas
 	num := func(key string, p *int64) {
@@ -73,10 +78,15 @@ func (b *Broker) partitionSettings(configs map[string]string) replicaSettings {
 	}
 	num("segment.bytes", &t.SegmentBytes)
 	num("segment.ms", &t.SegmentMs)
-	num("retention.ms", &t.RetentionMs)
-	num("retention.bytes", &t.RetentionBytes)
-	if t.RetentionMs == 0 {
-		t.RetentionMs = 1 // Kafka's 0 (delete at once); kafkalog reads 0 as its default
+	// kafkalog reads 0 as "the default": Kafka's retention.ms=0 and
+	// retention.bytes=0 ("keep nothing") become 1.
+	if _, ok := configs["retention.ms"]; ok {
+		num("retention.ms", &t.RetentionMs)
+		t.RetentionMs = nonZero(t.RetentionMs)
+	}
+	if _, ok := configs["retention.bytes"]; ok {
+		num("retention.bytes", &t.RetentionBytes)
+		t.RetentionBytes = nonZero(t.RetentionBytes)
 	}
 	if v, ok := configs["max.message.bytes"]; ok {
 		t.MaxBatchBytes, _ = strconv.Atoi(v)
@@ -108,7 +118,13 @@ func (b *Broker) retunePartition(p *partition, ts TopicState) {
 		b.logger.Error("applying topic configs", "partition", p.tp, "err", err)
 		return
 	}
-	p.minISR, p.logAppendTime, p.configEpoch = set.minISR, set.logAppendTime, ts.Epoch
+	p.minISR.Store(int64(set.minISR))
+	p.logAppendTime, p.configEpoch = set.logAppendTime, ts.Epoch
+	p.mu.Lock()
+	if p.mu.leader != nil {
+		p.mu.leader.SetMinISR(set.minISR)
+	}
+	p.mu.Unlock()
 	t := set.log
 	b.logger.Info("topic configs applied", "partition", p.tp, "topic_epoch", ts.Epoch,
 		"segment_bytes", t.SegmentBytes, "segment_ms", t.SegmentMs, "retention_ms", t.RetentionMs, "retention_bytes", t.RetentionBytes,
@@ -241,59 +257,4 @@ func parsePartitionMetadata(data []byte) (TopicID, error) {
 		}
 	}
 	return TopicID{}, errors.New("no topic_id")
-}
-
-// RecordBatch v2 header positions stampLogAppendTime writes.
-const (
-	batchAttributesAt   = 21
-	batchMaxTimestampAt = 35
-	batchCRCAt          = 17
-	attrLogAppendTime   = 0x08
-)
-
-// stampLogAppendTime returns a copy of one validated RecordBatch v2 with
-// the LogAppendTime attribute set, now as its max timestamp and the CRC
-// recomputed: what Kafka's leader does for message.timestamp.type=
-// LogAppendTime (records keep their deltas; readers take the batch's max
-// timestamp as every record's time).
-func stampLogAppendTime(batch []byte, now int64) []byte {
-	out := append([]byte(nil), batch...)
-	attrs := binary.BigEndian.Uint16(out[batchAttributesAt:])
-	binary.BigEndian.PutUint16(out[batchAttributesAt:], attrs|attrLogAppendTime)
-	binary.BigEndian.PutUint64(out[batchMaxTimestampAt:], uint64(now))
-	binary.BigEndian.PutUint32(out[batchCRCAt:], kafkalog.BatchCRC(out))
-	return out
-}
-
-// retentionLoop deletes, every log.retention.check.interval.ms, the
-// segments each replica's retention.ms and retention.bytes no longer keep
-// (kafkalog.Log.DeleteRetentionExpired: never the active segment nor one
-// reaching the high watermark), as Kafka's log-retention task does on
-// every replica.
-func (b *Broker) retentionLoop() {
-	defer b.wg.Done()
-	t := b.clock.NewTimer(b.cfg.RetentionCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-t.C():
-		}
-		b.enforceRetention()
-		t.Reset(b.cfg.RetentionCheckInterval)
-	}
-}
-
-func (b *Broker) enforceRetention() {
-	for _, p := range b.partitionsSnapshot() {
-		n, err := p.log.DeleteRetentionExpired()
-		switch {
-		case errors.Is(err, kafkalog.ErrClosed):
-		case err != nil:
-			b.logger.Warn("retention", "partition", p.tp, "err", err)
-		case n > 0:
-			b.logger.Info("retention deleted segments", "partition", p.tp, "segments", n, "log_start", p.log.LogStartOffset())
-		}
-	}
 }

@@ -56,19 +56,10 @@ func TestCompat(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer emb.Close()
-	store := url.URL{Scheme: "s3", Host: env.Bucket, Path: "/compat-" + objstoretest.RandomPrefix()}
-	store.RawQuery = url.Values{
-		"endpoint": {env.Endpoint}, "region": {"us-east-1"}, "path_style": {"true"},
-		"access_key": {env.AccessKey}, "secret_key": {env.SecretKey}, "create_bucket": {"true"},
-	}.Encode()
-	c := startCompatCluster(t, bin, []string{"az1", "az2", "az1"}, map[string]string{
-		"default.replication.factor":            "3",
-		"min.insync.replicas":                   "2",
-		"replica.lag.time.max.ms":               "3000",
-		"remote.log.wal.storage.system.enable":  "true",
-		"remote.wal.storage.url":                store.String(),
-		"remote.wal.metadata.bootstrap.servers": strings.Join(emb.Bootstrap(), ","),
-	})
+	store := s3StoreURL(env, "compat")
+	c := startCompatCluster(t, bin, []string{"az1", "az2", "az1"}, clusterProps(store, emb.Bootstrap(), map[string]string{
+		"replica.lag.time.max.ms": "3000",
+	}))
 	defer c.stopAll(t)
 
 	for _, mode := range []string{"classic", "remotewal"} {
@@ -85,7 +76,7 @@ func TestCompat(t *testing.T) {
 				p := c.partitionLedIn(t, topic, "az1")
 				testKillFollower(t, c, kcat, topic, p, 1) // broker 2, az2
 				// classic runs first: only remotewal topics upload objects.
-				n := countStoreObjects(t, store.String())
+				n := countStoreObjects(t, store)
 				if (mode == "remotewal") != (n > 0) {
 					t.Fatalf("%d objects in the remote WAL store after the %s run", n, mode)
 				}
@@ -141,8 +132,73 @@ func TestCompat(t *testing.T) {
 				}
 				checkValues(t, consumeFranz(t, c, topic, 0, n), want)
 			})
+			t.Run("kafkajs-admin", func(t *testing.T) {
+				node, dir := kafkajsPath(t)
+				topic := "compat-" + mode + "-admin"
+				c.createTopic(t, topic, 1, configs)
+				ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+				defer cancel()
+				cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "admin.js"), c.bootstrap(), topic)
+				cmd.Dir = dir
+				out, err := cmd.Output()
+				if err != nil {
+					var ee *exec.ExitError
+					if errors.As(err, &ee) {
+						t.Fatalf("kafkajs admin: %v\n%s%s", err, out, ee.Stderr)
+					}
+					t.Fatalf("kafkajs admin: %v", err)
+				}
+				var res struct {
+					Partitions        int
+					OffsetAtTimestamp int64
+					ListedAfterDelete bool
+				}
+				if err := json.Unmarshal(bytes.TrimSpace(out), &res); err != nil {
+					t.Fatalf("kafkajs admin said %q: %v", out, err)
+				}
+				if res.Partitions != 3 || res.OffsetAtTimestamp != 5 || res.ListedAfterDelete {
+					t.Fatalf("kafkajs admin saw %+v, want 3 partitions after createPartitions, offset 5 at t0+5s, the topic gone after deleteTopics", res)
+				}
+				// Every broker process removes the topic's logs from disk.
+				waitUntil(t, ctx, "every broker to remove the deleted topic's logs", func() bool {
+					for _, b := range c.brokers {
+						if m, _ := filepath.Glob(filepath.Join(b.dir, "logs", topic+"-*")); len(m) > 0 {
+							return false
+						}
+					}
+					return true
+				})
+			})
 		})
 	}
+}
+
+// s3StoreURL is a remote.wal.storage.url for the test S3 server, under a
+// fresh prefix starting with name.
+func s3StoreURL(env objstoretest.Env, name string) string {
+	store := url.URL{Scheme: "s3", Host: env.Bucket, Path: "/" + name + "-" + objstoretest.RandomPrefix()}
+	store.RawQuery = url.Values{
+		"endpoint": {env.Endpoint}, "region": {"us-east-1"}, "path_style": {"true"},
+		"access_key": {env.AccessKey}, "secret_key": {env.SecretKey}, "create_bucket": {"true"},
+	}.Encode()
+	return store.String()
+}
+
+// clusterProps are the server.properties of a three-broker RF 3 cluster
+// with the remote WAL enabled on store and the metadata Kafka at
+// bootstrap, with extra on top.
+func clusterProps(store string, bootstrap []string, extra map[string]string) map[string]string {
+	props := map[string]string{
+		"default.replication.factor":            "3",
+		"min.insync.replicas":                   "2",
+		"remote.log.wal.storage.system.enable":  "true",
+		"remote.wal.storage.url":                store,
+		"remote.wal.metadata.bootstrap.servers": strings.Join(bootstrap, ","),
+	}
+	for k, v := range extra {
+		props[k] = v
+	}
+	return props
 }
 
 // testKillFollower produces 100,000 records to tp with acks=all, kills the

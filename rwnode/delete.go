@@ -21,11 +21,12 @@ import (
 //     follower's index drops the partition's slices) then FINISHED (the name
 //     may be used again: new slices index afresh), and waits until its own
 //     consumer applied them;
-//  3. deletes the objects it uploaded that now serve no partition
-//     (metadata.State.DeadObjects).
+//  3. deletes the objects that now serve no partition
+//     (metadata.State.DeadObjects) whose deleter it is (the retention's
+//     rule; a deletion clears the partition's vouches, so the uploader).
 //
-// Every broker's maintenance loop also deletes the dead objects it
-// uploaded, so objects a previous leader uploaded are collected by it, and
+// Every broker's maintenance loop also deletes the dead objects it is the
+// deleter of, so objects a previous leader uploaded are collected by it, and
 // a deletion interrupted by a crash is finished after the restart (the
 // rule reads only the metadata). Objects that also hold live partitions'
 // slices wait for ordinary retention, which treats a deleted partition's
@@ -107,11 +108,13 @@ func (r *RemoteWALReplicator) waitState(ctx context.Context, cond func() bool) b
 	}
 }
 
-// collectDead deletes the dead objects this broker uploaded.
+// collectDead deletes the dead objects this broker is the deleter of
+// (the retention's rule, deletes: with the partitions' vouches gone with
+// their deletion, the uploader).
 func (r *RemoteWALReplicator) collectDead(ctx context.Context) (int, error) {
 	n := 0
 	for _, o := range r.state.DeadObjects() {
-		if o.BrokerID != r.cfg.BrokerID {
+		if !r.deletes(&o) {
 			continue
 		}
 		if err := r.retainer.DeleteObject(ctx, o); err != nil {

@@ -27,7 +27,7 @@ import (
 // topic reads only its records, once and in order.
 func TestRemoteWALDeleteAndRecreateUnderLoad(t *testing.T) {
 	store := mem.New()
-	c := startRemoteWALClusterFull(t, []string{"az1", "az2", "az2"}, store, func(rc *RemoteWALReplicatorConfig) {
+	c := startRemoteWALClusterBrokers(t, []string{"az1", "az2", "az2"}, store, func(rc *RemoteWALReplicatorConfig) {
 		rc.MaintenanceInterval = 50 * time.Millisecond
 	}, func(cfg *broker.Config) { cfg.DisableAutoCreateTopics = true })
 	admin := newClient(t, c)

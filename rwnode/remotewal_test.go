@@ -32,11 +32,12 @@ func startRemoteWALCluster(t *testing.T, racks []string, store objstore.Store) *
 
 func startRemoteWALClusterWith(t *testing.T, racks []string, store objstore.Store, tweak func(*RemoteWALReplicatorConfig)) *testCluster {
 	t.Helper()
-	return startRemoteWALClusterFull(t, racks, store, tweak, nil)
+	return startRemoteWALClusterBrokers(t, racks, store, tweak, nil)
 }
 
-// startRemoteWALClusterFull also lets tweakBroker change each broker's config.
-func startRemoteWALClusterFull(t *testing.T, racks []string, store objstore.Store, tweak func(*RemoteWALReplicatorConfig), tweakBroker func(*broker.Config)) *testCluster {
+// startRemoteWALClusterBrokers is startRemoteWALClusterWith with a tweak of
+// each broker's config too.
+func startRemoteWALClusterBrokers(t *testing.T, racks []string, store objstore.Store, tweak func(*RemoteWALReplicatorConfig), brokerTweak func(*broker.Config)) *testCluster {
 	t.Helper()
 	emb, err := metadata.StartEmbedded(t.TempDir(), quietLogger())
 	if err != nil {
@@ -70,8 +71,8 @@ func startRemoteWALClusterFull(t *testing.T, racks []string, store objstore.Stor
 		c.replicators = append(c.replicators, r)
 		cfg.Replicator = r
 		cfg.RemoteWAL.SystemEnable = true
-		if tweakBroker != nil {
-			tweakBroker(cfg)
+		if brokerTweak != nil {
+			brokerTweak(cfg)
 		}
 	})
 }
