@@ -35,7 +35,7 @@ type segment struct {
 	size         int64
 	next         int64 // offset after the last batch; base when empty
 	index        []indexEntry
-	maxTimestamp int64     // largest batch maxTimestamp; -1 if none
+	maxTimestamp int64 // largest batch maxTimestamp; -1 if none
 	timeIndex    []timeEntry
 	lastModified time.Time // by the clock, at the last append or at open
 
@@ -43,7 +43,7 @@ type segment struct {
 	bytesSinceIndex     int
 	bytesSinceTimeIndex int
 	firstAppend         time.Time // zero until the first append since creation/open
-	dirty           bool      // bytes written since the last fsync
+	dirty               bool      // bytes written since the last fsync
 }
 
 func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
@@ -192,8 +192,8 @@ type scanResult struct {
 	timeIndex           []timeEntry
 	bytesSinceIndex     int
 	bytesSinceTimeIndex int
-	records         int64
-	problem         string // why the scan stopped before the end, or ""
+	records             int64
+	problem             string // why the scan stopped before the end, or ""
 }
 
 // scanSegment walks a segment file from the start. With verify it
