@@ -314,7 +314,7 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, ts Topic
 		return nil, err
 	}
 	p := &partition{tp: tp, topicID: ts.ID, configEpoch: ts.Epoch, self: b.cfg.BrokerID, log: l, validator: b.validator, mode: mode,
-		logAppendTime: set.logAppendTime, lagMax: b.cfg.ReplicaLagTimeMax, clock: b.clock, logger: b.logger}
+		logAppendTime: set.logAppendTime, compacted: set.compacted, lagMax: b.cfg.ReplicaLagTimeMax, clock: b.clock, logger: b.logger}
 	p.minISR.Store(int64(set.minISR))
 	b.mu.partitions[tp] = p
 	return p, nil

@@ -39,6 +39,7 @@ type partition struct {
 	// configEpoch are guarded by it.
 	appendMu      sync.Mutex
 	logAppendTime bool  // stamp batches with the append time (message.timestamp.type)
+	compacted     bool  // cleanup.policy has compact: every record needs a key
 	configEpoch   int32 // topic epoch whose configs are applied
 
 	// hwMu serialises setting the log's high watermark from the leader
@@ -178,6 +179,11 @@ func (p *partition) appendAsLeader(records []byte, acks int16) appendResult {
 	}
 	if refused != nil {
 		return appendResult{err: refused, msg: "ISR is smaller than min.insync.replicas"}
+	}
+	if p.compacted {
+		if res, bad := p.checkKeys(vb); bad {
+			return res
+		}
 	}
 	lastSeq := kafkalog.IncrementSequence(h.BaseSequence, h.LastOffsetDelta)
 	var chk seqCheck

@@ -84,3 +84,40 @@ func TestTopicConfigsHonoured(t *testing.T) {
 		t.Fatalf("a consumer from the start begins at %d", start)
 	}
 }
+
+// Kafka's produce rule for compacted topics: a batch with a record without
+// a key is refused with INVALID_RECORD and nothing is appended; keyed
+// records are taken. AlterConfigs turning compaction on applies the rule
+// to the open partition.
+func TestCompactedTopicRefusesKeylessRecords(t *testing.T) {
+	c := startCluster(t, []string{"az1"}, nil)
+	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RecordRetries(1), kgo.DisableIdempotentWrite())
+	adm := kadm.NewClient(cl)
+	createTopic(t, cl, "compacted", 1, 1, map[string]string{"cleanup.policy": "compact"})
+	createTopic(t, cl, "plain", 1, 1, nil)
+	produce := func(topic string, key []byte) error {
+		return cl.ProduceSync(adminCtx(t), &kgo.Record{Topic: topic, Key: key, Value: []byte("v")}).FirstErr()
+	}
+	if err := produce("compacted", nil); !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("keyless record into a compacted topic: %v, want INVALID_RECORD", err)
+	}
+	if err := produce("compacted", []byte("k")); err != nil {
+		t.Fatal(err)
+	}
+	if err := produce("compacted", []byte{}); err != nil {
+		t.Fatalf("an empty (not null) key: %v", err)
+	}
+	if st, _ := c.brokers[0].PartitionStatus(TopicPartition{Topic: "compacted"}); st.LogEnd != 2 {
+		t.Fatalf("log end %d, want 2 (the refused batch appended nothing)", st.LogEnd)
+	}
+	if err := produce("plain", nil); err != nil {
+		t.Fatal(err)
+	}
+	v := "compact,delete"
+	if r, err := adm.AlterTopicConfigs(adminCtx(t), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "cleanup.policy", Value: &v}}, "plain"); err != nil || r[0].Err != nil {
+		t.Fatalf("alter: %v %+v", err, r)
+	}
+	if err := produce("plain", nil); !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("keyless record after compaction was turned on: %v, want INVALID_RECORD", err)
+	}
+}

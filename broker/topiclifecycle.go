@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/kwal/kwal/kafkalog"
 )
 
@@ -51,6 +53,7 @@ type replicaSettings struct {
 	log           kafkalog.Tunables
 	minISR        int
 	logAppendTime bool // message.timestamp.type=LogAppendTime
+	compacted     bool // cleanup.policy has compact
 }
 
 // partitionSettings reads the per-partition settings from a topic's
@@ -94,7 +97,8 @@ func (b *Broker) partitionSettings(configs map[string]string) replicaSettings {
 	if v, ok := configs["min.insync.replicas"]; ok {
 		minISR, _ = strconv.Atoi(v)
 	}
-	return replicaSettings{log: t, minISR: minISR, logAppendTime: configs["message.timestamp.type"] == "LogAppendTime"}
+	_, compacted := compactConfigOf(configs)
+	return replicaSettings{log: t, minISR: minISR, logAppendTime: configs["message.timestamp.type"] == "LogAppendTime", compacted: compacted}
 }
 
 func applyTunables(c *kafkalog.Config, t kafkalog.Tunables) {
@@ -119,7 +123,7 @@ func (b *Broker) retunePartition(p *partition, ts TopicState) {
 		return
 	}
 	p.minISR.Store(int64(set.minISR))
-	p.logAppendTime, p.configEpoch = set.logAppendTime, ts.Epoch
+	p.logAppendTime, p.compacted, p.configEpoch = set.logAppendTime, set.compacted, ts.Epoch
 	p.mu.Lock()
 	if p.mu.leader != nil {
 		p.mu.leader.SetMinISR(set.minISR)
@@ -257,4 +261,17 @@ func parsePartitionMetadata(data []byte) (TopicID, error) {
 		}
 	}
 	return TopicID{}, errors.New("no topic_id")
+}
+
+// checkKeys is Kafka's produce rule for compacted topics: a record without
+// a key is refused with INVALID_RECORD (the cleaner could never drop it).
+func (p *partition) checkKeys(vb kafkalog.ValidBatch) (appendResult, bool) {
+	keyless := false
+	if err := kafkalog.EachRecord(vb.Bytes(), func(r kafkalog.Record) { keyless = keyless || r.Key == nil }); err != nil {
+		return appendResult{err: logErrorCode(err), msg: err.Error()}, true
+	}
+	if keyless {
+		return appendResult{err: kerr.InvalidRecord, msg: "Compacted topic cannot accept message without key in topic partition " + p.tp.String() + "."}, true
+	}
+	return appendResult{}, false
 }
