@@ -100,10 +100,11 @@ func New(cfg Config) (*Broker, error) {
 	for _, ts := range b.ctrl.Topics() {
 		b.applyTopic(ts)
 	}
-	b.wg.Add(3)
+	b.wg.Add(4)
 	go b.acceptLoop()
 	go b.isrLoop()
 	go b.retentionLoop()
+	go b.producerExpirationLoop()
 	if !cfg.LogCleanerDisable {
 		b.wg.Add(1)
 		go b.cleanerLoop()
@@ -302,6 +303,7 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, ts Topic
 	lc := kafkalog.Config{
 		FlushMessages:                b.cfg.FlushMessages,
 		ProducerStateRebuildDisabled: b.cfg.ProducerStateRebuildDisabled,
+		ProducerIDExpirationMs:       b.cfg.ProducerIDExpiration.Milliseconds(),
 		Clock:                        b.clock,
 		Logger:                       b.logger,
 	}

@@ -102,6 +102,7 @@
 // outside it. Controller notifications run in the goroutine that made the
 // change and must not call the controller back while holding a partition
 // lock. One replica-fetcher goroutine per leader broker; Close
-// stops fetchers, the ISR and retention loops, the accept loop and the connections, then
+// stops fetchers, the ISR, retention and producer-expiration loops, the
+// accept loop and the connections, then
 // completes waiting operations and closes the logs.
 package broker

@@ -259,6 +259,12 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 		}
 		return nil
 	},
+	"producer.id.expiration.ms": func(sc *ServerConfig, v string) error {
+		return parseMs(v, &sc.Broker.ProducerIDExpiration)
+	},
+	"producer.id.expiration.check.interval.ms": func(sc *ServerConfig, v string) error {
+		return parseMs(v, &sc.Broker.ProducerIDExpirationCheckInterval)
+	},
 	// kwal.producer.state.rebuild.enable=false reproduces issue 11 item 8
 	// (duplicates after a restart) for the tests that show it.
 	"kwal.producer.state.rebuild.enable": func(sc *ServerConfig, v string) error {
