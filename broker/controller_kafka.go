@@ -41,6 +41,11 @@ import (
 //     not match the state when it is applied is ignored and its proposer
 //     gets ErrStaleEpoch (ElectLeader re-reads and retries a few times,
 //     since its caller gave no epoch).
+//   - delete-topic, create-partitions, alter-configs (topicadmin.go): carry
+//     the topic id (incarnation) and, but for delete-topic, the topic epoch
+//     they were asked against; one that does not match when applied is
+//     ignored and its proposer gets ErrStaleEpoch and retries from the new
+//     state.
 //   - pid-block: claims the next block of pidBlockSize producer ids; the
 //     first claim of a block wins, a loser claims the next one.
 //   - broker: a registration; with a static cluster list the list decides
@@ -55,6 +60,9 @@ import (
 //	                                         "topic","partition","leader_epoch","partition_epoch",
 //	                                         "isr"|"leader"}
 //	pid-block/<n>                           {"v","kind":"pid-block","proposal","block":n}
+//	topic/<name>/<proposal>                 {"v","kind":"delete-topic"|"create-partitions"|"alter-configs",
+//	                                         "proposal","topic_name","topic_id","topic_epoch",
+//	                                         "topic" (create-partitions: the grown list)|"configs"}
 //
 // Competing proposals never share a key: compaction keeps the latest record
 // of a key, so a shared key could keep a losing proposal and drop the

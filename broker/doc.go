@@ -85,6 +85,28 @@
 // order is the consensus; see controller_kafka.go); kwal broker uses it
 // when remote.wal.metadata.bootstrap.servers is set.
 //
+// # Topic administration (topicadmin.go, topiclifecycle.go)
+//
+//	DeleteTopics v0-6  CreatePartitions v0-3  AlterConfigs v0-2
+//	IncrementalAlterConfigs v0-1  DescribeCluster v0-1  DescribeConfigs v0-4
+//
+// A topic has an id (Kafka's topic id, random at creation) and an epoch
+// bumped by every partition-count or config change; the controllers' delete-
+// topic, create-partitions and alter-configs changes are checked against
+// the incarnation and epoch they were asked for (a KafkaController record
+// of each kind, applied alike by every controller). A deletion reaches
+// subscribers as the topic's last state with Deleted set: every replica
+// stops, its log directory is renamed to <dir>.<random>-delete and
+// removed (a crash in between leaves only the -delete directory, removed
+// at the next start), and a remotewal replica's Replicator, when it is a
+// PartitionDeleter, publishes the partition's deletion and collects its
+// objects (rwnode). Each partition directory holds partition.metadata
+// with its topic id: a directory of another incarnation (a deletion this
+// broker missed) is removed before the new topic's log opens, so a topic
+// created again starts empty at offset 0. Config changes reach open
+// replicas (kafkalog.Log.Retune, min.insync.replicas in the leader
+// machine, LogAppendTime stamping, the compacted-topic key rule).
+//
 // # Concurrency
 //
 // A connection is served by one goroutine, one request at a time, in order

@@ -53,6 +53,26 @@
 // Close; at Open it is rebuilt from the segment (the recovery scan reads
 // every header anyway), so a stale or missing .index file is harmless.
 //
+// # Time index (Kafka's .timeindex, in memory)
+//
+//	per segment: (max timestamp so far, last offset of its batch) x N, sparse
+//
+// An entry is added after a batch when more than IndexIntervalBytes were
+// appended since the last entry and the segment's largest timestamp grew.
+// TimestampSearchStart(target) skips segments whose largest timestamp is
+// below target and, in the first that reaches it, starts after the last
+// entry below target: no batch before that point can hold the answer.
+// Like the offset index it is rebuilt by the scan at Open, truncation and
+// compaction, so it needs no file.
+//
+// # Tunables and LogAppendTime
+//
+// Retune changes segment.bytes, segment.ms, retention.ms, retention.bytes
+// and max.message.bytes of an open log (AlterConfigs); appends and
+// retention read them under the write lock. ValidBatch.WithLogAppendTime
+// is the leader's stamping for message.timestamp.type=LogAppendTime: the
+// attribute bit 3, the max timestamp and the CRC.
+//
 // # Producer state (Kafka's ProducerStateManager, without transactions)
 //
 // The log keeps, per producer id, its latest epoch and its last
