@@ -21,6 +21,7 @@ const (
 	apiKeyDescribeConfigs      = 32
 	// Topic administration.
 	apiKeyDeleteTopics            = 20
+	apiKeyDeleteRecords           = 21
 	apiKeyAlterConfigs            = 33
 	apiKeyCreatePartitions        = 37
 	apiKeyIncrementalAlterConfigs = 44
@@ -39,6 +40,7 @@ var apiRanges = []struct{ key, min, max int16 }{
 	{apiKeyOffsetForLeaderEpoch, 2, 4},
 	{apiKeyDescribeConfigs, 0, 4},
 	{apiKeyDeleteTopics, 0, 6},
+	{apiKeyDeleteRecords, 0, 2},
 	{apiKeyAlterConfigs, 0, 2},
 	{apiKeyCreatePartitions, 0, 3},
 	{apiKeyIncrementalAlterConfigs, 0, 1},

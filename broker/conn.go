@@ -332,6 +332,8 @@ func (b *Broker) dispatch(cs *connState, req kmsg.Request) (kmsg.Response, bool)
 	// Topic administration.
 	case *kmsg.DeleteTopicsRequest:
 		return b.handleDeleteTopics(r), true
+	case *kmsg.DeleteRecordsRequest:
+		return b.handleDeleteRecords(cs, r), true
 	case *kmsg.CreatePartitionsRequest:
 		return b.handleCreatePartitions(r), true
 	case *kmsg.AlterConfigsRequest:

@@ -89,6 +89,9 @@
 //
 //	DeleteTopics v0-6  CreatePartitions v0-3  AlterConfigs v0-2
 //	IncrementalAlterConfigs v0-1  DescribeCluster v0-1  DescribeConfigs v0-4
+//	DeleteRecords v0-2 (api_delete_records.go: the leader's log start
+//	moves, followers follow it from fetch responses, the answer waits for
+//	the ISR's low watermark)
 //
 // A topic has an id (Kafka's topic id, random at creation) and an epoch
 // bumped by every partition-count or config change; the controllers' delete-

@@ -585,4 +585,7 @@ func (f *replicaFetcher) handlePartition(st *followState, rp *kmsg.FetchResponse
 	f.event(st, func(now time.Time) []replica.Action {
 		return st.fsm.Fetched(now, st.h.followerView(false), ans)
 	})
+	if ans.Err == nil {
+		st.p.followLeaderLogStart(rp.LogStartOffset)
+	}
 }

@@ -116,6 +116,14 @@ func seedFrames() [][]byte {
 	dtt.Topic = &nope
 	dt.Topics = append(dt.Topics, dtt)
 	out = append(out, frameOf(dt, 6, 15), frameOf(dt, 0, 15))
+	dr := kmsg.NewPtrDeleteRecordsRequest()
+	drt := kmsg.NewDeleteRecordsRequestTopic()
+	drt.Topic = "t"
+	drp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	drp.Offset = -1
+	drt.Partitions = append(drt.Partitions, drp)
+	dr.Topics = append(dr.Topics, drt)
+	out = append(out, frameOf(dr, 2, 16), frameOf(dr, 0, 16))
 	out = append(out, frameOf(kmsg.NewPtrJoinGroupRequest(), 5, 10)) // unsupported key
 	out = append(out, []byte{0, 99, 0, 0, 0, 0, 0, 1, 0xff, 0xff})   // unknown key
 	return out

@@ -54,6 +54,10 @@ type partition struct {
 		state PartitionState
 		// leader is the leader-side machine while this broker leads.
 		leader *replica.Leader
+		// followerLogStart: while leading, each follower's log start
+		// offset as its last fetch reported it (DeleteRecords' low
+		// watermark; api_delete_records.go).
+		followerLogStart map[int32]int64
 	}
 }
 
@@ -87,6 +91,7 @@ func (p *partition) applyState(ps PartitionState) roleChange {
 	leader := ps.Leader == p.self
 	switch {
 	case leader && (epochChanged || !wasLeader):
+		p.mu.followerLogStart = nil
 		p.mu.leader = replica.NewLeader(replica.LeaderState{
 			Self: p.self, LeaderEpoch: ps.LeaderEpoch, PartitionEpoch: ps.PartitionEpoch,
 			Replicas: ps.Replicas, ISR: ps.ISR,

@@ -18,6 +18,7 @@
 //	<dir>/leader-epoch-checkpoint        "0\n<n>\n<epoch> <startOffset>\n"...
 //	<dir>/replication-offset-checkpoint  "0\n1\n<high watermark>\n"
 //	<dir>/recovery-point-offset-checkpoint "0\n1\n<offset>\n"
+//	<dir>/log-start-offset-checkpoint    "0\n1\n<offset>\n": a log start inside the first segment (DeleteRecords)
 //	<dir>/00000000000000004711.snapshot  producer state as of offset 4711 (below)
 //
 // Checkpoints are Kafka's text format, written atomically: temp file,

@@ -126,6 +126,7 @@ type Log struct {
 	mu struct {
 		sync.RWMutex
 		segs   []*segment // by base offset; the last is active
+		start  int64      // log start inside segs[0] (logstart.go); 0: its base
 		leo    int64
 		hw     int64
 		epochs epochCache
@@ -251,6 +252,7 @@ func (l *Log) load() error {
 	l.mu.leo = l.active().next
 	l.w.recoveryPoint = min(rp, l.active().base)
 
+	l.loadLogStart()
 	lines, err := readCheckpoint(l.fs, l.dir, leaderEpochCheckpointFile)
 	if err != nil {
 		return err
@@ -335,7 +337,7 @@ func (l *Log) writeEpochCheckpoint() error {
 func (l *Log) active() *segment { return l.mu.segs[len(l.mu.segs)-1] }
 
 // logStartOffset: caller holds mu or writeMu.
-func (l *Log) logStartOffset() int64 { return l.mu.segs[0].base }
+func (l *Log) logStartOffset() int64 { return max(l.mu.segs[0].base, l.mu.start) }
 
 // writable checks that writes may proceed. Caller holds writeMu.
 func (l *Log) writable() error {

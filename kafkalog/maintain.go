@@ -231,6 +231,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 		return fail(err)
 	}
 	l.mu.segs = []*segment{ns}
+	l.mu.start = offset
 	l.mu.leo, l.mu.hw = offset, offset
 	l.mu.epochs.entries = nil
 	l.notifyLocked()

@@ -160,4 +160,27 @@ func TestRemoteWALDeleteAndRecreateUnderLoad(t *testing.T) {
 			seen++
 		})
 	}
+
+	// DeleteRecords on the remotewal topic: acknowledged once every
+	// replica (the followers fed from the store) moved its log start.
+	os := kadm.Offsets{}
+	for p, n := range next {
+		os.Add(kadm.Offset{Topic: topic, Partition: p, At: n / 2})
+	}
+	dr, err := adm.DeleteRecords(context.Background(), os)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, n := range next {
+		got, _ := dr.Lookup(topic, p)
+		if got.Err != nil || got.LowWatermark != n/2 {
+			t.Fatalf("delete records of partition %d before %d: %+v", p, n/2, got)
+		}
+		for _, rid := range ts.Partitions[p].Replicas {
+			st, _ := c.broker(rid).PartitionStatus(broker.TopicPartition{Topic: topic, Partition: p})
+			if st.LogStart != n/2 {
+				t.Fatalf("broker %d partition %d starts at %d after the acknowledged delete, want %d", rid, p, st.LogStart, n/2)
+			}
+		}
+	}
 }
