@@ -118,6 +118,7 @@ func (b *Broker) retunePartition(p *partition, ts TopicState) {
 		return
 	}
 	set := b.partitionSettings(ts.Configs)
+	set.log.Compacted = set.compacted
 	if err := p.log.Retune(set.log); err != nil {
 		b.logger.Error("applying topic configs", "partition", p.tp, "err", err)
 		return

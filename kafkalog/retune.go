@@ -8,6 +8,10 @@ type Tunables struct {
 	RetentionMs    int64 // retention.ms (-1 unlimited)
 	RetentionBytes int64 // retention.bytes (-1 unlimited)
 	MaxBatchBytes  int   // max.message.bytes
+	// Compacted turns on Config.Compacted (cleanup.policy gained compact):
+	// from then on a follower takes the leader's compacted batches. It is
+	// never turned off: segments already compacted keep their gaps.
+	Compacted bool
 }
 
 // Retune changes the log's tunables. Appends and retention read them under
@@ -36,5 +40,8 @@ func (l *Log) Retune(t Tunables) error {
 	l.cfg.SegmentBytes, l.cfg.SegmentMs = next.SegmentBytes, next.SegmentMs
 	l.cfg.RetentionMs, l.cfg.RetentionBytes = next.RetentionMs, next.RetentionBytes
 	l.cfg.MaxBatchBytes = next.MaxBatchBytes
+	if t.Compacted {
+		l.cfg.Compacted, l.w.compacted = true, true
+	}
 	return nil
 }
