@@ -67,6 +67,7 @@ func TestRemoteWALDeleteAndRecreateUnderLoad(t *testing.T) {
 	waitFor(t, "generation 1 acknowledged and uploaded", 30*time.Second, func() bool { return acked.Load() >= 400 && countObjects() > 0 })
 	t.Logf("before the delete: %d records acknowledged, %d objects in the store", acked.Load(), countObjects())
 
+	deleteStart := time.Now()
 	resp, err := adm.DeleteTopics(context.Background(), topic)
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +81,7 @@ func TestRemoteWALDeleteAndRecreateUnderLoad(t *testing.T) {
 	t.Logf("generation 1: %d records acknowledged in all", acked.Load())
 
 	waitFor(t, "no object of the deleted topic left in the store", 20*time.Second, func() bool { return countObjects() == 0 })
+	t.Logf("store empty %v after DeleteTopics was sent", time.Since(deleteStart).Round(time.Millisecond))
 	for _, r := range c.replicators {
 		for p := int32(0); p < 2; p++ {
 			tp := metadata.TopicPartition{Topic: topic, Partition: p}
