@@ -229,6 +229,10 @@ func logErrorCode(err error) *kerr.Error {
 		return kerr.OffsetOutOfRange
 	case errors.Is(err, kafkalog.ErrEpochRegression):
 		return kerr.FencedLeaderEpoch
+	case errors.Is(err, kafkalog.ErrClosed):
+		// The replica was dropped (moved, or its topic deleted) under the
+		// request: retriable, and the client's metadata refresh tells why.
+		return kerr.NotLeaderForPartition
 	default:
 		return kerr.KafkaStorageError
 	}
