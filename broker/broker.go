@@ -100,6 +100,7 @@ func New(cfg Config) (*Broker, error) {
 	for _, ts := range b.ctrl.Topics() {
 		b.applyTopic(ts)
 	}
+	b.removeStrayReplicas()
 	b.wg.Add(4)
 	go b.acceptLoop()
 	go b.isrLoop()

@@ -106,7 +106,10 @@
 // objects (rwnode). Each partition directory holds partition.metadata
 // with its topic id: a directory of another incarnation (a deletion this
 // broker missed) is removed before the new topic's log opens, so a topic
-// created again starts empty at offset 0. Config changes reach open
+// created again starts empty at offset 0; against a DurableController
+// (KafkaController) a starting broker also removes the partition
+// directories no current topic assigns to it (stray replicas of topics
+// deleted while it was down). Config changes reach open
 // replicas (kafkalog.Log.Retune, min.insync.replicas in the leader
 // machine, LogAppendTime stamping, the compacted-topic key rule).
 //

@@ -310,3 +310,9 @@ func (c *KafkaController) AlterTopicConfigs(name string, edit TopicConfigEdit) (
 		return c.proposeChange(topicChange{kind: kindAlterConfigs, name: name, id: ts.ID, epoch: ts.Epoch, configs: next})
 	})
 }
+
+var _ DurableController = (*KafkaController)(nil)
+
+// DurableState: a KafkaController's topics are the cluster's durable state
+// once NewKafkaController returned.
+func (c *KafkaController) DurableState() bool { return true }

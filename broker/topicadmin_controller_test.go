@@ -2,6 +2,8 @@ package broker
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
@@ -146,5 +148,48 @@ func TestApplyTopicChangeFencing(t *testing.T) {
 	}
 	if ts := topics["t"]; ts.Epoch != 3 || len(ts.Configs) != 0 || len(ts.Partitions) != 1 {
 		t.Fatalf("refused changes left a trace: %+v", ts)
+	}
+}
+
+// A broker that was down while a topic was deleted removes that topic's
+// replica directories when it starts against a durable controller; the
+// replicas of live topics and directories that are not partitions stay.
+func TestStrayReplicasRemovedAtStart(t *testing.T) {
+	ctrl := newKafkaController(t, startKfake(t), nil)
+	dir := t.TempDir()
+	start := func() *Broker {
+		b, err := New(Config{BrokerID: 1, Listener: "127.0.0.1:0", LogDir: dir, Controller: ctrl, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	b := start()
+	for _, name := range []string{"gone", "kept"} {
+		if _, err := ctrl.CreateTopic(TopicSpec{Name: name, Partitions: 2, ReplicationFactor: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"gone-0", "gone-1", "kept-0", "kept-1"} {
+		if _, err := os.Stat(filepath.Join(dir, d, partitionMetadataFile)); err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctrl.DeleteTopic("gone", TopicID{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "remote-wal", "wal"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b = start()
+	defer b.Close()
+	for d, want := range map[string]bool{"gone-0": false, "gone-1": false, "kept-0": true, "kept-1": true, "remote-wal": true} {
+		_, err := os.Stat(filepath.Join(dir, d))
+		if (err == nil) != want {
+			t.Errorf("%s present %v after the restart, want %v", d, err == nil, want)
+		}
 	}
 }

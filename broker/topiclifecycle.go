@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -275,4 +276,64 @@ func (p *partition) checkKeys(vb kafkalog.ValidBatch) (appendResult, bool) {
 		return appendResult{err: kerr.InvalidRecord, msg: "Compacted topic cannot accept message without key in topic partition " + p.tp.String() + "."}, true
 	}
 	return appendResult{}, false
+}
+
+// DurableController is implemented by a controller whose Topics, at the
+// time a broker starts, are the cluster's durable state (KafkaController:
+// rebuilt from its topic before it returns). Only against such a
+// controller does a starting broker remove stray replicas: with a
+// MemController a restarted process knows no topics yet.
+type DurableController interface {
+	DurableState() bool
+}
+
+// removeStrayReplicas removes, at start, the partition directories (those
+// with a partition.metadata) that no current topic assigns to this broker:
+// replicas of topics deleted while it was down (Kafka's stray replicas).
+func (b *Broker) removeStrayReplicas() {
+	if d, ok := b.ctrl.(DurableController); !ok || !d.DurableState() {
+		return
+	}
+	entries, err := os.ReadDir(b.cfg.LogDir)
+	if err != nil {
+		return
+	}
+	topics := map[string]TopicState{}
+	for _, ts := range b.ctrl.Topics() {
+		topics[ts.Name] = ts
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(b.cfg.LogDir, e.Name())
+		data, err := os.ReadFile(filepath.Join(dir, partitionMetadataFile))
+		if err != nil {
+			continue // not a partition directory of ours
+		}
+		id, err := parsePartitionMetadata(data)
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(e.Name(), '-')
+		if i <= 0 {
+			continue
+		}
+		p, err := strconv.Atoi(e.Name()[i+1:])
+		if err != nil {
+			continue
+		}
+		ts, ok := topics[e.Name()[:i]]
+		if ok && ts.ID == id && p < len(ts.Partitions) && slices.Contains(ts.Partitions[p].Replicas, b.cfg.BrokerID) {
+			continue
+		}
+		if b.partition(TopicPartition{Topic: e.Name()[:i], Partition: int32(p)}) != nil {
+			continue
+		}
+		if err := removeDir(dir); err != nil {
+			b.logger.Warn("removing a stray replica", "dir", e.Name(), "err", err)
+			continue
+		}
+		b.logger.Warn("removed a stray replica: its topic was deleted (or re-created) while this broker was away", "dir", e.Name(), "topic_id", id)
+	}
 }
