@@ -15,7 +15,8 @@ import (
 // removes its log from disk (topiclifecycle.go); a remotewal partition's
 // deletion is published to the metadata topic and its objects collected
 // (the Replicator's PartitionDeleter).
-// Where it differs from Kafka: any broker deletes (Kafka forwards to the
+// Where it differs from Kafka: __consumer_offsets cannot be deleted
+// (INVALID_REQUEST; Kafka leaves that check to its CLI); any broker deletes (Kafka forwards to the
 // controller); the response is sent once this broker's controller applied
 // the deletion (with the in-process MemController: once every broker
 // removed its replicas), not when the timeout says.
@@ -43,7 +44,15 @@ func (b *Broker) handleDeleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		name := t.name
 		st.TopicID = t.id
-		ts, err := b.ctrl.DeleteTopic(t.name, t.id)
+		var (
+			ts  TopicState
+			err error
+		)
+		if t.name == OffsetsTopic {
+			err = errInternalTopic
+		} else {
+			ts, err = b.ctrl.DeleteTopic(t.name, t.id)
+		}
 		if err == nil {
 			name, st.TopicID = ts.Name, ts.ID
 			b.logger.Info("deleted topic", "topic", ts.Name, "topic_id", ts.ID, "partitions", len(ts.Partitions))
@@ -64,10 +73,14 @@ func (b *Broker) handleDeleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response
 	return resp
 }
 
+var errInternalTopic = errors.New("broker: " + OffsetsTopic + " is an internal topic and cannot be deleted (the group coordinator keeps its state there)")
+
 // adminErrorCode maps controller errors of topic administration to
 // Kafka's codes.
 func adminErrorCode(err error) *kerr.Error {
 	switch {
+	case errors.Is(err, errInternalTopic):
+		return kerr.InvalidRequest
 	case errors.Is(err, ErrUnknownTopicID):
 		return kerr.UnknownTopicID
 	case errors.Is(err, ErrUnknownTopic):

@@ -7,7 +7,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Metadata: v1-9.
+// Metadata: v0-9.
+//
+// v0's empty topic list means every topic (v1+: a null list).
+// __consumer_offsets is marked internal and is created only
+// by the group coordinator (FindCoordinator), never by auto-creation.
 //
 // Where it differs from Kafka: no topic ids (v10+), no authorized
 // operations (always -2147483648), no offline replicas. The controller id
@@ -36,7 +40,7 @@ func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
 	resp.AuthorizedOperations = -2147483648
 
 	var topics []TopicState
-	if req.Topics == nil {
+	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
 		topics = b.ctrl.Topics()
 	} else {
 		allowCreate := (req.Version < 4 || req.AllowAutoTopicCreation) && !b.cfg.DisableAutoCreateTopics
@@ -49,7 +53,7 @@ func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
 			}
 			name := *rt.Topic
 			ts, ok := b.ctrl.Topic(name)
-			if !ok && allowCreate {
+			if !ok && allowCreate && name != OffsetsTopic {
 				var err error
 				ts, err = b.autoCreate(name)
 				ok = err == nil
@@ -78,6 +82,7 @@ func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
 		name := ts.Name
 		mt := kmsg.NewMetadataResponseTopic()
 		mt.Topic = &name
+		mt.IsInternal = name == OffsetsTopic
 		mt.AuthorizedOperations = -2147483648
 		for _, ps := range ts.Partitions {
 			mp := kmsg.NewMetadataResponseTopicPartition()

@@ -12,7 +12,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Produce: v3-9.
+// Produce: v0-9.
+//
+// v0-2 are served for RecordBatch v2 (magic 2) payloads only: librdkafka
+// enables gzip, snappy and lz4 only against a broker that lists Produce
+// v0, and sends v3+ itself. A v0/v1 message set (magic 0 or 1) is refused
+// with UNSUPPORTED_FOR_MESSAGE_FORMAT, where Kafka 3.x converts it to v2.
 //
 // Where it differs from Kafka: no transactions (a transactional id gets
 // INVALID_REQUEST). As Kafka: producer state is rebuilt
@@ -28,6 +33,10 @@ import (
 // time as the batch's max timestamp with attribute bit 3 set (the
 // response carries it), CreateTime keeps the producer's timestamps; a
 // batch over max.message.bytes gets MESSAGE_TOO_LARGE.
+
+// magicOffset is where the magic byte sits in a v0/v1 message and in a
+// v2 RecordBatch alike.
+const magicOffset = 16
 
 // produceWait is one partition of an acks=all produce.
 type produceWait struct {
@@ -159,6 +168,9 @@ func (b *Broker) producePartition(req *kmsg.ProduceRequest, tp TopicPartition, r
 	}
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		return kerr.InvalidRequiredAcks, ""
+	}
+	if req.Version < 3 && len(records) > magicOffset && records[magicOffset] < 2 {
+		return kerr.UnsupportedForMessageFormat, "message format v0/v1 is not supported: send RecordBatch v2 (magic 2)"
 	}
 	p := b.partition(tp)
 	if p == nil {

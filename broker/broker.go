@@ -34,6 +34,7 @@ type Broker struct {
 	produceWait *purgatory.Purgatory[TopicPartition]
 	fetchWait   *purgatory.Purgatory[TopicPartition]
 	fetchers    *fetcherManager
+	groups      *groups
 	unsubscribe func()
 	reqs        requestCounters
 	events      eventCounters
@@ -96,6 +97,12 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.fetchers = newFetcherManager(b)
 	b.removeDeletedDirs()
+	if err := b.startGroups(); err != nil {
+		ln.Close()
+		b.produceWait.Shutdown()
+		b.fetchWait.Shutdown()
+		return nil, err
+	}
 	b.unsubscribe = b.ctrl.Subscribe(b.applyTopic)
 	for _, ts := range b.ctrl.Topics() {
 		b.applyTopic(ts)
@@ -171,6 +178,7 @@ func (b *Broker) Close() error {
 	b.fetchers.close()
 	b.produceWait.Shutdown()
 	b.fetchWait.Shutdown()
+	b.closeGroups()
 	b.wg.Wait()
 	b.mu.Lock()
 	parts := b.mu.partitions
@@ -249,9 +257,11 @@ func (b *Broker) applyTopic(ts TopicState) {
 		b.logger.Error("topic config", "topic", ts.Name, "err", err)
 		return
 	}
+	b.offsetsTopicSeen(ts)
 	for _, ps := range ts.Partitions {
 		tp := TopicPartition{Topic: ts.Name, Partition: ps.Partition}
 		if !slices.Contains(ps.Replicas, b.cfg.BrokerID) {
+			b.offsetsRoleChanged(tp, roleFollower, ps)
 			b.dropPartition(tp)
 			continue
 		}
@@ -261,7 +271,9 @@ func (b *Broker) applyTopic(ts TopicState) {
 			continue
 		}
 		b.retunePartition(p, ts)
-		switch p.applyState(ps) {
+		role := p.applyState(ps)
+		b.offsetsRoleChanged(tp, role, ps)
+		switch role {
 		case roleLeader:
 			b.fetchers.remove(tp)
 			if b.cfg.Replicator != nil && mode == RemoteWAL {

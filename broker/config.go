@@ -190,6 +190,8 @@ type Config struct {
 	ClusterID string
 	// RemoteWAL holds the KIP-1176 settings.
 	RemoteWAL RemoteWALConfig
+	// Groups holds the group coordinator's settings (groups.go).
+	Groups GroupConfig
 
 	// Controller assigns leaders and replicas. Required.
 	Controller Controller
@@ -260,6 +262,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RetentionBytes == 0 {
 		c.RetentionBytes = -1
+	}
+	if err := c.Groups.validate(); err != nil {
+		return err
 	}
 	if c.MaxTopicPartitions == 0 {
 		c.MaxTopicPartitions = 4096

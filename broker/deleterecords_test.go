@@ -21,7 +21,7 @@ func TestAdminDeleteRecords(t *testing.T) {
 	const topic = "trimmed"
 	createTopic(t, cl, topic, 1, 3, map[string]string{"segment.bytes": "1024"})
 	for i := range 100 {
-		produceValues(t, cl, topic, 0, value(i))
+		produceTo(t, cl, topic, 0, value(i))
 	}
 	tp := TopicPartition{Topic: topic, Partition: 0}
 	del := func(offset int64) kadm.DeleteRecordsResponse {

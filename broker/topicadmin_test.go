@@ -22,9 +22,9 @@ func adminCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// produceValues produces values (acks=all) to topic, partition by the
+// produceTo produces values (acks=all) to topic, partition by the
 // manual partitioner, and fails on any error.
-func produceValues(t *testing.T, cl *kgo.Client, topic string, partition int32, vals ...[]byte) {
+func produceTo(t *testing.T, cl *kgo.Client, topic string, partition int32, vals ...[]byte) {
 	t.Helper()
 	var recs []*kgo.Record
 	for _, v := range vals {
@@ -66,7 +66,7 @@ func TestAdminDeleteAndRecreateTopic(t *testing.T) {
 	old, _ := c.ctrl.Topic(topic)
 	for p := int32(0); p < 2; p++ {
 		for i := range 20 {
-			produceValues(t, cl, topic, p, []byte("old-"+string(value(i))))
+			produceTo(t, cl, topic, p, []byte("old-"+string(value(i))))
 		}
 	}
 	dirs := func() []string {
@@ -124,6 +124,14 @@ func TestAdminDeleteAndRecreateTopic(t *testing.T) {
 		t.Fatalf("delete by the deleted topic's id: %+v, want UNKNOWN_TOPIC_ID", kr.Topics)
 	}
 
+	resp, err = adm.DeleteTopics(adminCtx(t), OffsetsTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(resp[OffsetsTopic].Err, kerr.InvalidRequest) {
+		t.Fatalf("delete %s: %v, want INVALID_REQUEST", OffsetsTopic, resp[OffsetsTopic].Err)
+	}
+
 	createTopic(t, cl, topic, 2, 3, nil)
 	fresh, _ := c.ctrl.Topic(topic)
 	if fresh.ID == old.ID || fresh.ID.IsZero() {
@@ -138,7 +146,7 @@ func TestAdminDeleteAndRecreateTopic(t *testing.T) {
 		}
 	}
 	for i := range 10 {
-		produceValues(t, cl, topic, 0, []byte("new-"+string(value(i))))
+		produceTo(t, cl, topic, 0, []byte("new-"+string(value(i))))
 	}
 	recs := consumeAll(t, c, topic, 10)
 	for i, r := range recs {
@@ -224,7 +232,7 @@ func TestAdminCreatePartitions(t *testing.T) {
 		td, err := adm.ListTopics(adminCtx(t), topic)
 		return err == nil && len(td[topic].Partitions) == 3
 	})
-	produceValues(t, cl, topic, 2, value(1), value(2))
+	produceTo(t, cl, topic, 2, value(1), value(2))
 	recs := consumeAll(t, c, topic, 2)
 	if recs[0].Partition != 2 || recs[1].Offset != 1 {
 		t.Fatalf("records of the new partition: %+v", recs)
@@ -280,7 +288,7 @@ func TestAdminAlterTopicConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 40 {
-		produceValues(t, cl, topic, 0, bytes.Repeat([]byte{byte(i)}, 200))
+		produceTo(t, cl, topic, 0, bytes.Repeat([]byte{byte(i)}, 200))
 	}
 	for _, b := range c.brokers {
 		waitFor(t, "replica caught up", 10*time.Second, func() bool {
@@ -317,7 +325,7 @@ func TestAdminAlterTopicConfigs(t *testing.T) {
 	if err := alter(kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "min.insync.replicas"}); err != nil {
 		t.Fatal(err)
 	}
-	produceValues(t, cl, topic, 0, []byte("after"))
+	produceTo(t, cl, topic, 0, []byte("after"))
 
 	// Refusals name the key; nothing changes.
 	before, _ := c.ctrl.Topic(topic)

@@ -69,7 +69,7 @@ func TestTopicConfigsHonoured(t *testing.T) {
 	// retention.bytes deletes old segments on every replica.
 	createTopic(t, cl, "bounded", 1, 3, map[string]string{"retention.bytes": "2048", "segment.bytes": "1024"})
 	for i := range 60 {
-		produceValues(t, cl, "bounded", 0, bytes.Repeat([]byte{byte(i)}, 200))
+		produceTo(t, cl, "bounded", 0, bytes.Repeat([]byte{byte(i)}, 200))
 	}
 	ts, _ = c.ctrl.Topic("bounded")
 	for _, rid := range ts.Partitions[0].Replicas {
