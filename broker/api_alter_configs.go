@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -64,7 +65,10 @@ func (b *Broker) alterTopicConfigs(rtype kmsg.ConfigResourceType, name string, v
 		if m2, _ := replicationModeOf(next); m1 != m2 {
 			return nil, errImmutableConfig
 		}
-		if err := b.checkTopicConfigs(next); err != nil {
+		// min.insync.replicas is not held to the replication factor here
+		// (only at creation): as in Kafka, AlterConfigs may raise it above
+		// the ISR, and acks=all produces then get NOT_ENOUGH_REPLICAS.
+		if err := b.checkTopicConfigs(next, math.MaxInt16); err != nil {
 			return nil, err
 		}
 		return next, nil

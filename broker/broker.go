@@ -27,6 +27,10 @@ type Broker struct {
 	ctrl   Controller
 	ledger *ledger.Ledger
 	ln     net.Listener
+	// limits is the listener's connection caps (under b.ln, which a TLS
+	// listener may wrap); conns counts what the connection layer refused.
+	limits *limitListener
+	conns  connCounters
 	// validator checks every produced batch once (BatchValidator).
 	validator *kafkalog.BatchValidator
 	info      BrokerInfo
@@ -41,10 +45,15 @@ type Broker struct {
 	stop        chan struct{}
 	wg          sync.WaitGroup
 
+	lease struct { // heartbeat.go
+		sync.Mutex
+		st leaseState
+	}
+
 	mu struct {
 		sync.Mutex
 		partitions map[TopicPartition]*partition
-		conns      map[net.Conn]struct{}
+		conns      map[net.Conn]*connState
 		closed     bool
 	}
 }
@@ -55,15 +64,20 @@ func New(cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := CheckLogDir(cfg.LogDir); err != nil {
+		return nil, err
+	}
 	b := &Broker{cfg: cfg, clock: cfg.Clock, ctrl: cfg.Controller, ledger: cfg.Ledger, stop: make(chan struct{})}
 	b.validator = kafkalog.NewBatchValidator(kafkalog.DefaultMaxBatchBytes, cfg.MaxUncompressedBatchBytes)
 	b.logger = cfg.Logger.With("broker", cfg.BrokerID)
 	b.mu.partitions = map[TopicPartition]*partition{}
-	b.mu.conns = map[net.Conn]struct{}{}
-	ln, err := net.Listen("tcp", cfg.Listener)
+	b.mu.conns = map[net.Conn]*connState{}
+	inner, err := net.Listen("tcp", cfg.Listener)
 	if err != nil {
 		return nil, fmt.Errorf("broker: listen %s: %w", cfg.Listener, err)
 	}
+	b.limits = newLimitListener(inner, ConnLimits{Max: cfg.MaxConnections, PerIP: cfg.MaxConnectionsPerIP, PerIPOverrides: cfg.MaxConnectionsPerIPOverrides}, b.logger, b.clock)
+	ln := net.Listener(b.limits)
 	b.ln = ln
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	if cfg.AdvertisedHost != "" {
@@ -71,7 +85,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	pn, _ := strconv.Atoi(port)
 	b.info = BrokerInfo{ID: cfg.BrokerID, Host: host, Port: int32(pn), Rack: cfg.Rack}
-	if err := b.ctrl.RegisterBroker(b.info); err != nil {
+	if err := b.register(); err != nil {
 		ln.Close()
 		return nil, err
 	}
@@ -108,11 +122,19 @@ func New(cfg Config) (*Broker, error) {
 		b.applyTopic(ts)
 	}
 	b.removeStrayReplicas()
-	b.wg.Add(4)
+	b.heartbeat() // learns whether a lease is enforced
+	// The reaper's timer is made here, not in its goroutine, so that a
+	// test on the manual clock may advance it as soon as New returns.
+	interval := reapInterval(cfg.ConnectionsMaxIdle, cfg.RequestReadTimeout)
+	reapTimer := b.clock.NewTimer(interval)
+	b.wg.Add(7)
 	go b.acceptLoop()
 	go b.isrLoop()
 	go b.retentionLoop()
 	go b.producerExpirationLoop()
+	go b.heartbeatLoop()
+	go b.rebalanceLoop()
+	go b.everyOn(reapTimer, interval, func() { b.reapConns(b.clock.Now()) }, cfg.afterReapArmed)
 	if !cfg.LogCleanerDisable {
 		b.wg.Add(1)
 		go b.cleanerLoop()
@@ -168,8 +190,8 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	b.mu.closed = true
-	for c := range b.mu.conns {
-		c.Close()
+	for _, cs := range b.mu.conns {
+		cs.close()
 	}
 	b.mu.Unlock()
 	close(b.stop)
@@ -290,6 +312,14 @@ func (b *Broker) applyTopic(ts TopicState) {
 				b.cfg.Replicator.StopLeader(tp)
 				b.cfg.Replicator.StopFollower(tp)
 			}
+			if ps.Leader == NoLeader {
+				// No live in-sync replica (liveness.go): nothing to follow
+				// until the controller elects one.
+				b.fetchers.remove(tp)
+				b.logger.Warn("partition has no leader", "partition", tp, "leader_epoch", ps.LeaderEpoch, "isr", ps.ISR)
+				b.wake(tp)
+				continue
+			}
 			b.logger.Info("became follower", "partition", tp, "leader", ps.Leader, "leader_epoch", ps.LeaderEpoch)
 			b.fetchers.add(p, ps.Leader, ps.LeaderEpoch)
 			b.wake(tp)
@@ -377,8 +407,14 @@ func (b *Broker) isrLoop() {
 // one b.wg count); armed, if set, runs after each fn once the next run is
 // scheduled (a test hook).
 func (b *Broker) every(period time.Duration, fn, armed func()) {
+	b.everyOn(b.clock.NewTimer(period), period, fn, armed)
+}
+
+// everyOn is every on a timer the caller made (and armed for the first
+// run), for a loop whose first run a test must be able to trigger as soon
+// as New returns.
+func (b *Broker) everyOn(t clock.Timer, period time.Duration, fn, armed func()) {
 	defer b.wg.Done()
-	t := b.clock.NewTimer(period)
 	defer t.Stop()
 	for {
 		select {
@@ -414,8 +450,17 @@ func (b *Broker) alterISR(p *partition, isr []int32) {
 	}
 }
 
+// acceptLoop accepts until the broker closes. When accept fails (EMFILE,
+// ENFILE, ENOBUFS and the like) it logs once, backs off (5 ms doubling to
+// 1 s, on the broker's clock) and tries again, serving the connections it
+// has meanwhile; it logs again, with the count of failed accepts, once
+// accepting works again.
 func (b *Broker) acceptLoop() {
 	defer b.wg.Done()
+	var (
+		failures int64
+		backoff  time.Duration
+	)
 	for {
 		c, err := b.ln.Accept()
 		if err != nil {
@@ -424,12 +469,31 @@ func (b *Broker) acceptLoop() {
 				return
 			default:
 			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			b.logger.Error("accept", "err", err)
-			return
+			failures++
+			b.conns.acceptErrors.Add(1)
+			if failures == 1 {
+				b.logger.Error("accept failing: backing off, still serving open connections", "err", err, "open_connections", b.limits.open())
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			t := b.clock.NewTimer(backoff)
+			select {
+			case <-b.stop:
+				t.Stop()
+				return
+			case <-t.C():
+			}
+			continue
+		}
+		if failures > 0 {
+			b.logger.Warn("accepting connections again", "failed_accepts", failures, "open_connections", b.limits.open())
+			failures, backoff = 0, 0
 		}
 		b.mu.Lock()
 		if b.mu.closed {
@@ -437,10 +501,12 @@ func (b *Broker) acceptLoop() {
 			c.Close()
 			return
 		}
-		b.mu.conns[c] = struct{}{}
+		cs := newConnState(c)
+		cs.state.Store(packPhase(phaseIdle, b.clock.Now()))
+		b.mu.conns[c] = cs
 		b.wg.Add(1)
 		b.mu.Unlock()
-		go b.serveConn(c)
+		go b.serveConn(cs)
 	}
 }
 

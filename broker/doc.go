@@ -41,6 +41,46 @@
 // close. A request that does not decode closes the connection. Nothing
 // panics: a panic in a handler is logged and closes the connection.
 //
+// A produced batch is validated once, by the broker's
+// kafkalog.BatchValidator (compressed records decompressed and walked):
+// CORRUPT_MESSAGE for bytes that do not decode, INVALID_RECORD for
+// Kafka's client-batch rules, each with a warning naming the client.
+// A partition number the topic does not have is UNKNOWN_TOPIC_OR_PARTITION;
+// one it has but this broker does not hold is NOT_LEADER_OR_FOLLOWER.
+//
+// # Connections
+//
+// The listener is wrapped (connlimit.go) so that a TLS listener can sit
+// on top: at max.connections Accept waits for a slot (new connections wait
+// in the kernel backlog, as Kafka's acceptor does); a connection over
+// max.connections.per.ip (or its max.connections.per.ip.overrides entry)
+// is closed at once with a warning. A reaper on the broker's clock closes
+// connections idle longer than connections.max.idle.ms (none of their
+// responses pending) and those whose request started (first byte read)
+// but did not arrive whole within kwal.socket.request.read.timeout.ms
+// (slowloris). Bytes a connection holds (request frames being served or
+// waiting for a pipelined response, queued responses) are bounded by
+// kwal.connection.max.buffered.bytes: past it the reader stops reading.
+// A failing accept (EMFILE and the like) is logged once, retried with a
+// backoff of 5 ms doubling to 1 s on the broker's clock, and logged again
+// with the count of failures once accepting works; open connections are
+// served meanwhile.
+//
+// # Configuration
+//
+// Every integer server key has an allowed range (configranges.go,
+// printed by kwal broker --keys), checked twice: each explicit value as
+// server.properties is read (so 0 is not mistaken for "unset"), and the
+// filled-in Config in CheckSettings, with the cross-key rules
+// (min.insync.replicas <= default.replication.factor <= brokers in
+// cluster.brokers; replica.fetch.wait.max.ms <= replica.lag.time.max.ms).
+// New proves log.dirs writable by writing a file; rwnode.OpenRemoteWALParts lists
+// the store within remote.wal.storage.check.timeout.ms; kwal broker bounds
+// the metadata bootstrap by remote.wal.metadata.bootstrap.timeout.ms. Each
+// refusal wraps ErrConfig and names the key, the value, the range and
+// what to do. Topic configs get the same treatment at CreateTopics
+// (INVALID_CONFIG naming the key).
+//
 // # Replication (classic)
 //
 //	producer ──Produce──► leader: appendAsLeader ─┐
@@ -126,12 +166,69 @@
 // replicas (kafkalog.Log.Retune, min.insync.replicas in the leader
 // machine, LogAppendTime stamping, the compacted-topic key rule).
 //
+// # Liveness and election
+//
+// The mechanism is heartbeat records on the metadata Kafka, in the same
+// __kwal_cluster_state log as every other cluster-state change. Why there
+// and not, say, consumer-group membership: the state is already a log
+// that every broker applies in order, so a fence is just one more
+// epoch-checked proposal ordered against registrations, ISR changes and
+// elections, with no second source of truth to reconcile; the session
+// lives in no single process, so it survives the restart of any broker;
+// and group membership would make the group coordinator, not the log,
+// decide who is alive, with its own rebalance timing.
+//
+//   - A broker registers at start (a "broker" record). The registration's
+//     broker epoch is the record's offset (as Kafka's is), so every life
+//     has a new one and a heartbeat or fence of an earlier life does not
+//     count. A live earlier life is fenced first: a restarted broker may
+//     have lost its unflushed tail and must not go on leading. (Without
+//     liveness, as MemController runs by default, registrations change no
+//     leadership.)
+//   - Every broker.heartbeat.interval.ms (default 2 s) it writes a
+//     heartbeat record (key heartbeat/<id>, compacted; no state depends on
+//     one). Every controller notes, on its own clock, when it applied the
+//     last heartbeat of each live registration (sessionTracker).
+//   - Every controller checks every quarter broker.session.timeout.ms
+//     (default 9 s); when a session has expired it first catches up with
+//     the log's end (a controller that was paused or cut off has missed
+//     heartbeats, not brokers), then proposes a fence of (id, broker
+//     epoch). The first fence applied wins; the others are refused. A
+//     controller that starts gives every registration a fresh session.
+//   - Applying a fence (fenceBroker, pure) takes the broker out of every
+//     ISR, except as the last member (kept so it is electable, cleanly,
+//     when it returns), and elects a new leader where it led: the first
+//     replica, in replica order, in the ISR and live (Kafka's
+//     PartitionChangeBuilder), else, with unclean.leader.election.enable
+//     (topic, or the proposer's broker default), the first live replica,
+//     logged at ERROR; else no leader (-1, LEADER_NOT_AVAILABLE in
+//     Metadata). The leader epoch is bumped on every leader change. A
+//     registration elects leaders for leaderless partitions it can lead.
+//   - auto.leader.rebalance.enable (default true): every
+//     leader.imbalance.check.interval.seconds each broker proposes itself
+//     for the partitions whose first replica it is, when it is in the ISR
+//     (has caught up) and live (ElectPreferred, epoch-checked).
+//   - Self-fencing: a broker's lease is the send time of its last
+//     acknowledged heartbeat plus the session timeout. A controller fences
+//     only a session timeout after applying a heartbeat, which is after it
+//     was sent, so the lease runs out first: a leader cut off from the
+//     metadata Kafka, or paused, answers produces NOT_LEADER_OR_FOLLOWER
+//     and completes no acks=all wait before anyone else can be elected.
+//     When it is heard again and finds itself fenced, it registers anew.
+//
+// MemController applies the same records to the same state machine
+// (clusterState); with EnableLiveness, heartbeats are timed on its
+// injected clock and CheckLiveness (or RunLiveness) fences. The decisions
+// are in liveness.go, the records in clusterstate.go, the broker's side in
+// heartbeat.go.
+//
 // # Concurrency
 //
-// A connection is served by one goroutine, one request at a time, in order
-// (Kafka mutes a connection until its response is sent), so per-connection
-// memory is one request and one response; buffers above 1 MiB are dropped
-// after use. Delayed produces and fetches wait in two purgatories keyed by
+// A connection is served by a reader goroutine, one request at a time,
+// and a writer goroutine that sends responses in request order (an
+// acks=all produce may wait while the next request is read, up to 8 in
+// flight and kwal.connection.max.buffered.bytes); buffers above 1 MiB are
+// dropped after use. Delayed produces and fetches wait in two purgatories keyed by
 // topic-partition; the connection goroutine blocks until the operation
 // completes, expires or the broker closes. Broker.mu guards the partition
 // map and the connection set. Each partition has appendMu (appends,

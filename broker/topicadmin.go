@@ -10,8 +10,8 @@ import (
 
 // Topic administration in the controllers: deleting a topic, growing its
 // partition count, replacing its configs. The rules are pure functions over
-// the controller's topic map, shared by MemController and the
-// KafkaController's state machine (clusterState), so both decide alike.
+// the controller's topic map, applied by the state machine both
+// controllers run (clusterState, clusterstate.go), so both decide alike.
 //
 // Each change is checked against the topic incarnation and epoch it was
 // asked for: a topic has an id (Kafka's topic id, random at creation, so a
@@ -142,20 +142,8 @@ type TopicConfigEdit func(current map[string]string) (map[string]string, error)
 // MemController's topic administration.
 
 func (c *MemController) applyChange(tc topicChange) (TopicState, error) {
-	c.notifyMu.Lock()
-	defer c.notifyMu.Unlock()
-	c.mu.Lock()
-	ts, err := applyTopicChange(c.mu.topics, tc)
-	if err != nil {
-		c.mu.Unlock()
-		return TopicState{}, err
-	}
-	snap, subs := cloneTopic(ts), c.subsLocked()
-	c.mu.Unlock()
-	for _, fn := range subs {
-		fn(cloneTopic(&snap))
-	}
-	return snap, nil
+	res, err := c.commit(topicChangeRecord(tc), c.logger())
+	return res.topic, err
 }
 
 // DeleteTopic removes a topic. With id given (not zero) it must be the
@@ -258,7 +246,9 @@ func topicChangeOf(rec stateRecord) (topicChange, error) {
 	return tc, nil
 }
 
-func (c *KafkaController) proposeChange(tc topicChange) (TopicState, error) {
+// topicChangeRecord is tc as a cluster-state record, applied by
+// clusterState (both controllers).
+func topicChangeRecord(tc topicChange) stateRecord {
 	rec := stateRecord{Kind: tc.kind, TopicName: tc.name, TopicEpoch: tc.epoch, Configs: tc.configs}
 	if !tc.id.IsZero() {
 		rec.TopicID = tc.id.String()
@@ -266,7 +256,11 @@ func (c *KafkaController) proposeChange(tc topicChange) (TopicState, error) {
 	if tc.kind == kindCreatePartitions {
 		rec.Topic = topicToWire(TopicState{Name: tc.name, Partitions: tc.partitions})
 	}
-	res, err := c.propose(func(p string) string { return "topic/" + tc.name + "/" + p }, rec)
+	return rec
+}
+
+func (c *KafkaController) proposeChange(tc topicChange) (TopicState, error) {
+	res, err := c.propose(func(p string) string { return "topic/" + tc.name + "/" + p }, topicChangeRecord(tc))
 	if err != nil {
 		return TopicState{}, err
 	}

@@ -30,7 +30,7 @@ func TestControllerTopicAdministration(t *testing.T) {
 			)
 			defer c.Subscribe(func(ts TopicState) { mu.Lock(); seen = append(seen, ts); mu.Unlock() })()
 			for _, b := range threeBrokers() {
-				if err := c.RegisterBroker(b); err != nil {
+				if _, err := c.RegisterBroker(b); err != nil {
 					t.Fatal(err)
 				}
 			}

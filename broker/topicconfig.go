@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/kwal/kwal/kafkalog"
@@ -22,37 +23,28 @@ var errInvalidConfig = errors.New("broker: invalid topic config")
 // recompress. cleanup.policy is delete, compact or both (compact runs the
 // log cleaner, cleaner.go).
 var topicConfigCheck = map[string]func(v string) error{
-	TopicConfigRemoteWAL: func(v string) error { _, err := strconv.ParseBool(v); return err },
-	"min.insync.replicas": func(v string) error {
-		n, err := strconv.Atoi(v)
-		if err == nil && n < 1 {
-			err = fmt.Errorf("must be at least 1")
+	TopicConfigRemoteWAL: func(v string) error {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("must be true or false")
 		}
-		return err
+		return nil
 	},
-	"segment.bytes": func(v string) error {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err == nil && n < 14 {
-			err = fmt.Errorf("must be at least 14")
+	// Read by the controller when it fences the leader (liveness.go).
+	"unclean.leader.election.enable": func(v string) error {
+		if v != "true" && v != "false" {
+			return fmt.Errorf("must be true or false")
 		}
-		return err
+		return nil
 	},
-	"retention.ms": func(v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err == nil && n < -1 {
-			err = fmt.Errorf("must be -1 or more")
-		}
-		return err
-	},
-	"retention.bytes": func(v string) error { return atLeast(v, -1) },
-	"segment.ms":      func(v string) error { return atLeast(v, 1) },
-	"max.message.bytes": func(v string) error {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err == nil && n < 1 {
-			err = fmt.Errorf("must be at least 1")
-		}
-		return err
-	},
+	"min.insync.replicas":   intInRange(1, math.MaxInt16, "at most the topic's replication factor"),
+	"segment.bytes":         intInRange(14, math.MaxInt32, "Kafka's minimum is 14 bytes"),
+	"retention.ms":          intInRange(-1, math.MaxInt64, "-1 keeps records forever"),
+	"retention.bytes":       intInRange(-1, math.MaxInt64, "-1 is unlimited"),
+	"delete.retention.ms":   intInRange(0, math.MaxInt64, "how long tombstones stay after compaction"),
+	"min.compaction.lag.ms": intInRange(0, math.MaxInt64, "how long a record stays uncompacted"),
+	// Topic administration: the other keys clients set at creation.
+	"segment.ms":        intInRange(1, math.MaxInt64, "how long before a segment rolls"),
+	"max.message.bytes": intInRange(1, math.MaxInt32, "the largest batch a producer may send"),
 	"compression.type": func(v string) error {
 		switch v {
 		case "producer":
@@ -74,25 +66,22 @@ var topicConfigCheck = map[string]func(v string) error{
 	},
 	"min.cleanable.dirty.ratio": func(v string) error {
 		f, err := strconv.ParseFloat(v, 64)
-		if err == nil && !(f >= 0 && f <= 1) {
-			err = fmt.Errorf("must be in [0, 1]")
+		if err != nil || !(f >= 0 && f <= 1) {
+			return fmt.Errorf("must be a number in [0, 1]")
 		}
-		return err
+		return nil
 	},
-	"delete.retention.ms": func(v string) error {
+}
+
+// intInRange checks an integer topic config against [lo, hi].
+func intInRange(lo, hi int64, hint string) func(v string) error {
+	return func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err == nil && n < 0 {
-			err = fmt.Errorf("must be 0 or more")
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("must be an integer in [%d, %d] (%s)", lo, hi, hint)
 		}
-		return err
-	},
-	"min.compaction.lag.ms": func(v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err == nil && n < 0 {
-			err = fmt.Errorf("must be 0 or more")
-		}
-		return err
-	},
+		return nil
+	}
 }
 
 // topicConfigDefaults are the values reported for unset keys.
@@ -102,15 +91,16 @@ func (b *Broker) topicConfigDefaults() map[string]string {
 		seg = 1 << 30
 	}
 	return map[string]string{
-		TopicConfigRemoteWAL:        "false",
-		"min.insync.replicas":       strconv.Itoa(b.cfg.MinInsyncReplicas),
-		"segment.bytes":             strconv.FormatInt(seg, 10),
-		"retention.ms":              strconv.FormatInt(b.cfg.RetentionMs, 10),
-		"retention.bytes":           strconv.FormatInt(b.cfg.RetentionBytes, 10),
-		"cleanup.policy":            "delete",
-		"min.cleanable.dirty.ratio": "0.5",
-		"delete.retention.ms":       "86400000",
-		"min.compaction.lag.ms":     "0",
+		TopicConfigRemoteWAL:             "false",
+		"min.insync.replicas":            strconv.Itoa(b.cfg.MinInsyncReplicas),
+		"segment.bytes":                  strconv.FormatInt(seg, 10),
+		"retention.ms":                   strconv.FormatInt(b.cfg.RetentionMs, 10),
+		"retention.bytes":                strconv.FormatInt(b.cfg.RetentionBytes, 10),
+		"cleanup.policy":                 "delete",
+		"min.cleanable.dirty.ratio":      "0.5",
+		"delete.retention.ms":            "86400000",
+		"min.compaction.lag.ms":          "0",
+		"unclean.leader.election.enable": strconv.FormatBool(b.cfg.UncleanLeaderElection),
 		// Topic administration: the other keys clients set at creation.
 		"segment.ms":             strconv.Itoa(kafkalog.DefaultSegmentMs),
 		"max.message.bytes":      strconv.Itoa(kafkalog.DefaultMaxBatchBytes),
@@ -119,16 +109,10 @@ func (b *Broker) topicConfigDefaults() map[string]string {
 	}
 }
 
-func atLeast(v string, least int64) error {
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err == nil && n < least {
-		err = fmt.Errorf("must be at least %d", least)
-	}
-	return err
-}
-
-// checkTopicConfigs validates a CreateTopics config set.
-func (b *Broker) checkTopicConfigs(configs map[string]string) error {
+// checkTopicConfigs validates a CreateTopics or AlterConfigs config set
+// for a topic of replicationFactor replicas (AlterConfigs gives
+// math.MaxInt16: min.insync.replicas is held to it at creation only).
+func (b *Broker) checkTopicConfigs(configs map[string]string, replicationFactor int16) error {
 	for k, v := range configs {
 		check, ok := topicConfigCheck[k]
 		if !ok {
@@ -136,6 +120,11 @@ func (b *Broker) checkTopicConfigs(configs map[string]string) error {
 		}
 		if err := check(v); err != nil {
 			return fmt.Errorf("%w: %s=%q: %v", errInvalidConfig, k, v, err)
+		}
+	}
+	if v, ok := configs["min.insync.replicas"]; ok {
+		if n, _ := strconv.Atoi(v); n > int(replicationFactor) {
+			return fmt.Errorf("%w: min.insync.replicas=%q is above the replication factor %d: every acks=all produce would fail with NOT_ENOUGH_REPLICAS", errInvalidConfig, v, replicationFactor)
 		}
 	}
 	if mode, _ := replicationModeOf(configs); mode == RemoteWAL {

@@ -104,34 +104,40 @@ func TestCompat(t *testing.T) {
 				}
 				checkValues(t, consumeFranz(t, c, topic, 0, n), want)
 			})
-			t.Run("kafkajs-produce-franz-go-consume", func(t *testing.T) {
-				node, dir := kafkajsPath(t)
-				topic := "compat-" + mode + "-kafkajs"
-				c.createTopic(t, topic, 1, configs)
-				const n = 5000
-				prefix := "kafkajs-" + mode
-				ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-				defer cancel()
-				cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "produce.js"), c.bootstrap(), topic, "0", strconv.Itoa(n), prefix)
-				cmd.Dir = dir
-				out, err := cmd.Output()
-				if err != nil {
-					var ee *exec.ExitError
-					if errors.As(err, &ee) {
-						t.Fatalf("kafkajs: %v\n%s%s", err, out, ee.Stderr)
+			for _, comp := range []string{"none", "gzip"} {
+				t.Run("kafkajs-produce-franz-go-consume/compression="+comp, func(t *testing.T) {
+					node, dir := kafkajsPath(t)
+					topic := "compat-" + mode + "-kafkajs-" + comp
+					c.createTopic(t, topic, 1, configs)
+					const n = 5000
+					prefix := "kafkajs-" + mode + "-" + comp
+					ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+					defer cancel()
+					args := []string{filepath.Join(dir, "produce.js"), c.bootstrap(), topic, "0", strconv.Itoa(n), prefix}
+					if comp != "none" {
+						args = append(args, comp)
 					}
-					t.Fatalf("kafkajs: %v", err)
-				}
-				var res struct{ Acked int }
-				if err := json.Unmarshal(bytes.TrimSpace(out), &res); err != nil || res.Acked != n {
-					t.Fatalf("kafkajs said %q (%v), want %d acknowledged", out, err, n)
-				}
-				want := make([][]byte, n)
-				for i := range want {
-					want[i] = fmt.Appendf(nil, "%s-%08d", prefix, i)
-				}
-				checkValues(t, consumeFranz(t, c, topic, 0, n), want)
-			})
+					cmd := exec.CommandContext(ctx, node, args...)
+					cmd.Dir = dir
+					out, err := cmd.Output()
+					if err != nil {
+						var ee *exec.ExitError
+						if errors.As(err, &ee) {
+							t.Fatalf("kafkajs: %v\n%s%s", err, out, ee.Stderr)
+						}
+						t.Fatalf("kafkajs: %v", err)
+					}
+					var res struct{ Acked int }
+					if err := json.Unmarshal(bytes.TrimSpace(out), &res); err != nil || res.Acked != n {
+						t.Fatalf("kafkajs said %q (%v), want %d acknowledged", out, err, n)
+					}
+					want := make([][]byte, n)
+					for i := range want {
+						want[i] = fmt.Appendf(nil, "%s-%08d", prefix, i)
+					}
+					checkValues(t, consumeFranz(t, c, topic, 0, n), want)
+				})
+			}
 			t.Run("kafkajs-admin", func(t *testing.T) {
 				node, dir := kafkajsPath(t)
 				topic := "compat-" + mode + "-admin"
@@ -281,9 +287,18 @@ func testKillFollower(t *testing.T, c *compatCluster, kcat, topic string, p int3
 // checks offsets are dense.
 func fetchFromBroker(t *testing.T, ctx context.Context, addr, topic string, p int32) [][]byte {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	out, err := readBroker(ctx, addr, topic, p)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// readBroker is fetchFromBroker, returning its failure.
+func readBroker(ctx context.Context, addr, topic string, p int32) ([][]byte, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return nil, err
 	}
 	defer cl.Close()
 	br := cl.SeedBrokers()[0]
@@ -301,28 +316,28 @@ func fetchFromBroker(t *testing.T, ctx context.Context, addr, topic string, p in
 		req.Topics = append(req.Topics, rt)
 		resp, err := req.RequestWith(ctx, br)
 		if err != nil {
-			t.Fatalf("fetch %s-%d at %d from %s: %v", topic, p, next, addr, err)
+			return nil, fmt.Errorf("fetch %s-%d at %d from %s: %w", topic, p, next, addr, err)
 		}
 		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			t.Fatalf("fetch from %s: %d topics in the answer", addr, len(resp.Topics))
+			return nil, fmt.Errorf("fetch from %s: %d topics in the answer", addr, len(resp.Topics))
 		}
 		fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Offset: next, Topic: topic, Partition: p},
 			&resp.Topics[0].Partitions[0], kgo.DefaultDecompressor(), nil)
 		if fp.Err != nil {
-			t.Fatalf("fetch %s-%d at %d from %s: %v", topic, p, next, addr, fp.Err)
+			return nil, fmt.Errorf("fetch %s-%d at %d from %s: %w", topic, p, next, addr, fp.Err)
 		}
 		for _, r := range fp.Records {
 			if r.Offset != next {
-				t.Fatalf("%s: offset %d after %d: a gap or a duplicate", addr, r.Offset, next-1)
+				return nil, fmt.Errorf("%s: offset %d after %d: a gap or a duplicate", addr, r.Offset, next-1)
 			}
 			next++
 			out = append(out, r.Value)
 		}
 		if next >= fp.HighWatermark {
-			return out
+			return out, nil
 		}
 		if len(fp.Records) == 0 {
-			t.Fatalf("%s: no progress at offset %d, high watermark %d", addr, next, fp.HighWatermark)
+			return nil, fmt.Errorf("%s: no progress at offset %d, high watermark %d", addr, next, fp.HighWatermark)
 		}
 	}
 }
