@@ -30,6 +30,13 @@ const (
 	apiKeyListGroups           = 16
 	apiKeyDeleteGroups         = 42
 	apiKeyOffsetDelete         = 47
+	// Topic administration.
+	apiKeyDeleteTopics            = 20
+	apiKeyDeleteRecords           = 21
+	apiKeyAlterConfigs            = 33
+	apiKeyCreatePartitions        = 37
+	apiKeyIncrementalAlterConfigs = 44
+	apiKeyDescribeCluster         = 60
 )
 
 // apiRanges is every key served, with its version range, by key.
@@ -54,6 +61,12 @@ var apiRanges = []struct{ key, min, max int16 }{
 	{apiKeyDescribeConfigs, 0, 4},
 	{apiKeyDeleteGroups, 0, 2},
 	{apiKeyOffsetDelete, 0, 0},
+	{apiKeyDeleteTopics, 0, 6},
+	{apiKeyDeleteRecords, 0, 2},
+	{apiKeyAlterConfigs, 0, 2},
+	{apiKeyCreatePartitions, 0, 3},
+	{apiKeyIncrementalAlterConfigs, 0, 1},
+	{apiKeyDescribeCluster, 0, 1},
 }
 
 func supported(key, version int16) bool {

@@ -129,6 +129,9 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 					break
 				}
 				var isr []int32
+				if part.p.followerLogStartFetched(replica, rp.LogStartOffset) {
+					b.produceWait.CheckAndComplete(part.tp) // DeleteRecords waits there
+				}
 				if part.err, isr = part.p.followerFetched(replica, rp.FetchOffset, now); isr != nil {
 					expand = append(expand, struct {
 						p   *partition

@@ -8,10 +8,11 @@ import (
 
 // ListOffsets: v1-7.
 //
-// Where it differs from Kafka: a timestamp lookup (>= 0) and max-timestamp
-// (-3, v7) are answered at batch granularity by scanning batch headers: the
-// first batch whose max timestamp reaches the target (its base offset),
-// and the last batch holding the largest timestamp (its last offset).
+// As Kafka: a timestamp lookup (>= 0) answers the first record whose
+// timestamp reaches the target: the time index (kafkalog's per-segment
+// time index) gives where to start, batch headers the batch, its records
+// the offset; max-timestamp (-3, v7) answers the first record holding the
+// largest timestamp.
 // As Kafka: -1 latest is the high watermark (no transactions, so read
 // committed sees the same), -2 earliest is the log start; only the leader
 // answers; the current leader epoch is fenced (v4+).
@@ -79,13 +80,25 @@ func (b *Broker) listOffset(tp TopicPartition, ts int64, epoch int32, sp *kmsg.L
 	return nil
 }
 
-// scanTimestamps walks batch headers below hw. For target >= 0 it returns
-// the base offset of the first batch with max timestamp >= target (or -1,
-// -1); for listMaxTimestamp the last offset and timestamp of the last
-// batch with the largest max timestamp.
+// scanTimestamps walks batch headers below hw, from the first segment
+// whose largest timestamp reaches the target (kafkalog's per-segment time
+// index). For target >= 0 it returns the offset and timestamp of the first
+// record whose timestamp is at least target (or -1, -1), as Kafka: the
+// first batch whose max timestamp reaches it, then the record inside; for
+// listMaxTimestamp the offset and timestamp of the first record holding
+// the largest timestamp (KIP-734).
 func scanTimestamps(l *kafkalog.Log, hw, target int64) (int64, int64, error) {
 	bestOff, bestTs := int64(-1), int64(-1)
-	for off := l.LogStartOffset(); off < hw; {
+	from := l.LogStartOffset()
+	if target >= 0 {
+		var ok bool
+		if from, ok = l.TimestampSearchStart(target); !ok {
+			return -1, -1, nil
+		}
+	}
+	var bestBatch []byte
+	var bestHeader kafkalog.BatchHeader
+	for off := from; off < hw; {
 		data, err := l.Read(off, 1<<20)
 		if err != nil {
 			return 0, 0, err
@@ -94,22 +107,47 @@ func scanTimestamps(l *kafkalog.Log, hw, target int64) (int64, int64, error) {
 		if len(data) == 0 {
 			break
 		}
-		err = kafkalog.SplitBatches(data, func(h kafkalog.BatchHeader, _ []byte) error {
+		err = kafkalog.SplitBatches(data, func(h kafkalog.BatchHeader, batch []byte) error {
 			off = h.NextOffset()
-			if target >= 0 && bestOff < 0 && h.MaxTimestamp >= target {
-				bestOff, bestTs = h.BaseOffset, h.MaxTimestamp
+			if target >= 0 && bestBatch == nil && h.MaxTimestamp >= target {
+				bestBatch, bestHeader = append([]byte(nil), batch...), h
 			}
-			if target == listMaxTimestamp && h.MaxTimestamp >= bestTs {
-				bestOff, bestTs = h.LastOffset(), h.MaxTimestamp
+			if target == listMaxTimestamp && h.MaxTimestamp > bestTs {
+				bestBatch, bestHeader, bestTs = append([]byte(nil), batch...), h, h.MaxTimestamp
 			}
 			return nil
 		})
 		if err != nil {
 			return 0, 0, err
 		}
-		if target >= 0 && bestOff >= 0 {
+		if target >= 0 && bestBatch != nil {
 			break
 		}
+	}
+	if bestBatch == nil {
+		return -1, -1, nil
+	}
+	// Inside the batch: the first record reaching the target (or holding
+	// the largest timestamp). A LogAppendTime batch stamps every record
+	// with its max timestamp.
+	want := target
+	if target == listMaxTimestamp {
+		want = bestHeader.MaxTimestamp
+	}
+	err := kafkalog.EachRecord(bestBatch, func(r kafkalog.Record) {
+		ts := r.Timestamp
+		if bestHeader.LogAppendTime() {
+			ts = bestHeader.MaxTimestamp
+		}
+		if bestOff < 0 && ts >= want {
+			bestOff, bestTs = r.Offset, ts
+		}
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	if bestOff < 0 { // a max timestamp no record carries: the batch's
+		bestOff, bestTs = bestHeader.LastOffset(), bestHeader.MaxTimestamp
 	}
 	return bestOff, bestTs, nil
 }

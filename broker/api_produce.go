@@ -20,9 +20,7 @@ import (
 // with UNSUPPORTED_FOR_MESSAGE_FORMAT, where Kafka 3.x converts it to v2.
 //
 // Where it differs from Kafka: no transactions (a transactional id gets
-// INVALID_REQUEST); timestamps are kept as the producer set them
-// (LogAppendTime is not applied; a batch claiming it gets
-// INVALID_TIMESTAMP, as in Kafka). As Kafka: producer state is rebuilt
+// INVALID_REQUEST). As Kafka: producer state is rebuilt
 // from the log (snapshots and batch headers) when a partition opens, so a
 // batch resent to a restarted leader is still recognised; exactly one
 // batch per partition; idempotent duplicates among
@@ -35,12 +33,17 @@ import (
 // Kafka's leader validates a client's batch (kafkalog.BatchValidator:
 // compressed records decompressed and walked): Kafka's batch rules
 // (record count against the offset range, control batches, sequences)
-// get INVALID_RECORD as in Kafka; bytes that do not decode (CRC, a
+// get INVALID_RECORD as in Kafka; a batch claiming LogAppendTime gets
+// INVALID_TIMESTAMP, as in Kafka; bytes that do not decode (CRC, a
 // compressed stream that does not decompress, record framing, fewer or
 // more records than claimed) get CORRUPT_MESSAGE, as issue 15 asks, where
 // Kafka 3.x answers INVALID_RECORD for record-structure errors; nothing of
-// a refused batch is appended. A partition number
-// the topic does not have is UNKNOWN_TOPIC_OR_PARTITION.
+// a refused batch is appended. A partition number the topic does not have
+// is UNKNOWN_TOPIC_OR_PARTITION. A topic with
+// message.timestamp.type=LogAppendTime has the leader stamp its clock's
+// time as the batch's max timestamp with attribute bit 3 set (the
+// response carries it), CreateTime keeps the producer's timestamps; a
+// batch over max.message.bytes gets MESSAGE_TOO_LARGE.
 
 // magicOffset is where the magic byte sits in a v0/v1 message and in a
 // v2 RecordBatch alike.
@@ -80,7 +83,7 @@ func (o *produceOp) TryComplete() bool {
 		case o.b.partition(w.tp) != w.p || !leader || st.LeaderEpoch != w.epoch || !o.b.leaseValid():
 			rp.ErrorCode, w.done = kerr.NotLeaderForPartition.Code, true
 		case w.p.log.HighWatermark() >= w.required:
-			if len(st.ISR) < w.p.minISR {
+			if len(st.ISR) < int(w.p.minISR.Load()) {
 				rp.ErrorCode = kerr.NotEnoughReplicasAfterAppend.Code
 			}
 			w.done = true
@@ -194,7 +197,7 @@ func (b *Broker) producePartition(req *kmsg.ProduceRequest, tp TopicPartition, r
 	if res.duplicate {
 		b.events.idempotentDuplicates.Add(1)
 	}
-	sp.BaseOffset, sp.LogStartOffset = res.firstOffset, p.log.LogStartOffset()
+	sp.BaseOffset, sp.LogStartOffset, sp.LogAppendTime = res.firstOffset, p.log.LogStartOffset(), res.logAppendTime
 	b.fetchWait.CheckAndComplete(tp)
 	if p.maybeAdvanceHW() {
 		b.wake(tp)

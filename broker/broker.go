@@ -110,6 +110,7 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.fetchers = newFetcherManager(b)
+	b.removeDeletedDirs()
 	if err := b.startGroups(); err != nil {
 		ln.Close()
 		b.produceWait.Shutdown()
@@ -120,6 +121,7 @@ func New(cfg Config) (*Broker, error) {
 	for _, ts := range b.ctrl.Topics() {
 		b.applyTopic(ts)
 	}
+	b.removeStrayReplicas()
 	b.heartbeat() // learns whether a lease is enforced
 	// The reaper's timer is made here, not in its goroutine, so that a
 	// test on the manual clock may advance it as soon as New returns.
@@ -268,6 +270,10 @@ func (b *Broker) applyTopic(ts TopicState) {
 	if closed {
 		return
 	}
+	if ts.Deleted {
+		b.deleteReplicas(ts)
+		return
+	}
 	mode, err := replicationModeOf(ts.Configs)
 	if err != nil {
 		b.logger.Error("topic config", "topic", ts.Name, "err", err)
@@ -281,11 +287,12 @@ func (b *Broker) applyTopic(ts TopicState) {
 			b.dropPartition(tp)
 			continue
 		}
-		p, err := b.openPartition(tp, mode, ts.Configs)
+		p, err := b.openPartition(tp, mode, ts)
 		if err != nil {
 			b.logger.Error("open partition", "partition", tp, "err", err)
 			continue
 		}
+		b.retunePartition(p, ts)
 		role := p.applyState(ps)
 		b.offsetsRoleChanged(tp, role, ps)
 		switch role {
@@ -323,7 +330,7 @@ func (b *Broker) applyTopic(ts TopicState) {
 	}
 }
 
-func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, configs map[string]string) (*partition, error) {
+func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, ts TopicState) (*partition, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if p := b.mu.partitions[tp]; p != nil {
@@ -332,43 +339,34 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, configs 
 	if err := checkTopicName(tp.Topic); err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(b.cfg.LogDir, tp.Topic+"-"+strconv.Itoa(int(tp.Partition)))
+	dir := b.partitionDir(tp)
+	if err := b.claimPartitionDir(dir, ts.ID); err != nil {
+		return nil, err
+	}
 	lc := kafkalog.Config{
-		SegmentBytes:                 b.cfg.SegmentBytes,
 		FlushMessages:                b.cfg.FlushMessages,
-		RetentionMs:                  b.cfg.RetentionMs,
-		RetentionBytes:               b.cfg.RetentionBytes,
 		ProducerStateRebuildDisabled: b.cfg.ProducerStateRebuildDisabled,
 		ProducerIDExpirationMs:       b.cfg.ProducerIDExpiration.Milliseconds(),
 		Clock:                        b.clock,
 		Logger:                       b.logger,
 	}
-	minISR := b.cfg.MinInsyncReplicas
 	// Values were checked at creation (checkTopicConfigs).
-	if v, ok := configs["segment.bytes"]; ok {
-		lc.SegmentBytes, _ = strconv.ParseInt(v, 10, 64)
-	}
-	// kafkalog reads 0 as "the default": Kafka's retention.ms=0 and
-	// retention.bytes=0 ("keep nothing") become 1.
-	if v, ok := configs["retention.ms"]; ok {
-		lc.RetentionMs, _ = strconv.ParseInt(v, 10, 64)
-		lc.RetentionMs = nonZero(lc.RetentionMs)
-	}
-	if v, ok := configs["retention.bytes"]; ok {
-		lc.RetentionBytes, _ = strconv.ParseInt(v, 10, 64)
-		lc.RetentionBytes = nonZero(lc.RetentionBytes)
-	}
-	if v, ok := configs["min.insync.replicas"]; ok {
-		minISR, _ = strconv.Atoi(v)
-	}
-	_, lc.Compacted = compactConfigOf(configs)
+	set := b.partitionSettings(ts.Configs)
+	applyTunables(&lc, set.log)
+	_, lc.Compacted = compactConfigOf(ts.Configs)
 	l, err := kafkalog.Open(dir, lc)
 	if err != nil {
 		return nil, err
 	}
-	p := &partition{tp: tp, self: b.cfg.BrokerID, log: l, validator: b.validator, mode: mode, minISR: minISR, lagMax: b.cfg.ReplicaLagTimeMax, clock: b.clock, logger: b.logger}
+	p := &partition{tp: tp, topicID: ts.ID, configEpoch: ts.Epoch, self: b.cfg.BrokerID, log: l, validator: b.validator, mode: mode,
+		logAppendTime: set.logAppendTime, compacted: set.compacted, lagMax: b.cfg.ReplicaLagTimeMax, clock: b.clock, logger: b.logger}
+	p.minISR.Store(int64(set.minISR))
 	b.mu.partitions[tp] = p
 	return p, nil
+}
+
+func (b *Broker) partitionDir(tp TopicPartition) string {
+	return filepath.Join(b.cfg.LogDir, tp.Topic+"-"+strconv.Itoa(int(tp.Partition)))
 }
 
 // nonZero maps 0 to 1 and keeps any other value.

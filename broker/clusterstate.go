@@ -117,7 +117,11 @@ func (s *clusterState) apply(rec stateRecord, offset int64) (applied, applyResul
 		if _, ok := s.topics[w.Name]; ok {
 			return applied{}, applyResult{err: fmt.Errorf("%w: %s", ErrTopicExists, w.Name)}
 		}
-		ts := &TopicState{Name: w.Name, Configs: cloneMap(w.Configs)}
+		id, err := parseTopicID(w.ID)
+		if err != nil {
+			return applied{}, applyResult{err: fmt.Errorf("%w: %v", ErrInvalidPartitions, err)}
+		}
+		ts := &TopicState{Name: w.Name, ID: id, Epoch: w.Epoch, Configs: cloneMap(w.Configs)}
 		for i, wp := range w.Partitions {
 			if wp.Partition != int32(i) || len(wp.Replicas) == 0 {
 				return applied{}, applyResult{err: fmt.Errorf("%w: malformed partition %d of %s", ErrInvalidPartitions, i, w.Name)}
@@ -167,6 +171,17 @@ func (s *clusterState) apply(rec stateRecord, offset int64) (applied, applyResul
 		*ps = next
 		ps.PartitionEpoch++
 		return applied{topics: []*TopicState{ts}}, applyResult{partition: clonePartition(*ps)}
+	case kindDeleteTopic, kindCreatePartitions, kindAlterConfigs:
+		// Topic administration (topicadmin.go).
+		tc, err := topicChangeOf(rec)
+		if err != nil {
+			return applied{}, applyResult{err: err}
+		}
+		ts, err := applyTopicChange(s.topics, tc)
+		if err != nil {
+			return applied{}, applyResult{err: err}
+		}
+		return applied{topics: []*TopicState{ts}}, applyResult{topic: cloneTopic(ts)}
 	case kindPIDBlock:
 		if rec.Block != s.nextPIDBlock {
 			return applied{}, applyResult{err: fmt.Errorf("controller: producer id block %d already claimed", rec.Block)}

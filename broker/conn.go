@@ -574,6 +574,19 @@ func (b *Broker) dispatch(cs *connState, req kmsg.Request) (kmsg.Response, bool)
 		return b.handleDescribeConfigs(r), true
 	case *kmsg.OffsetForLeaderEpochRequest:
 		return b.handleOffsetForLeaderEpoch(r), true
+	// Topic administration.
+	case *kmsg.DeleteTopicsRequest:
+		return b.handleDeleteTopics(r), true
+	case *kmsg.DeleteRecordsRequest:
+		return b.handleDeleteRecords(cs, r), true
+	case *kmsg.CreatePartitionsRequest:
+		return b.handleCreatePartitions(r), true
+	case *kmsg.AlterConfigsRequest:
+		return b.handleAlterConfigs(r), true
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return b.handleIncrementalAlterConfigs(r), true
+	case *kmsg.DescribeClusterRequest:
+		return b.handleDescribeCluster(r), true
 	}
 	if r := b.dispatchGroups(cs, req); r != nil {
 		return r, true

@@ -34,9 +34,17 @@ type PartitionState struct {
 
 // TopicState is one topic and its partitions.
 type TopicState struct {
-	Name       string
+	Name string
+	// ID is the topic id, given at creation (zero for topics older than
+	// ids); a topic created again under a deleted one's name has a new id.
+	ID TopicID
+	// Epoch is bumped by every partition-count or config change.
+	Epoch      int32
 	Configs    map[string]string
 	Partitions []PartitionState
+	// Deleted is set on the last notification of a topic, when it is
+	// deleted; Topic and Topics never return a deleted topic.
+	Deleted bool
 }
 
 // TopicSpec asks for a topic.
@@ -96,6 +104,19 @@ type Controller interface {
 	// ElectLeader makes leader (a replica) the leader and bumps the leader
 	// epoch. Errors: ErrUnknownTopic, ErrNotReplica.
 	ElectLeader(tp TopicPartition, leader int32) (PartitionState, error)
+	// DeleteTopic removes a topic (by name; with id not zero, the topic
+	// must have that id; with name "" the topic of that id). Subscribers
+	// get its last state with Deleted set. Errors: ErrUnknownTopic,
+	// ErrUnknownTopicID.
+	DeleteTopic(name string, id TopicID) (TopicState, error)
+	// CreatePartitions grows a topic to total partitions, assigned as
+	// AssignReplicas does. Errors: ErrUnknownTopic, ErrInvalidPartitions
+	// (total not above the current count), ErrInvalidReplicationFactor.
+	CreatePartitions(name string, total int32) (TopicState, error)
+	// AlterTopicConfigs replaces a topic's configs by edit's result,
+	// computed from the current configs (and computed again if another
+	// change came first). Errors: ErrUnknownTopic, edit's.
+	AlterTopicConfigs(name string, edit TopicConfigEdit) (TopicState, error)
 	// ElectPreferred makes the first replica leader if it is in the ISR
 	// and live and the epochs are current (Kafka's preferred-leader
 	// election). Errors: ErrUnknownTopic, ErrStaleEpoch, ErrNotElectable.
@@ -327,7 +348,7 @@ func (c *MemController) CreateTopic(spec TopicSpec) (TopicState, error) {
 	if err != nil {
 		return TopicState{}, err
 	}
-	ts := TopicState{Name: spec.Name, Configs: cloneMap(spec.Configs), Partitions: parts}
+	ts := TopicState{Name: spec.Name, ID: newTopicID(), Configs: cloneMap(spec.Configs), Partitions: parts}
 	res, err := c.commit(stateRecord{Kind: kindTopic, Topic: topicToWire(ts)}, c.logger())
 	return res.topic, err
 }
@@ -527,7 +548,7 @@ func clonePartition(ps PartitionState) PartitionState {
 }
 
 func cloneTopic(ts *TopicState) TopicState {
-	out := TopicState{Name: ts.Name, Configs: cloneMap(ts.Configs), Partitions: make([]PartitionState, len(ts.Partitions))}
+	out := TopicState{Name: ts.Name, ID: ts.ID, Epoch: ts.Epoch, Deleted: ts.Deleted, Configs: cloneMap(ts.Configs), Partitions: make([]PartitionState, len(ts.Partitions))}
 	for i, ps := range ts.Partitions {
 		out.Partitions[i] = clonePartition(ps)
 	}

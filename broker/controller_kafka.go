@@ -42,6 +42,11 @@ import (
 //     not match the state when it is applied is ignored and its proposer
 //     gets ErrStaleEpoch (ElectLeader re-reads and retries a few times,
 //     since its caller gave no epoch).
+//   - delete-topic, create-partitions, alter-configs (topicadmin.go): carry
+//     the topic id (incarnation) and, but for delete-topic, the topic epoch
+//     they were asked against; one that does not match when applied is
+//     ignored and its proposer gets ErrStaleEpoch and retries from the new
+//     state.
 //   - pid-block: claims the next block of pidBlockSize producer ids; the
 //     first claim of a block wins, a loser claims the next one.
 //   - broker: a registration; with a static cluster list the list decides
@@ -64,6 +69,9 @@ import (
 //	                                         "topic","partition","leader_epoch","partition_epoch",
 //	                                         "isr"|"leader"}
 //	pid-block/<n>                           {"v","kind":"pid-block","proposal","block":n}
+//	topic/<name>/<proposal>                 {"v","kind":"delete-topic"|"create-partitions"|"alter-configs",
+//	                                         "proposal","topic_name","topic_id","topic_epoch",
+//	                                         "topic" (create-partitions: the grown list)|"configs"}
 //	fence/<id>/<proposal>                   {"v","kind":"fence","proposal","broker_id","broker_epoch","unclean"}
 //	heartbeat/<id>                          {"v","kind":"heartbeat","broker_id","broker_epoch"}
 //
@@ -599,7 +607,7 @@ func (c *KafkaController) CreateTopic(spec TopicSpec) (TopicState, error) {
 	if err != nil {
 		return TopicState{}, err
 	}
-	ts := TopicState{Name: spec.Name, Configs: cloneMap(spec.Configs), Partitions: parts}
+	ts := TopicState{Name: spec.Name, ID: newTopicID(), Configs: cloneMap(spec.Configs), Partitions: parts}
 	res, err := c.propose(func(p string) string { return "topic/" + spec.Name + "/" + p },
 		stateRecord{Kind: kindTopic, Topic: topicToWire(ts)})
 	if err != nil {
@@ -718,6 +726,10 @@ const (
 	kindAlterISR    = "alter-isr"
 	kindElectLeader = "elect-leader"
 	kindPIDBlock    = "pid-block"
+	// Topic administration (topicadmin.go), keyed topic/<name>/<proposal>.
+	kindDeleteTopic      = "delete-topic"
+	kindCreatePartitions = "create-partitions"
+	kindAlterConfigs     = "alter-configs"
 	// Liveness (see doc.go).
 	kindFence          = "fence"
 	kindHeartbeat      = "heartbeat"
@@ -738,8 +750,13 @@ type stateRecord struct {
 	ISR            []int32     `json:"isr,omitempty"`
 	Leader         int32       `json:"leader,omitempty"`
 	Block          int64       `json:"block,omitempty"`
-	BrokerID       int32       `json:"broker_id,omitempty"`
-	BrokerEpoch    int64       `json:"broker_epoch,omitempty"`
+	// Topic administration: the incarnation and topic epoch the change
+	// was asked against, and the new configs (alter-configs).
+	TopicID     string            `json:"topic_id,omitempty"`
+	TopicEpoch  int32             `json:"topic_epoch,omitempty"`
+	Configs     map[string]string `json:"configs,omitempty"`
+	BrokerID    int32             `json:"broker_id,omitempty"`
+	BrokerEpoch int64             `json:"broker_epoch,omitempty"`
 	// Unclean is the proposer's unclean.leader.election.enable, for
 	// topics that do not set it (broker, fence).
 	Unclean bool `json:"unclean,omitempty"`
@@ -757,6 +774,8 @@ type wireBroker struct {
 
 type wireTopic struct {
 	Name       string            `json:"name"`
+	ID         string            `json:"id,omitempty"`
+	Epoch      int32             `json:"epoch,omitempty"`
 	Configs    map[string]string `json:"configs,omitempty"`
 	Partitions []wirePartition   `json:"partitions"`
 }
@@ -775,7 +794,10 @@ func brokerToWire(b BrokerInfo) *wireBroker {
 }
 
 func topicToWire(ts TopicState) *wireTopic {
-	w := &wireTopic{Name: ts.Name, Configs: ts.Configs}
+	w := &wireTopic{Name: ts.Name, Configs: ts.Configs, Epoch: ts.Epoch}
+	if !ts.ID.IsZero() {
+		w.ID = ts.ID.String()
+	}
 	for _, ps := range ts.Partitions {
 		w.Partitions = append(w.Partitions, wirePartition{
 			Partition: ps.Partition, Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch,

@@ -138,6 +138,34 @@
 // order is the consensus; see controller_kafka.go); kwal broker uses it
 // when remote.wal.metadata.bootstrap.servers is set.
 //
+// # Topic administration (topicadmin.go, topiclifecycle.go)
+//
+//	DeleteTopics v0-6  CreatePartitions v0-3  AlterConfigs v0-2
+//	IncrementalAlterConfigs v0-1  DescribeCluster v0-1  DescribeConfigs v0-4
+//	DeleteRecords v0-2 (api_delete_records.go: the leader's log start
+//	moves, followers follow it from fetch responses, the answer waits for
+//	the ISR's low watermark)
+//
+// A topic has an id (Kafka's topic id, random at creation) and an epoch
+// bumped by every partition-count or config change; the controllers' delete-
+// topic, create-partitions and alter-configs changes are checked against
+// the incarnation and epoch they were asked for (a KafkaController record
+// of each kind, applied alike by every controller). A deletion reaches
+// subscribers as the topic's last state with Deleted set: every replica
+// stops, its log directory is renamed to <dir>.<random>-delete and
+// removed (a crash in between leaves only the -delete directory, removed
+// at the next start), and a remotewal replica's Replicator, when it is a
+// PartitionDeleter, publishes the partition's deletion and collects its
+// objects (rwnode). Each partition directory holds partition.metadata
+// with its topic id: a directory of another incarnation (a deletion this
+// broker missed) is removed before the new topic's log opens, so a topic
+// created again starts empty at offset 0; against a DurableController
+// (KafkaController) a starting broker also removes the partition
+// directories no current topic assigns to it (stray replicas of topics
+// deleted while it was down). Config changes reach open
+// replicas (kafkalog.Log.Retune, min.insync.replicas in the leader
+// machine, LogAppendTime stamping, the compacted-topic key rule).
+//
 // # Liveness and election
 //
 // The mechanism is heartbeat records on the metadata Kafka, in the same

@@ -586,4 +586,7 @@ func (f *replicaFetcher) handlePartition(q fetchReq, rp *kmsg.FetchResponseTopic
 	f.event(st, func(now time.Time) []replica.Action {
 		return st.fsm.Fetched(now, st.h.followerView(false), q.Req, ans)
 	})
+	if ans.Err == nil {
+		st.p.followLeaderLogStart(rp.LogStartOffset)
+	}
 }

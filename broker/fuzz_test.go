@@ -122,6 +122,49 @@ func seedFrames() [][]byte {
 	od := kmsg.NewPtrOffsetDeleteRequest()
 	od.Group = "g"
 	out = append(out, frameOf(del, 2, 21), frameOf(od, 0, 22))
+	// Topic administration.
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cpt := kmsg.NewCreatePartitionsRequestTopic()
+	cpt.Topic, cpt.Count = "t", 2
+	cp.Topics = append(cp.Topics, cpt)
+	cp.ValidateOnly = true
+	out = append(out, frameOf(cp, 3, 31), frameOf(cp, 0, 31))
+	iac := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	iacr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	iacr.ResourceType, iacr.ResourceName = kmsg.ConfigResourceTypeTopic, "t"
+	iacc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	seg := "1048576"
+	iacc.Name, iacc.Value = "segment.bytes", &seg
+	iacr.Configs = append(iacr.Configs, iacc)
+	iac.Resources = append(iac.Resources, iacr)
+	out = append(out, frameOf(iac, 1, 32), frameOf(iac, 0, 32))
+	ac := kmsg.NewPtrAlterConfigsRequest()
+	acr := kmsg.NewAlterConfigsRequestResource()
+	acr.ResourceType, acr.ResourceName = kmsg.ConfigResourceTypeTopic, "t"
+	acc := kmsg.NewAlterConfigsRequestResourceConfig()
+	acc.Name, acc.Value = "retention.ms", &seg
+	acr.Configs = append(acr.Configs, acc)
+	ac.Resources = append(ac.Resources, acr)
+	ac.ValidateOnly = true
+	out = append(out, frameOf(ac, 2, 33), frameOf(ac, 0, 33))
+	dcl := kmsg.NewPtrDescribeClusterRequest()
+	dcl.EndpointType = 1
+	out = append(out, frameOf(dcl, 1, 34), frameOf(dcl, 0, 34))
+	dt := kmsg.NewPtrDeleteTopicsRequest()
+	dt.TopicNames = []string{"nope"}
+	dtt := kmsg.NewDeleteTopicsRequestTopic()
+	nope := "nope"
+	dtt.Topic = &nope
+	dt.Topics = append(dt.Topics, dtt)
+	out = append(out, frameOf(dt, 6, 35), frameOf(dt, 0, 35))
+	dr := kmsg.NewPtrDeleteRecordsRequest()
+	drt := kmsg.NewDeleteRecordsRequestTopic()
+	drt.Topic = "t"
+	drp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	drp.Offset = -1
+	drt.Partitions = append(drt.Partitions, drp)
+	dr.Topics = append(dr.Topics, drt)
+	out = append(out, frameOf(dr, 2, 36), frameOf(dr, 0, 36))
 	out = append(out, frameOf(kmsg.NewPtrDescribeACLsRequest(), 1, 23)) // a key kwal does not serve
 	out = append(out, []byte{0, 99, 0, 0, 0, 0, 0, 1, 0xff, 0xff})      // unknown key
 	return out
@@ -199,4 +242,22 @@ func TestSeedFramesAnswered(t *testing.T) {
 			t.Errorf("seed %d: correlation id not echoed", i)
 		}
 	}
+}
+
+// FuzzParsePartitionMetadata: a partition.metadata file is outside bytes
+// (a disk, an operator); parsing never panics, and what it accepts names a
+// topic id that formats back to itself.
+func FuzzParsePartitionMetadata(f *testing.F) {
+	f.Add([]byte("version: 0\ntopic_id: " + newTopicID().String() + "\n"))
+	f.Add([]byte("topic_id: zz\n"))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		id, err := parsePartitionMetadata(data)
+		if err != nil {
+			return
+		}
+		if back, err := parseTopicID(id.String()); err != nil || back != id {
+			t.Fatalf("id %s does not round-trip: %v %v", id, back, err)
+		}
+	})
 }

@@ -291,7 +291,7 @@ func (s offsetsStorage) Append(ctx context.Context, partition, leaderEpoch int32
 	if o.err != nil {
 		return o.err
 	}
-	if st, _ := p.snapshot(); len(st.ISR) < p.minISR {
+	if st, _ := p.snapshot(); len(st.ISR) < int(p.minISR.Load()) {
 		return kerr.CoordinatorNotAvailable
 	}
 	return nil

@@ -82,7 +82,7 @@ func idemBatchAt(ts int64, pid int64, epoch int16, seq int32, vals ...string) []
 // produceBatch sends records to partition 0 of topic with acks=all.
 func produceBatch(t *testing.T, ctx context.Context, br *kgo.Broker, topic string, records []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
-	return produceTo(t, ctx, br, TopicPartition{Topic: topic}, -1, records)
+	return produceRawTo(t, ctx, br, TopicPartition{Topic: topic}, -1, records)
 }
 
 // The sequence rules over a producer's entry (the log keeps its last 5

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kwal/kwal/clock"
@@ -18,21 +19,28 @@ import (
 // log and hands the follower driver (fetcher.go) a small handle
 // (followerLog) instead of its locks.
 type partition struct {
-	tp   TopicPartition
-	self int32
-	log  *kafkalog.Log
+	tp      TopicPartition
+	topicID TopicID // the topic incarnation this replica belongs to
+	self    int32
+	log     *kafkalog.Log
 	// validator checks produced batches (shared by the broker's partitions).
 	validator *kafkalog.BatchValidator
 	mode      ReplicationMode
-	minISR    int
-	lagMax    time.Duration // replica.lag.time.max.ms
-	clock     clock.Clock
-	logger    *slog.Logger
+	// minISR is min.insync.replicas; AlterConfigs may change it (under
+	// appendMu), acks=all completions read it without locks.
+	minISR atomic.Int64
+	lagMax time.Duration // replica.lag.time.max.ms
+	clock  clock.Clock
+	logger *slog.Logger
 
 	// appendMu serialises appends, truncations and role changes; it is
 	// taken before mu. Holding it, a producer's entry in the log cannot
-	// change between the sequence check and the append.
-	appendMu sync.Mutex
+	// change between the sequence check and the append. logAppendTime and
+	// configEpoch are guarded by it.
+	appendMu      sync.Mutex
+	logAppendTime bool  // stamp batches with the append time (message.timestamp.type)
+	compacted     bool  // cleanup.policy has compact: every record needs a key
+	configEpoch   int32 // topic epoch whose configs are applied
 
 	// hwMu serialises setting the log's high watermark from the leader
 	// machine's AdvanceHW actions. It is taken after mu is released: the
@@ -46,6 +54,10 @@ type partition struct {
 		state PartitionState
 		// leader is the leader-side machine while this broker leads.
 		leader *replica.Leader
+		// followerLogStart: while leading, each follower's log start
+		// offset as its last fetch reported it (DeleteRecords' low
+		// watermark; api_delete_records.go).
+		followerLogStart map[int32]int64
 	}
 }
 
@@ -79,10 +91,11 @@ func (p *partition) applyState(ps PartitionState) roleChange {
 	leader := ps.Leader == p.self
 	switch {
 	case leader && (epochChanged || !wasLeader):
+		p.mu.followerLogStart = nil
 		p.mu.leader = replica.NewLeader(replica.LeaderState{
 			Self: p.self, LeaderEpoch: ps.LeaderEpoch, PartitionEpoch: ps.PartitionEpoch,
 			Replicas: ps.Replicas, ISR: ps.ISR,
-		}, p.log.LogEndOffset(), p.log.HighWatermark(), p.clock.Now(), p.lagMax, p.minISR)
+		}, p.log.LogEndOffset(), p.log.HighWatermark(), p.clock.Now(), p.lagMax, int(p.minISR.Load()))
 		return roleLeader
 	case !leader && (epochChanged || wasLeader):
 		p.mu.leader = nil
@@ -140,7 +153,8 @@ func checkEpoch(current, ours int32) *kerr.Error { return replica.CheckEpoch(cur
 // appendResult is a leader append's outcome for the response.
 type appendResult struct {
 	firstOffset, lastOffset int64
-	duplicate               bool // already in the log: nothing appended
+	logAppendTime           int64 // -1: CreateTime
+	duplicate               bool  // already in the log: nothing appended
 	err                     *kerr.Error
 	msg                     string
 }
@@ -171,6 +185,11 @@ func (p *partition) appendAsLeader(records []byte, acks int16) appendResult {
 	if refused != nil {
 		return appendResult{err: refused, msg: "ISR is smaller than min.insync.replicas"}
 	}
+	if p.compacted {
+		if res, bad := p.checkKeys(vb); bad {
+			return res
+		}
+	}
 	lastSeq := kafkalog.IncrementSequence(h.BaseSequence, h.LastOffsetDelta)
 	var chk seqCheck
 	if h.ProducerID >= 0 {
@@ -183,13 +202,18 @@ func (p *partition) appendAsLeader(records []byte, acks int16) appendResult {
 	if chk.dup != nil {
 		p.logger.Debug("duplicate idempotent batch answered with its original offsets",
 			"partition", p.tp, "producer_id", h.ProducerID, "first_seq", h.BaseSequence, "offset", chk.dup.FirstOffset)
-		return appendResult{firstOffset: chk.dup.FirstOffset, lastOffset: chk.dup.LastOffset, duplicate: true}
+		return appendResult{firstOffset: chk.dup.FirstOffset, lastOffset: chk.dup.LastOffset, duplicate: true, logAppendTime: -1}
+	}
+	appendTime := int64(-1)
+	if p.logAppendTime {
+		appendTime = p.clock.Now().UnixMilli()
+		vb = vb.WithLogAppendTime(appendTime)
 	}
 	info, err := p.log.AppendValidatedAsLeader(vb, epoch)
 	if err != nil {
 		return appendResult{err: logErrorCode(err), msg: err.Error()}
 	}
-	return appendResult{firstOffset: info.FirstOffset, lastOffset: info.LastOffset}
+	return appendResult{firstOffset: info.FirstOffset, lastOffset: info.LastOffset, logAppendTime: appendTime}
 }
 
 // logErrorCode maps kafkalog errors to Kafka's codes.
@@ -207,6 +231,10 @@ func logErrorCode(err error) *kerr.Error {
 		return kerr.OffsetOutOfRange
 	case errors.Is(err, kafkalog.ErrEpochRegression):
 		return kerr.FencedLeaderEpoch
+	case errors.Is(err, kafkalog.ErrClosed):
+		// The replica was dropped (moved, or its topic deleted) under the
+		// request: retriable, and the client's metadata refresh tells why.
+		return kerr.NotLeaderForPartition
 	default:
 		return kerr.KafkaStorageError
 	}

@@ -5,15 +5,23 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/kwal/kwal/kafkalog"
 )
 
 var errInvalidConfig = errors.New("broker: invalid topic config")
 
-// Topic configs the broker accepts, with how to check a value.
-// segment.bytes, min.insync.replicas, retention.ms and retention.bytes
-// are applied per partition (retention by the broker's retention check,
-// every log.retention.check.interval.ms); cleanup.policy is delete,
-// compact or both (compact runs the log cleaner, cleaner.go).
+// Topic configs the broker accepts, with how to check a value. Every one
+// is applied by each replica (topiclifecycle.go, also to open partitions
+// when AlterConfigs changes them): segment.bytes and segment.ms roll
+// segments, retention.ms and retention.bytes delete old segments (the
+// broker's retention check, every log.retention.check.interval.ms),
+// max.message.bytes refuses larger batches (MESSAGE_TOO_LARGE),
+// min.insync.replicas gates acks=all, message.timestamp.type=LogAppendTime
+// has the leader stamp batches. compression.type accepts only "producer":
+// kwal stores batches as the producer compressed them and does not
+// recompress. cleanup.policy is delete, compact or both (compact runs the
+// log cleaner, cleaner.go).
 var topicConfigCheck = map[string]func(v string) error{
 	TopicConfigRemoteWAL: func(v string) error {
 		if _, err := strconv.ParseBool(v); err != nil {
@@ -34,6 +42,24 @@ var topicConfigCheck = map[string]func(v string) error{
 	"retention.bytes":       intInRange(-1, math.MaxInt64, "-1 is unlimited"),
 	"delete.retention.ms":   intInRange(0, math.MaxInt64, "how long tombstones stay after compaction"),
 	"min.compaction.lag.ms": intInRange(0, math.MaxInt64, "how long a record stays uncompacted"),
+	// Topic administration: the other keys clients set at creation.
+	"segment.ms":        intInRange(1, math.MaxInt64, "how long before a segment rolls"),
+	"max.message.bytes": intInRange(1, math.MaxInt32, "the largest batch a producer may send"),
+	"compression.type": func(v string) error {
+		switch v {
+		case "producer":
+			return nil
+		case "uncompressed", "gzip", "snappy", "lz4", "zstd":
+			return fmt.Errorf("kwal does not recompress batches: only producer (keep the producer's compression) is accepted")
+		}
+		return fmt.Errorf("must be producer (uncompressed, gzip, snappy, lz4 and zstd need recompression, which kwal does not do)")
+	},
+	"message.timestamp.type": func(v string) error {
+		if v != "CreateTime" && v != "LogAppendTime" {
+			return fmt.Errorf("must be CreateTime or LogAppendTime")
+		}
+		return nil
+	},
 	"cleanup.policy": func(v string) error {
 		_, _, err := cleanupPolicy(v)
 		return err
@@ -75,11 +101,17 @@ func (b *Broker) topicConfigDefaults() map[string]string {
 		"delete.retention.ms":            "86400000",
 		"min.compaction.lag.ms":          "0",
 		"unclean.leader.election.enable": strconv.FormatBool(b.cfg.UncleanLeaderElection),
+		// Topic administration: the other keys clients set at creation.
+		"segment.ms":             strconv.Itoa(kafkalog.DefaultSegmentMs),
+		"max.message.bytes":      strconv.Itoa(kafkalog.DefaultMaxBatchBytes),
+		"compression.type":       "producer",
+		"message.timestamp.type": "CreateTime",
 	}
 }
 
-// checkTopicConfigs validates a CreateTopics config set for a topic of
-// replicationFactor replicas.
+// checkTopicConfigs validates a CreateTopics or AlterConfigs config set
+// for a topic of replicationFactor replicas (AlterConfigs gives
+// math.MaxInt16: min.insync.replicas is held to it at creation only).
 func (b *Broker) checkTopicConfigs(configs map[string]string, replicationFactor int16) error {
 	for k, v := range configs {
 		check, ok := topicConfigCheck[k]

@@ -100,11 +100,11 @@ func TestProduceValidatesCompressedBatches(t *testing.T) {
 // broker b with acks=1.
 func produceRaw(ctx context.Context, t *testing.T, cl *kgo.Client, b *Broker, tp TopicPartition, records []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
-	return produceTo(t, ctx, cl.Broker(int(b.cfg.BrokerID)), tp, 1, records)
+	return produceRawTo(t, ctx, cl.Broker(int(b.cfg.BrokerID)), tp, 1, records)
 }
 
-// produceTo sends one partition's records as given to br.
-func produceTo(t *testing.T, ctx context.Context, br *kgo.Broker, tp TopicPartition, acks int16, records []byte) kmsg.ProduceResponseTopicPartition {
+// produceRawTo sends one partition's records as given to br.
+func produceRawTo(t *testing.T, ctx context.Context, br *kgo.Broker, tp TopicPartition, acks int16, records []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks, req.TimeoutMillis = acks, 5000

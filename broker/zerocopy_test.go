@@ -123,7 +123,7 @@ func TestFetchZeroCopyByteIdentical(t *testing.T) {
 		t.Fatalf("zero-copy path not taken: %d sections, %d bytes", sections, sent)
 	}
 	// A franz-go consumer on the zero-copy path reads every record intact.
-	consumeAll(t, c, topic, n)
+	consumeEvery(t, c, topic, n)
 	if b.events.zeroCopyBytes.Load() == sent {
 		t.Fatal("the franz-go consumer's fetches did not use the zero-copy path")
 	}
@@ -159,12 +159,12 @@ func TestFetchZeroCopyByteIdentical(t *testing.T) {
 	if withRecords < len(cases)/2 {
 		t.Fatalf("only %d of %d responses carry records", withRecords, len(cases))
 	}
-	consumeAll(t, c, topic, n)
+	consumeEvery(t, c, topic, n)
 }
 
-// consumeAll consumes topic from the start with franz-go and checks
+// consumeEvery consumes topic from the start with franz-go and checks
 // every record of partition 0 (as produced above).
-func consumeAll(t *testing.T, c *testCluster, topic string, n int) {
+func consumeEvery(t *testing.T, c *testCluster, topic string, n int) {
 	t.Helper()
 	cl := newClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(100<<10))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -138,6 +138,43 @@ func TestCompat(t *testing.T) {
 					checkValues(t, consumeFranz(t, c, topic, 0, n), want)
 				})
 			}
+			t.Run("kafkajs-admin", func(t *testing.T) {
+				node, dir := kafkajsPath(t)
+				topic := "compat-" + mode + "-admin"
+				c.createTopic(t, topic, 1, configs)
+				ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+				defer cancel()
+				cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "admin.js"), c.bootstrap(), topic)
+				cmd.Dir = dir
+				out, err := cmd.Output()
+				if err != nil {
+					var ee *exec.ExitError
+					if errors.As(err, &ee) {
+						t.Fatalf("kafkajs admin: %v\n%s%s", err, out, ee.Stderr)
+					}
+					t.Fatalf("kafkajs admin: %v", err)
+				}
+				var res struct {
+					Partitions        int
+					OffsetAtTimestamp int64
+					ListedAfterDelete bool
+				}
+				if err := json.Unmarshal(bytes.TrimSpace(out), &res); err != nil {
+					t.Fatalf("kafkajs admin said %q: %v", out, err)
+				}
+				if res.Partitions != 3 || res.OffsetAtTimestamp != 5 || res.ListedAfterDelete {
+					t.Fatalf("kafkajs admin saw %+v, want 3 partitions after createPartitions, offset 5 at t0+5s, the topic gone after deleteTopics", res)
+				}
+				// Every broker process removes the topic's logs from disk.
+				waitUntil(t, ctx, "every broker to remove the deleted topic's logs", func() bool {
+					for _, b := range c.brokers {
+						if m, _ := filepath.Glob(filepath.Join(b.dir, "logs", topic+"-*")); len(m) > 0 {
+							return false
+						}
+					}
+					return true
+				})
+			})
 		})
 	}
 }

@@ -487,6 +487,7 @@ func (l *Log) swapSegment(v segView, tmp string) error {
 			l.mu.Lock()
 			old := v.s.file
 			v.s.file, v.s.size, v.s.index, v.s.bytesSinceIndex = f, size, res.index, res.bytesSinceIndex
+			v.s.timeIndex, v.s.bytesSinceTimeIndex = res.timeIndex, res.bytesSinceTimeIndex
 			if res.next > v.base {
 				v.s.next = res.next
 			}

@@ -37,6 +37,7 @@
 //	<dir>/leader-epoch-checkpoint        "0\n<n>\n<epoch> <startOffset>\n"...
 //	<dir>/replication-offset-checkpoint  "0\n1\n<high watermark>\n"
 //	<dir>/recovery-point-offset-checkpoint "0\n1\n<offset>\n"
+//	<dir>/log-start-offset-checkpoint    "0\n1\n<offset>\n": a log start inside the first segment (DeleteRecords)
 //	<dir>/00000000000000004711.snapshot  producer state as of offset 4711 (below)
 //
 // Checkpoints are Kafka's text format, written atomically: temp file,
@@ -71,6 +72,26 @@
 // headers from there. The index is kept in memory and written at roll and
 // Close; at Open it is rebuilt from the segment (the recovery scan reads
 // every header anyway), so a stale or missing .index file is harmless.
+//
+// # Time index (Kafka's .timeindex, in memory)
+//
+//	per segment: (max timestamp so far, last offset of its batch) x N, sparse
+//
+// An entry is added after a batch when more than IndexIntervalBytes were
+// appended since the last entry and the segment's largest timestamp grew.
+// TimestampSearchStart(target) skips segments whose largest timestamp is
+// below target and, in the first that reaches it, starts after the last
+// entry below target: no batch before that point can hold the answer.
+// Like the offset index it is rebuilt by the scan at Open, truncation and
+// compaction, so it needs no file.
+//
+// # Tunables and LogAppendTime
+//
+// Retune changes segment.bytes, segment.ms, retention.ms, retention.bytes
+// and max.message.bytes of an open log (AlterConfigs); appends and
+// retention read them under the write lock. ValidBatch.WithLogAppendTime
+// is the leader's stamping for message.timestamp.type=LogAppendTime: the
+// attribute bit 3, the max timestamp and the CRC.
 //
 // # Producer state (Kafka's ProducerStateManager, without transactions)
 //

@@ -126,6 +126,7 @@ type Log struct {
 	mu struct {
 		sync.RWMutex
 		segs   []*segment // by base offset; the last is active
+		start  int64      // log start inside segs[0] (logstart.go); 0: its base
 		leo    int64
 		hw     int64
 		epochs epochCache
@@ -218,6 +219,7 @@ func (l *Log) load() error {
 			return fmt.Errorf("scan segment %d: %w", base, err)
 		}
 		s.size, s.next, s.index, s.maxTimestamp = res.validEnd, res.next, res.index, res.maxTimestamp
+		s.timeIndex, s.bytesSinceTimeIndex = res.timeIndex, res.bytesSinceTimeIndex
 		s.bytesSinceIndex, s.lastModified = res.bytesSinceIndex, now
 		if res.validEnd > 0 {
 			s.firstAppend = now
@@ -250,6 +252,7 @@ func (l *Log) load() error {
 	l.mu.leo = l.active().next
 	l.w.recoveryPoint = min(rp, l.active().base)
 
+	l.loadLogStart()
 	lines, err := readCheckpoint(l.fs, l.dir, leaderEpochCheckpointFile)
 	if err != nil {
 		return err
@@ -334,7 +337,7 @@ func (l *Log) writeEpochCheckpoint() error {
 func (l *Log) active() *segment { return l.mu.segs[len(l.mu.segs)-1] }
 
 // logStartOffset: caller holds mu or writeMu.
-func (l *Log) logStartOffset() int64 { return l.mu.segs[0].base }
+func (l *Log) logStartOffset() int64 { return max(l.mu.segs[0].base, l.mu.start) }
 
 // writable checks that writes may proceed. Caller holds writeMu.
 func (l *Log) writable() error {
@@ -562,6 +565,7 @@ func (l *Log) appendValidated(data []byte, refs []batchRef) (AppendInfo, error) 
 		}
 		idx := l.w.idx[:0]
 		maxTS := act.maxTimestamp
+		tix := act.timeIndex
 		pos := act.size
 		var records int64
 		for _, r := range refs[i:j] {
@@ -573,6 +577,7 @@ func (l *Log) appendValidated(data []byte, refs []batchRef) (AppendInfo, error) 
 			act.bytesSinceIndex += r.h.Size()
 			pos += int64(r.h.Size())
 			maxTS = max(maxTS, r.h.MaxTimestamp)
+			tix, act.bytesSinceTimeIndex = addTimeEntry(tix, act.bytesSinceTimeIndex, r.h.Size(), l.cfg.IndexIntervalBytes, maxTS, r.h.LastOffset())
 			records += int64(r.h.RecordCount)
 		}
 		l.w.idx = idx
@@ -582,6 +587,7 @@ func (l *Log) appendValidated(data []byte, refs []batchRef) (AppendInfo, error) 
 		act.next = last.NextOffset()
 		act.index = append(act.index, idx...)
 		act.maxTimestamp = maxTS
+		act.timeIndex = tix
 		act.lastModified = now
 		l.mu.leo = act.next
 		for _, b := range info.Batches[len(info.Batches)-(j-i):] {

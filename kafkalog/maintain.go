@@ -142,6 +142,7 @@ func (l *Log) Truncate(to int64) error {
 	removed := l.mu.segs[si+1:]
 	l.mu.segs = l.mu.segs[: si+1 : si+1]
 	s.size, s.next, s.index, s.maxTimestamp = pos, to, res.index, res.maxTimestamp
+	s.timeIndex, s.bytesSinceTimeIndex = res.timeIndex, res.bytesSinceTimeIndex
 	s.bytesSinceIndex = res.bytesSinceIndex
 	if pos == 0 {
 		s.firstAppend = time.Time{}
@@ -230,6 +231,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 		return fail(err)
 	}
 	l.mu.segs = []*segment{ns}
+	l.mu.start = offset
 	l.mu.leo, l.mu.hw = offset, offset
 	l.mu.epochs.entries = nil
 	l.notifyLocked()

@@ -35,13 +35,15 @@ type segment struct {
 	size         int64
 	next         int64 // offset after the last batch; base when empty
 	index        []indexEntry
-	maxTimestamp int64     // largest batch maxTimestamp; -1 if none
+	maxTimestamp int64 // largest batch maxTimestamp; -1 if none
+	timeIndex    []timeEntry
 	lastModified time.Time // by the clock, at the last append or at open
 
 	// Writer-only state, under Log.writeMu.
-	bytesSinceIndex int
-	firstAppend     time.Time // zero until the first append since creation/open
-	dirty           bool      // bytes written since the last fsync
+	bytesSinceIndex     int
+	bytesSinceTimeIndex int
+	firstAppend         time.Time // zero until the first append since creation/open
+	dirty               bool      // bytes written since the last fsync
 }
 
 func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
@@ -183,13 +185,15 @@ func locate(r *segReader, s *segment, offset int64) (int64, liteHeader, error) {
 
 // scanResult is what a segment scan learns.
 type scanResult struct {
-	validEnd        int64
-	next            int64
-	index           []indexEntry
-	maxTimestamp    int64
-	bytesSinceIndex int
-	records         int64
-	problem         string // why the scan stopped before the end, or ""
+	validEnd            int64
+	next                int64
+	index               []indexEntry
+	maxTimestamp        int64
+	timeIndex           []timeEntry
+	bytesSinceIndex     int
+	bytesSinceTimeIndex int
+	records             int64
+	problem             string // why the scan stopped before the end, or ""
 }
 
 // scanSegment walks a segment file from the start. With verify it
@@ -254,6 +258,7 @@ func scanSegment(f File, size int64, base int64, interval int, verify, compacted
 		}
 		res.bytesSinceIndex += len(b)
 		res.maxTimestamp = max(res.maxTimestamp, h.MaxTimestamp)
+		res.timeIndex, res.bytesSinceTimeIndex = addTimeEntry(res.timeIndex, res.bytesSinceTimeIndex, len(b), interval, res.maxTimestamp, h.LastOffset())
 		res.records += int64(h.RecordCount)
 		res.next = h.NextOffset()
 		pos += int64(len(b))

@@ -334,3 +334,7 @@ func CheckEpoch(current, ours int32) *kerr.Error {
 		return kerr.UnknownLeaderEpoch
 	}
 }
+
+// SetMinISR changes min.insync.replicas (AlterConfigs on a running
+// partition); CheckProduce and AckDone use it from the next call.
+func (l *Leader) SetMinISR(n int) { l.minISR = n }

@@ -12,7 +12,8 @@
 //	        ▼                      │                   │
 //	     object store ─────────────┘     metadata.Publisher ──► __remote_wal_log_metadata
 //
-//	  maintenance loop: metadata.Retainer (DELETE events, deletes) and
+//	  maintenance loop: metadata.Retainer (DELETE events, deletes), the
+//	  dead objects of deleted partitions (delete.go) and
 //	  combiner.OrphanCollector, every MaintenanceInterval
 //
 // It owns the assembly and its lifetime (NewRemoteWALReplicator waits for

@@ -350,6 +350,11 @@ func (r *RemoteWALReplicator) startMaintenance() error {
 			} else if n > 0 {
 				r.log.Info("remote WAL retention deleted objects", "objects", n)
 			}
+			if n, err := r.collectDead(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("deleting objects of deleted partitions failed; will retry", "err", err)
+			} else if n > 0 {
+				r.log.Info("deleted objects of deleted partitions", "objects", n)
+			}
 			if keys, err := r.orphans.RunOnce(ctx); err != nil && ctx.Err() == nil {
 				r.log.Warn("orphan collection failed; will retry", "err", err)
 			} else if len(keys) > 0 {
@@ -368,7 +373,7 @@ func (r *RemoteWALReplicator) safeOffset(tp metadata.TopicPartition) (int64, boo
 	l, ok := r.mu.leads[tp]
 	r.mu.Unlock()
 	if !ok {
-		return 0, false
+		return r.deletedOffset(tp)
 	}
 	return l.log.HighWatermark(), true
 }
