@@ -17,7 +17,7 @@ import (
 func init() {
 	register(command{
 		words: []string{"chaos"},
-		short: "run seeded fault schedules against an in-process cluster and check the history (--seed N replays one)",
+		short: "run seeded fault schedules against a cluster (in process, or --runner process) and check the history (--seed N replays one)",
 		run:   runChaos,
 	})
 }
@@ -28,7 +28,8 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Int64("seed", -1, "run (replay) this one seed; default: --seeds seeds from --first")
 	first := fs.Uint64("first", 1, "first seed of a run of many")
 	seeds := fs.Int("seeds", 10, "how many seeds to run")
-	length := fs.Duration("length", 3*time.Second, "how long each schedule runs the workload with faults")
+	runner := fs.String("runner", chaos.RunnerInProcess, "where the brokers run: inprocess (one process, fast) or process (kwal broker processes, versitygw, loopback proxies, real signals)")
+	length := fs.Duration("length", 0, "how long each schedule runs the workload with faults (0: 3s in process, 10s across processes)")
 	kinds := fs.String("kinds", "", "comma-separated fault kinds (default all): "+kindList())
 	uploadTimeout := fs.Duration("upload-timeout", 0, "the combiner's upload timeout (0: its default, one minute); shorter than the store outages reaches the give-up and resubmit path")
 	printOnly := fs.Bool("print", false, "print the schedules, run nothing")
@@ -37,7 +38,13 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg := chaos.Config{Length: *length, UploadTimeout: *uploadTimeout}
+	if *runner != chaos.RunnerInProcess && *runner != chaos.RunnerProcess {
+		return fmt.Errorf("unknown runner %q (inprocess or process)", *runner)
+	}
+	if *runner == chaos.RunnerProcess && *uploadTimeout != 0 {
+		return fmt.Errorf("--upload-timeout is for the in-process runner only: no broker key sets the combiner's upload timeout")
+	}
+	cfg := chaos.Config{Runner: *runner, Length: *length, UploadTimeout: *uploadTimeout}
 	if *kinds != "" {
 		for _, k := range strings.Split(*kinds, ",") {
 			if !slices.Contains(chaos.AllKinds, chaos.Kind(k)) {
@@ -74,7 +81,7 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		cfg.Seed, cfg.Dir = s, dir
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		rep, err := chaos.Run(ctx, cfg)
 		cancel()
 		os.RemoveAll(dir)
