@@ -7,6 +7,7 @@
 //     drops packets looks to both ends (TCP keeps the connections; a heal
 //     lets the queued bytes through); Reset closes every connection and
 //     accepts new ones only to close them, as a refusing peer looks.
+//
 //   - S3Proxy, an HTTP reverse proxy in front of an S3-compatible server
 //     (versitygw) that injects the object-store faults at the protocol
 //     level: latency, 503 SlowDown, and ambiguous PUTs (forwarded and
@@ -14,8 +15,8 @@
 //     connections (versitygw stopped) shows to the client as a closed
 //     connection, as a refused one would.
 //
-//	broker ──► Proxy (cut) ──► S3Proxy (mode) ──► versitygw
-//	broker ──► Proxy (cut) ──► broker
+//     broker ──► Proxy (cut) ──► S3Proxy (mode) ──► versitygw
+//     broker ──► Proxy (cut) ──► broker
 //
 // Neither reads the bytes it forwards beyond what HTTP needs; SigV4
 // signatures stay valid because the Host header is passed through.

@@ -128,6 +128,9 @@ type Report struct {
 	// deletes them after its grace: reported, not failed).
 	AuditObjects, Orphans int
 	StoreFaults           int64
+	// DuplicateEvents counts object events published more than once
+	// (reported, not failed: see readMetadata).
+	DuplicateEvents int
 	// ReadsDuringFaults counts the records consumers read while faults ran.
 	ReadsDuringFaults int
 	// Warnings counts the cluster's WARN-or-worse log lines.
@@ -168,8 +171,8 @@ func (r *Report) Summary() string {
 	if !r.OK() {
 		status = "FAILED"
 	}
-	fmt.Fprintf(&b, "seed %d %s in %v (%s): %d faults; %s (%d during the faults); %d follower replicas identical; %d WAL objects, %d orphans; %d store faults injected; %d WARN+ log lines\n",
-		r.Schedule.Seed, status, r.Wall.Round(time.Millisecond), r.cfg.Runner, len(r.Schedule.Events), r.Check, r.ReadsDuringFaults, r.Replicas, r.AuditObjects, r.Orphans, r.StoreFaults, r.Warnings)
+	fmt.Fprintf(&b, "seed %d %s in %v (%s): %d faults; %s (%d during the faults); %d follower replicas identical; %d WAL objects, %d orphans, %d object events published twice; %d store faults injected; %d WARN+ log lines\n",
+		r.Schedule.Seed, status, r.Wall.Round(time.Millisecond), r.cfg.Runner, len(r.Schedule.Events), r.Check, r.ReadsDuringFaults, r.Replicas, r.AuditObjects, r.Orphans, r.DuplicateEvents, r.StoreFaults, r.Warnings)
 	if !r.OK() {
 		b.WriteString(r.Schedule.String())
 		fmt.Fprintf(&b, "first broken invariant: %s\n", r.Failures[0])
@@ -580,28 +583,46 @@ func endOfBatches(b []byte) (int64, bool) {
 // invariant 4 on the way: within one metadata partition, the entries of
 // one partition and leader epoch are published in offset order, without
 // overlap.
-func readMetadata(ctx context.Context, c cluster, log *slog.Logger) (*metadata.State, []string, error) {
+//
+// An object's event published again (a publish retried after its ctx
+// ended while the first record was still in flight, as when the metadata
+// Kafka is down) is counted in dups, not checked for order: it names the
+// same durable object, and followers apply its slices once (invariant 3).
+func readMetadata(ctx context.Context, c cluster, log *slog.Logger) (_ *metadata.State, bad []string, dups int, _ error) {
 	st := metadata.NewState()
 	type key struct {
 		mp    int32
 		tp    metadata.TopicPartition
 		epoch int32
 	}
-	last := map[key]int64{}
-	var bad []string
+	type seen struct {
+		end    int64
+		key    string
+		broker int32
+		at     int64
+	}
+	last := map[key]seen{}
+	published := map[string]bool{}
 	err := metadata.ReadTopic(ctx, metadata.TopicConfig{Bootstrap: c.metadataBootstrap()}, log, func(tr metadata.TopicRecord) error {
 		if tr.Err != nil {
 			bad = append(bad, fmt.Sprintf("metadata: undecodable record at %d/%d: %v", tr.Partition, tr.Offset, tr.Err))
 			return nil
 		}
-		if om, ok := tr.Event.(*metadata.ObjectMetadata); ok && om.State == metadata.CopySegmentFinished {
+		om, ok := tr.Event.(*metadata.ObjectMetadata)
+		if ok && om.State == metadata.CopySegmentFinished && published[om.Key] {
+			dups++
+		} else if ok && om.State == metadata.CopySegmentFinished {
+			published[om.Key] = true
 			for _, e := range om.Entries {
 				k := key{tr.Partition, e.TopicPartition, e.LeaderEpoch}
-				if prev, ok := last[k]; ok && e.BaseOffset <= prev {
-					bad = append(bad, fmt.Sprintf("metadata order (invariant 4): %s epoch %d entry [%d,%d] of %s published after one ending at %d",
-						e.TopicPartition, e.LeaderEpoch, e.BaseOffset, e.LastOffset, om.Key, prev))
+				prev, ok := last[k]
+				if ok && e.BaseOffset <= prev.end {
+					bad = append(bad, fmt.Sprintf("metadata order (invariant 4): %s epoch %d entry [%d,%d] of %s (broker %d, at %d/%d) published after one ending at %d (%s, broker %d, at %d/%d)",
+						e.TopicPartition, e.LeaderEpoch, e.BaseOffset, e.LastOffset, om.Key, om.BrokerID, tr.Partition, tr.Offset, prev.end, prev.key, prev.broker, tr.Partition, prev.at))
 				}
-				last[k] = max(last[k], e.LastOffset)
+				if !ok || e.LastOffset > prev.end {
+					last[k] = seen{e.LastOffset, om.Key, om.BrokerID, tr.Offset}
+				}
 			}
 		}
 		if err := st.Apply(tr.Event); err != nil {
@@ -609,7 +630,7 @@ func readMetadata(ctx context.Context, c cluster, log *slog.Logger) (*metadata.S
 		}
 		return nil
 	})
-	return st, bad, err
+	return st, bad, dups, err
 }
 
 // covered returns the remotewal partitions whose live slices do not reach
@@ -651,7 +672,7 @@ func healAndAudit(ctx context.Context, c cluster, cfg Config, hws map[broker.Top
 		err   error
 	)
 	poll(actx, deadline, func() bool {
-		st, bad, err = readMetadata(actx, c, cfg.Logger)
+		st, bad, rep.DuplicateEvents, err = readMetadata(actx, c, cfg.Logger)
 		if err != nil {
 			return false
 		}
