@@ -115,6 +115,7 @@ func (c Config) defaultLength() time.Duration {
 // Report is the outcome of one run.
 type Report struct {
 	cfg      Config
+	hist     History
 	Schedule Schedule
 	Check    Result
 	// Replicas is the number of follower replicas compared with their
@@ -245,7 +246,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer c.close()
 
-	var h History
+	h := &rep.hist
 	wctx, stopWork := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	producers := []struct {
@@ -258,7 +259,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := produce(wctx, c, cfg, p.name, p.acksAll, &h); err != nil {
+			if err := produce(wctx, c, cfg, p.name, p.acksAll, h); err != nil {
 				perrMu.Lock()
 				perr = append(perr, err)
 				perrMu.Unlock()
@@ -268,7 +269,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// Consumers in both racks read from the start, during the faults.
 	var readers []*reader
 	for _, rack := range uniq(cfg.Racks) {
-		rd, err := startReader(ctx, c, "consumer-"+rack, rack, &h)
+		rd, err := startReader(ctx, c, "consumer-"+rack, rack, h)
 		if err != nil {
 			stopWork()
 			wg.Wait()
