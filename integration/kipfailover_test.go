@@ -82,8 +82,10 @@ func startKIPCluster(t *testing.T, env objstoretest.Env, bin string, racks []str
 	s3Host := strings.TrimPrefix(env.Endpoint, "http://")
 	props := clusterProps(s3StoreURLAt(env, env.Endpoint, base+"default/"), emb.Bootstrap(), map[string]string{
 		// Held followers lag for the whole test and must stay in the ISR.
-		"replica.lag.time.max.ms":      "60000",
-		"broker.session.timeout.ms":    "3000",
+		"replica.lag.time.max.ms": "60000",
+		// 4 s: a held follower, live, must not be fenced by a stall of
+		// the loaded machine (that would change who is elected).
+		"broker.session.timeout.ms":    "4000",
 		"broker.heartbeat.interval.ms": "300",
 		"auto.leader.rebalance.enable": "false",
 	})
@@ -349,7 +351,12 @@ func watchServed(c *compatCluster, topic string, want func(int64) string) *serve
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go func() { <-w.stopc; cancel() }()
-		for ctx.Err() == nil {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(20 * time.Millisecond): // a sampling interval, not a wait for state
+			}
 			for _, b := range c.brokers {
 				got, err := readBroker(ctx, b.addr(), topic, 0)
 				if err != nil {
