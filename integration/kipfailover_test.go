@@ -148,7 +148,7 @@ func runKIPFailoverProcesses(t *testing.T, env objstoretest.Env, bin string, ele
 	b1, b2, b3 := c.brokers[0], c.brokers[1], c.brokers[2]
 	topic := kipTopic(t, c, replicas)
 	c.createTopic(t, topic, 1, modeConfigs("remotewal"))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	before := c.partitionView(t, topic, 0)
 	if before.leader != 1 || !slices.Equal(before.replicas, replicas) {
@@ -232,6 +232,7 @@ func runKIPFailoverProcesses(t *testing.T, env objstoretest.Env, bin string, ele
 	// to it from B3 (elect=B3).
 	waitLogEnd(t, ctx, leader, topic, start)
 	waitLogEnd(t, ctx, other, topic, start)
+	t.Logf("B%d at the new leader's log end %d, %v after the kill", other.id, start, time.Since(killed).Round(time.Millisecond))
 	waitUntil(t, ctx, "the new leader's dead range", func() bool {
 		md = readKIPMetadata(t, ctx, kc.meta, tp)
 		return len(md.dead) > 0
