@@ -42,7 +42,8 @@ import (
 // their heartbeats through the metadata Kafka keep them live;
 // replica.lag.time.max.ms is long enough that they stay in the ISR. What
 // is checked: nothing of B1's past the new leader's log end is ever
-// served by any broker (every broker is read all along, followers too);
+// served by any broker (every broker, followers too, is read every 20 ms
+// all along);
 // the dead range is in __remote_wal_log_metadata and covers every entry
 // of B1's epoch past it; the survivors hold the same records; the new
 // leader uploads to its own rack's store; `kwal audit` of az1's store
@@ -237,8 +238,10 @@ func runKIPFailoverProcesses(t *testing.T, env objstoretest.Env, bin string, ele
 		md = readKIPMetadata(t, ctx, kc.meta, tp)
 		return len(md.dead) > 0
 	})
-	if len(md.dead) != 1 || md.dead[0].LeaderEpoch != after.epoch || md.dead[0].StartOffset != start || md.dead[0].BrokerID != elect {
-		t.Fatalf("dead ranges %+v, want one of epoch %d from %d by B%d", md.dead, after.epoch, start, elect)
+	for _, d := range md.dead { // a retried publish may repeat it
+		if d.LeaderEpoch != after.epoch || d.StartOffset != start || d.BrokerID != elect {
+			t.Fatalf("dead ranges %+v, want only one of epoch %d from %d by B%d", md.dead, after.epoch, start, elect)
+		}
 	}
 	deadEntries, deadObjects := md.deadIn("az1", before.epoch, start)
 	var covered []int64
