@@ -249,8 +249,14 @@ func (r *RemoteWALReplicator) uploadFrom(tp metadata.TopicPartition, log *kafkal
 	if r.state == nil {
 		return logEnd
 	}
+	return uploadStart(r.state.Slices(tp, 0), log.LogStartOffset(), logEnd)
+}
+
+// uploadStart is uploadFrom's decision over the partition's published
+// slices: pure, for tests.
+func uploadStart(slices []metadata.IndexedSlice, logStart, logEnd int64) int64 {
 	end := int64(-1)
-	for _, sl := range r.state.Slices(tp, 0) {
+	for _, sl := range slices {
 		if sl.LastOffset < logEnd {
 			end = max(end, sl.LastOffset)
 		}
@@ -258,7 +264,7 @@ func (r *RemoteWALReplicator) uploadFrom(tp metadata.TopicPartition, log *kafkal
 	if end < 0 {
 		return logEnd
 	}
-	return min(logEnd, max(end+1, log.LogStartOffset()))
+	return min(logEnd, max(end+1, logStart))
 }
 
 // UploadedOffset is where the partition's published slices end: bytes
