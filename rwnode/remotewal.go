@@ -226,7 +226,7 @@ func mtp(tp broker.TopicPartition) metadata.TopicPartition {
 // process`: followers held it only through the leader fallback).
 func (r *RemoteWALReplicator) StartLeader(tp broker.TopicPartition, log *kafkalog.Log, leaderEpoch int32, fromOffset int64) error {
 	r.wp.Manager.StopPartition(mtp(tp))
-	cutFrom := r.uploadFrom(mtp(tp), log, leaderEpoch, fromOffset)
+	cutFrom := r.uploadFrom(mtp(tp), log, fromOffset)
 	if cutFrom < fromOffset {
 		r.log.Info("new leader uploads the range an older leader appended but did not upload",
 			"partition", tp, "leader_epoch", leaderEpoch, "from", cutFrom, "log_end", fromOffset)
@@ -245,26 +245,23 @@ func (r *RemoteWALReplicator) StartLeader(tp broker.TopicPartition, log *kafkalo
 // published slice that ends below logEnd, when the metadata knows one
 // (nothing is re-uploaded when none is left, as after retention deleted
 // them all), and never below the log start.
-func (r *RemoteWALReplicator) uploadFrom(tp metadata.TopicPartition, log *kafkalog.Log, epoch int32, logEnd int64) int64 {
+func (r *RemoteWALReplicator) uploadFrom(tp metadata.TopicPartition, log *kafkalog.Log, logEnd int64) int64 {
 	if r.state == nil {
 		return logEnd
 	}
-	return uploadStart(r.state.Slices(tp, 0), epoch, log.LogStartOffset(), logEnd)
+	return uploadStart(r.state.Slices(tp, 0), log.LogStartOffset(), logEnd)
 }
 
 // uploadStart is uploadFrom's decision over the partition's published
-// slices, for a leader of epoch: pure, for tests. It goes below logEnd only
-// after a slice of an older epoch: the metadata this broker has read may
-// lag, and a leader restarted in its own epoch would otherwise upload
-// again, out of order within that epoch, what its earlier life published.
-func uploadStart(slices []metadata.IndexedSlice, epoch int32, logStart, logEnd int64) int64 {
-	end, endEpoch := int64(-1), int32(-1)
+// slices: pure, for tests.
+func uploadStart(slices []metadata.IndexedSlice, logStart, logEnd int64) int64 {
+	end := int64(-1)
 	for _, sl := range slices {
-		if sl.LastOffset < logEnd && sl.LastOffset > end {
-			end, endEpoch = sl.LastOffset, sl.LeaderEpoch
+		if sl.LastOffset < logEnd {
+			end = max(end, sl.LastOffset)
 		}
 	}
-	if end < 0 || endEpoch >= epoch {
+	if end < 0 {
 		return logEnd
 	}
 	return min(logEnd, max(end+1, logStart))

@@ -10,11 +10,10 @@ import (
 // below its log end (the range an older leader appended and never
 // uploaded), never from an older leader's slices past its log end (they
 // are dead), never below its log start, and from its log end when the
-// store has nothing of the partition, everything up to the log end, or a
-// last slice of the leader's own epoch.
+// store has nothing of the partition or everything up to the log end.
 func TestUploadStart(t *testing.T) {
 	sl := func(base, last int64) metadata.IndexedSlice {
-		return metadata.IndexedSlice{SliceEntry: metadata.SliceEntry{LeaderEpoch: 1, BaseOffset: base, LastOffset: last}}
+		return metadata.IndexedSlice{SliceEntry: metadata.SliceEntry{BaseOffset: base, LastOffset: last}}
 	}
 	for _, c := range []struct {
 		name             string
@@ -29,21 +28,7 @@ func TestUploadStart(t *testing.T) {
 		{"a slice across the log end does not count", []metadata.IndexedSlice{sl(0, 25), sl(26, 45)}, 0, 40, 26},
 		{"not below the log start", []metadata.IndexedSlice{sl(0, 25)}, 30, 40, 30},
 	} {
-		if got := uploadStart(c.slices, 2, c.logStart, c.logEnd); got != c.want {
-			t.Errorf("%s: %d, want %d", c.name, got, c.want)
-		}
-	}
-	// A leader restarted in its own epoch reads metadata that may lag what
-	// its earlier life published: it starts at its log end.
-	for _, c := range []struct {
-		name             string
-		slices           []metadata.IndexedSlice
-		logStart, logEnd int64
-		want             int64
-	}{
-		{"the last slice is of this epoch", []metadata.IndexedSlice{sl(0, 25)}, 0, 40, 40},
-	} {
-		if got := uploadStart(c.slices, 1, c.logStart, c.logEnd); got != c.want {
+		if got := uploadStart(c.slices, c.logStart, c.logEnd); got != c.want {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)
 		}
 	}
