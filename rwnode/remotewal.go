@@ -249,14 +249,8 @@ func (r *RemoteWALReplicator) uploadFrom(tp metadata.TopicPartition, log *kafkal
 	if r.state == nil {
 		return logEnd
 	}
-	return uploadStart(r.state.Slices(tp, 0), log.LogStartOffset(), logEnd)
-}
-
-// uploadStart is uploadFrom's decision over the partition's published
-// slices: pure, for tests.
-func uploadStart(slices []metadata.IndexedSlice, logStart, logEnd int64) int64 {
 	end := int64(-1)
-	for _, sl := range slices {
+	for _, sl := range r.state.Slices(tp, 0) {
 		if sl.LastOffset < logEnd {
 			end = max(end, sl.LastOffset)
 		}
@@ -264,7 +258,7 @@ func uploadStart(slices []metadata.IndexedSlice, logStart, logEnd int64) int64 {
 	if end < 0 {
 		return logEnd
 	}
-	return min(logEnd, max(end+1, logStart))
+	return min(logEnd, max(end+1, log.LogStartOffset()))
 }
 
 // UploadedOffset is where the partition's published slices end: bytes
