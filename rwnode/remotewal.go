@@ -216,22 +216,12 @@ func mtp(tp broker.TopicPartition) metadata.TopicPartition {
 	return metadata.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
 }
 
-// StartLeader starts the partition's slice task with the new leader epoch,
-// replacing a task of an earlier epoch, and publishes the epoch's dead
-// range (see publishDeadRange) from fromOffset (the log end). The task
-// cuts from fromOffset, or from where the published slices below it end
-// if that is lower: the range a deposed leader appended (and this broker
-// replicated) but never uploaded is uploaded now, in this epoch, instead
-// of staying out of the store for good (found by `kwal chaos --runner
-// process`: followers held it only through the leader fallback).
+// StartLeader starts the partition's slice task at fromOffset (the log end)
+// with the new leader epoch, replacing a task of an earlier epoch, and
+// publishes the epoch's dead range (see publishDeadRange).
 func (r *RemoteWALReplicator) StartLeader(tp broker.TopicPartition, log *kafkalog.Log, leaderEpoch int32, fromOffset int64) error {
 	r.wp.Manager.StopPartition(mtp(tp))
-	cutFrom := r.uploadFrom(mtp(tp), log, fromOffset)
-	if cutFrom < fromOffset {
-		r.log.Info("new leader uploads the range an older leader appended but did not upload",
-			"partition", tp, "leader_epoch", leaderEpoch, "from", cutFrom, "log_end", fromOffset)
-	}
-	if err := r.wp.Manager.StartPartition(mtp(tp), log, leaderEpoch, cutFrom); err != nil {
+	if err := r.wp.Manager.StartPartition(mtp(tp), log, leaderEpoch, fromOffset); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -239,26 +229,6 @@ func (r *RemoteWALReplicator) StartLeader(tp broker.TopicPartition, log *kafkalo
 	r.mu.Unlock()
 	r.publishDeadRange(tp, log, leaderEpoch, fromOffset)
 	return nil
-}
-
-// uploadFrom is where a new leader's slice task starts: after the last
-// published slice that ends below logEnd, when the metadata knows one
-// (nothing is re-uploaded when none is left, as after retention deleted
-// them all), and never below the log start.
-func (r *RemoteWALReplicator) uploadFrom(tp metadata.TopicPartition, log *kafkalog.Log, logEnd int64) int64 {
-	if r.state == nil {
-		return logEnd
-	}
-	end := int64(-1)
-	for _, sl := range r.state.Slices(tp, 0) {
-		if sl.LastOffset < logEnd {
-			end = max(end, sl.LastOffset)
-		}
-	}
-	if end < 0 {
-		return logEnd
-	}
-	return min(logEnd, max(end+1, log.LogStartOffset()))
 }
 
 // UploadedOffset is where the partition's published slices end: bytes
