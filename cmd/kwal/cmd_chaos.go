@@ -87,7 +87,16 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 		cancel()
 		os.RemoveAll(dir)
 		if err != nil {
-			return fmt.Errorf("seed %d: %w (replay: go run ./cmd/kwal chaos --seed %d)", s, err, s)
+			replay := fmt.Sprintf("go run ./cmd/kwal chaos --seed %d --runner %s", s, *runner)
+			if !*keepGoing {
+				return fmt.Errorf("seed %d: %w (replay: %s)", s, err, replay)
+			}
+			// A cluster that did not start is counted, not a reason to
+			// stop a long run.
+			fmt.Fprintf(stdout, "seed %d NOT RUN: %v (replay: %s)\n", s, err, replay)
+			tot.notRun++
+			failed = append(failed, s)
+			continue
 		}
 		if len(list) == 1 {
 			fmt.Fprint(stdout, rep.Schedule)
@@ -122,6 +131,7 @@ type totals struct {
 	sent, ackedAll, ackedOne, unknown           int
 	lostOne, dupOne, lost, dup, reordered, phan int
 	readsDuring, dupEvents, gapRuns, gaps       int
+	notRun                                      int
 }
 
 func (t *totals) add(r *chaos.Report) {
@@ -152,7 +162,7 @@ func (t *totals) add(r *chaos.Report) {
 }
 
 func (t *totals) print(w io.Writer, wall time.Duration) {
-	fmt.Fprintf(w, "\n%d schedules, %d passed, wall %v\n", t.schedules, t.ok, wall.Round(time.Second))
+	fmt.Fprintf(w, "\n%d schedules, %d passed, %d not run (the cluster did not start), wall %v\n", t.schedules, t.ok, t.notRun, wall.Round(time.Second))
 	fmt.Fprint(w, "faults:")
 	for _, k := range chaos.AllKinds {
 		fmt.Fprintf(w, " %s %d", k, t.faults[k])
