@@ -100,6 +100,9 @@ func errName(err *kerr.Error) string {
 
 func (l *Leader) describe(b *strings.Builder) {
 	fmt.Fprintf(b, "hw=%d epoch=%d isr=%v", l.hw, l.st.LeaderEpoch, l.st.ISR)
+	if l.applied != l.hw {
+		fmt.Fprintf(b, " applied=%d", l.applied)
+	}
 	if l.pending != nil {
 		fmt.Fprintf(b, " pending=%v", *l.pending)
 	}
@@ -119,8 +122,13 @@ func (l *Leader) describe(b *strings.Builder) {
 // expand under lag, min.insync.replicas, duplicated and stale fetches.
 //
 //	new-leader self=1 epoch=E [pe=N] replicas=(..) isr=(..) leo=N hw=N lag=DUR min-isr=N [t=DUR]
-//	fetch replica=R offset=N leo=N [epoch=E] [t=DUR]   FollowerFetch, then MaybeAdvanceHW
-//	append leo=N                 the leader appended; its log ends at N
+//	fetch replica=R offset=N leo=N [epoch=E] [t=DUR] [hold]   FollowerFetch, then MaybeAdvanceHW
+//	append leo=N [hold]          the leader appended; its log ends at N
+//	hw-applied hw=N              HWApplied (the driver set the log's HW)
+//
+// As the broker does, an AdvanceHW is applied to the log at once
+// (HWApplied) unless the command says hold.
+//
 //	tick t=DUR                   ISR expiration
 //	isr-changed pe=N isr=(..) [replicas=(..)] leo=N [t=DUR]
 //	isr-refused
@@ -154,9 +162,15 @@ func TestLeaderScripts(t *testing.T) {
 					acts = append(acts, l.MaybeAdvanceHW(leo)...)
 				}
 				printActions(&b, acts)
+				applyHW(d, l, acts)
 				l.describe(&b)
 			case "append":
-				printActions(&b, l.MaybeAdvanceHW(leo))
+				acts := l.MaybeAdvanceHW(leo)
+				printActions(&b, acts)
+				applyHW(d, l, acts)
+				l.describe(&b)
+			case "hw-applied":
+				l.HWApplied(argInt(t, d, "hw", 0))
 				l.describe(&b)
 			case "tick":
 				printActions(&b, l.Tick(now))
@@ -166,7 +180,9 @@ func TestLeaderScripts(t *testing.T) {
 				if replicas == nil {
 					replicas = l.st.Replicas
 				}
-				printActions(&b, l.ISRChanged(int32(argInt(t, d, "pe", 0)), replicas, argIDs(t, d, "isr"), leo, now))
+				acts := l.ISRChanged(int32(argInt(t, d, "pe", 0)), replicas, argIDs(t, d, "isr"), leo, now)
+				printActions(&b, acts)
+				applyHW(d, l, acts)
 				l.describe(&b)
 			case "isr-refused":
 				l.ISRRefused()
@@ -184,6 +200,19 @@ func TestLeaderScripts(t *testing.T) {
 			return b.String()
 		})
 	})
+}
+
+// applyHW carries out the AdvanceHW of acts as the broker does, unless
+// the command holds them.
+func applyHW(d *datadriven.TestData, l *Leader, acts []Action) {
+	if d.HasArg("hold") {
+		return
+	}
+	for _, a := range acts {
+		if a, ok := a.(AdvanceHW); ok {
+			l.HWApplied(a.HW)
+		}
+	}
 }
 
 // TestTruncationScripts runs testdata/truncation/*: the truncation rule on

@@ -73,6 +73,7 @@ type Leader struct {
 	minISR     int
 	epochStart int64 // log end when this leader's epoch began
 	hw         int64
+	applied    int64 // the HW readers of the log see (HWApplied), <= hw
 	followers  map[int32]*Progress
 	pending    *ProposeISR // in flight
 }
@@ -82,7 +83,7 @@ type Leader struct {
 // resets the followers' state so a new leader does not shrink the ISR at
 // once).
 func NewLeader(st LeaderState, leo, hw int64, now time.Time, lagMax time.Duration, minISR int) *Leader {
-	l := &Leader{st: cloneState(st), lagMax: lagMax, minISR: minISR, epochStart: leo, hw: hw, followers: map[int32]*Progress{}}
+	l := &Leader{st: cloneState(st), lagMax: lagMax, minISR: minISR, epochStart: leo, hw: hw, applied: hw, followers: map[int32]*Progress{}}
 	for _, r := range st.Replicas {
 		if r != st.Self {
 			l.followers[r] = &Progress{LEO: -1, LastCaughtUp: now, LastFetchTime: now, lastSentHW: -1, lastSentLEO: -1}
@@ -281,11 +282,19 @@ func (l *Leader) CheckProduce(acks int16) *kerr.Error {
 	return nil
 }
 
-// AckDone says whether an acks=all produce that needs the HW at required
-// is answered, and with which error: NOT_ENOUGH_REPLICAS_AFTER_APPEND when
-// the HW got there but the ISR shrank below min.insync.replicas meanwhile.
+// HWApplied tells the machine that the driver carried out an AdvanceHW:
+// the log's readers now see the high watermark hw (clamped to the
+// machine's). AckDone waits for it, so that a produce is never answered
+// before a fetch can return its records.
+func (l *Leader) HWApplied(hw int64) { l.applied = max(l.applied, min(hw, l.hw)) }
+
+// AckDone is the acks=all completion rule, the only one: it says whether
+// a produce that needs the HW at required is answered, and with which
+// error. It is done once the HW is there and applied to the log
+// (HWApplied); the error is NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR
+// shrank below min.insync.replicas meanwhile.
 func (l *Leader) AckDone(required int64) (bool, *kerr.Error) {
-	if l.hw < required {
+	if l.applied < required {
 		return false, nil
 	}
 	if len(l.st.ISR) < l.minISR {
