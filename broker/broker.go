@@ -442,12 +442,19 @@ func (b *Broker) everyOn(t clock.Timer, period time.Duration, fn, armed func()) 
 	}
 }
 
+// ISRProposals counts the ISR shrinks and expands this broker proposed
+// as leader since it started (kwal_isr_proposals_total).
+func (b *Broker) ISRProposals() (shrinks, expands int64) {
+	return b.events.isrShrinks.Load(), b.events.isrExpands.Load()
+}
+
 // shrinkISRs proposes smaller ISRs for partitions with lagging followers.
 func (b *Broker) shrinkISRs() {
 	now := b.clock.Now()
 	for _, p := range b.partitionsSnapshot() {
 		if isr := p.shrinkProposal(now); isr != nil {
 			b.logger.Info("shrinking ISR", "partition", p.tp, "isr", isr)
+			b.events.isrShrinks.Add(1)
 			b.alterISR(p, isr)
 		}
 	}
