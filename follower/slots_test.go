@@ -121,7 +121,7 @@ func randomView(rng *rand.Rand, now time.Time) testView {
 	}
 	for e := int32(0); e < 4; e++ {
 		if rng.IntN(2) == 0 {
-			v.Fence[e] = epochEnd{found: e - int32(rng.IntN(2)), end: int64(rng.IntN(300))}
+			v.Fence[e] = epochEnd{Epoch: e - int32(rng.IntN(2)), EndOffset: int64(rng.IntN(300))}
 		}
 	}
 	off, pos := int64(rng.IntN(40)), int64(0)
