@@ -50,9 +50,10 @@ const (
 type slot struct {
 	Located
 	state  slotState
-	raw    []byte // the verified log bytes, when ready
-	listed bool   // in the partition's sorted slots (else kept only while reading)
-	mark   uint64 // the refresh that last saw it in the index
+	raw    []byte              // the verified log bytes, when ready
+	listed bool                // in the partition's sorted slots (else kept only while reading)
+	mark   uint64              // the refresh that last saw it in the index
+	rs     replica.RemoteSlice // Entry as the planner reads it (newSlot)
 }
 
 // chainCmp orders slices the way a chain takes them: by base offset, the
@@ -73,15 +74,16 @@ func chainCmp(a, b *Located) int {
 
 func slotCmp(a, b *slot) int { return chainCmp(&a.Located, &b.Located) }
 
-// slotList is the partition's sorted slots as replica.PlanRemote reads
-// them.
-type slotList []*slot
-
-func (l slotList) Len() int { return len(l) }
-func (l slotList) Slice(i int) replica.RemoteSlice {
-	e := &l[i].Entry
-	return replica.RemoteSlice{BaseOffset: e.BaseOffset, LastOffset: e.LastOffset, LeaderEpoch: e.LeaderEpoch, Length: e.Length, Busy: l[i].state != idle}
+// newSlot makes the slot of a listed slice.
+func newSlot(l Located) *slot {
+	return &slot{Located: l, rs: replica.RemoteSlice{BaseOffset: l.Entry.BaseOffset, LastOffset: l.Entry.LastOffset, LeaderEpoch: l.Entry.LeaderEpoch, Length: l.Entry.Length}}
 }
+
+// RemoteSlice and Busy make a slot a replica.RemoteSlot.
+func (s *slot) RemoteSlice() *replica.RemoteSlice { return &s.rs }
+func (s *slot) Busy() bool                        { return s.state != idle }
+
+var _ replica.RemoteSlot = (*slot)(nil)
 
 // summary is replica.RemoteSummary: what the plan needs from every slot
 // at or above the log end (see there for when to compute it again).
@@ -89,7 +91,7 @@ type summary = replica.RemoteSummary
 
 // summarize computes the summary of slots at or above leo.
 func summarize(slots []*slot, leo int64, leaderEpoch, localEpoch int32, fence map[int32]epochEnd) summary {
-	return replica.SummarizeRemote(slotList(slots), leo, leaderEpoch, localEpoch, fence)
+	return replica.SummarizeRemote(slots, leo, leaderEpoch, localEpoch, fence)
 }
 
 // partView is the driver's state of one partition, as decide reads it.
@@ -138,7 +140,7 @@ func decide(now time.Time, v partView, cfg *Config) partDecision {
 	p := replica.PlanRemote(now, replica.RemoteView{
 		LEO: v.LEO, LeaderEpoch: v.Leader.Epoch, LeaderLogEnd: v.Leader.LogEnd, LocalEpoch: v.LocalEpoch,
 		Summary: v.Sum, Fence: v.Fence, Failures: v.Failures, RetryAt: v.RetryAt, StuckSince: v.StuckSince, FallbackUntil: v.FallbackUntil,
-	}, slotList(v.Slots), replica.RemoteLimits{ReadAheadBytes: cfg.ReadAheadBytes, GapTimeout: cfg.GapTimeout, MaxReadAttempts: cfg.MaxReadAttempts}, v.ReadIdx)
+	}, v.Slots, replica.RemoteLimits{ReadAheadBytes: cfg.ReadAheadBytes, GapTimeout: cfg.GapTimeout, MaxReadAttempts: cfg.MaxReadAttempts}, v.ReadIdx)
 	d := partDecision{Ask: p.Ask, StuckSince: p.StuckSince, Fallback: p.Fallback, FallbackUntil: p.FallbackUntil,
 		GapCause: gapCauses[p.GapCause], WakeAt: p.WakeAt, Target: p.Target, Fenced: p.Fenced}
 	if len(p.Read) > 0 {

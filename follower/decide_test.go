@@ -69,7 +69,8 @@ type testDecision struct {
 func slotsOf(ls []Located, busy map[sliceID]int64) []*slot {
 	var out []*slot
 	for _, l := range ls {
-		s := &slot{Located: l, listed: true}
+		s := newSlot(l)
+		s.listed = true
 		if _, ok := busy[sliceID{l.Key, l.Entry.Position}]; ok {
 			s.state = reading
 		}

@@ -453,7 +453,7 @@ func (f *Follower) refresh(p *part) {
 		id := sliceID{l.Key, l.Entry.Position}
 		s := p.byID[id]
 		if s == nil {
-			s = &slot{Located: l}
+			s = newSlot(l)
 			p.byID[id] = s
 		} else if s.mark == mark {
 			continue // listed twice

@@ -214,7 +214,7 @@ func TestFirstObjectsKeepsThePlan(t *testing.T) {
 				pos[key] = p + n*40
 				off += n
 				chains[tp] = append(chains[tp], l)
-				slots[tp] = append(slots[tp], &slot{Located: l})
+				slots[tp] = append(slots[tp], newSlot(l))
 			}
 		}
 		cfg := PlanConfig{MaxRangeBytes: int64(rng.IntN(400)), MergeGapBytes: int64(rng.IntN(120)), MaxReads: 1 + rng.IntN(4)}
@@ -369,7 +369,8 @@ func TestSlotsFollowTheIndex(t *testing.T) {
 	ix.mu.slices[tpA] = nil
 	ix.mu.Unlock()
 	e := Located{Key: "o5", Entry: entry(tpA, 20, 29, 0)}
-	p.byID[sliceID{"o5", 0}] = &slot{Located: e, state: reading}    // started before the index dropped it
+	p.byID[sliceID{"o5", 0}] = newSlot(e) // started before the index dropped it
+	p.byID[sliceID{"o5", 0}].state = reading
 	if _, err := fl.AppendAsFollower(batches(20, 30)); err != nil { // the leader served it meanwhile
 		t.Fatal(err)
 	}

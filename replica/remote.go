@@ -18,17 +18,18 @@ type RemoteSlice struct {
 	BaseOffset, LastOffset int64
 	LeaderEpoch            int32
 	Length                 int64 // stored bytes
-	// Busy: being read, or read and waiting its turn to be appended.
-	Busy bool
 }
 
-// RemoteSlices is the driver's list of a partition's slices at or above
-// its log end (some below it may remain), sorted in chain order: by base
-// offset, the longest first among those starting at the same offset, so
-// that a walk from the front takes each offset once.
-type RemoteSlices interface {
-	Len() int
-	Slice(i int) RemoteSlice
+// RemoteSlot is the driver's slot of one slice. The planner is given a
+// partition's slots at or above its log end (some below it may remain),
+// sorted in chain order: by base offset, the longest first among those
+// starting at the same offset, so that a walk from the front takes each
+// offset once. RemoteSlice returns the slot's own (fixed) description, not
+// a copy: the walk over a long chain stays as cheap as a field read.
+type RemoteSlot interface {
+	RemoteSlice() *RemoteSlice
+	// Busy: being read, or read and waiting its turn to be appended.
+	Busy() bool
 }
 
 // JudgeRemote is JudgeSlice with the leader's answer for the slice's
@@ -58,10 +59,10 @@ type RemoteSummary struct {
 }
 
 // SummarizeRemote computes the summary of the slices at or above leo.
-func SummarizeRemote[L RemoteSlices](sl L, leo int64, leaderEpoch, localEpoch int32, fence map[int32]EpochAnswer) RemoteSummary {
+func SummarizeRemote[S RemoteSlot](sl []S, leo int64, leaderEpoch, localEpoch int32, fence map[int32]EpochAnswer) RemoteSummary {
 	var s RemoteSummary
-	for i := range sl.Len() {
-		e := sl.Slice(i)
+	for _, x := range sl {
+		e := x.RemoteSlice()
 		if e.LastOffset < leo {
 			continue
 		}
@@ -133,7 +134,7 @@ type RemotePlan struct {
 // the log end only as far as the read-ahead reaches, so its cost does not
 // grow with the backlog; only a partition stuck past the gap timeout
 // looks further. read is scratch for RemotePlan.Read.
-func PlanRemote[L RemoteSlices](now time.Time, v RemoteView, sl L, lim RemoteLimits, read []int) RemotePlan {
+func PlanRemote[S RemoteSlot](now time.Time, v RemoteView, sl []S, lim RemoteLimits, read []int) RemotePlan {
 	d := RemotePlan{FallbackUntil: v.FallbackUntil, Target: max(v.LeaderLogEnd, v.Summary.Target), Ask: v.Summary.Ask, Fenced: v.Summary.Fenced}
 	wake := func(t time.Time) {
 		if d.WakeAt.IsZero() || t.Before(d.WakeAt) {
@@ -151,8 +152,8 @@ func PlanRemote[L RemoteSlices](now time.Time, v RemoteView, sl L, lim RemoteLim
 	need, n := v.LEO, 0
 	var ahead int64
 	read = read[:0]
-	for i := range sl.Len() {
-		e := sl.Slice(i)
+	for i, x := range sl {
+		e := x.RemoteSlice()
 		if e.LastOffset < need {
 			continue // in the log, or covered by the chain
 		}
@@ -180,7 +181,7 @@ func PlanRemote[L RemoteSlices](now time.Time, v RemoteView, sl L, lim RemoteLim
 			break
 		}
 		ahead += e.Length
-		if !e.Busy {
+		if !x.Busy() {
 			read = append(read, i)
 		}
 	}
@@ -209,11 +210,11 @@ func PlanRemote[L RemoteSlices](now time.Time, v RemoteView, sl L, lim RemoteLim
 // remoteGapFallback says, for a partition with nothing usable at its log
 // end, up to where the leader must serve it (the first usable slice above
 // the log end, else target) and why.
-func remoteGapFallback[L RemoteSlices](v RemoteView, sl L, target int64) (until int64, cause GapCause) {
+func remoteGapFallback[S RemoteSlot](v RemoteView, sl []S, target int64) (until int64, cause GapCause) {
 	until = target
 	var fencedAtLEO, waitAtLEO bool
-	for i := range sl.Len() {
-		e := sl.Slice(i)
+	for _, x := range sl {
+		e := x.RemoteSlice()
 		if e.LastOffset < v.LEO {
 			continue
 		}

@@ -10,11 +10,16 @@ import (
 	"github.com/cockroachdb/datadriven"
 )
 
-// testSlices is a RemoteSlices of a script.
-type testSlices []RemoteSlice
+// testSlot is a RemoteSlot of a script.
+type testSlot struct {
+	rs   RemoteSlice
+	busy bool
+}
 
-func (s testSlices) Len() int                { return len(s) }
-func (s testSlices) Slice(i int) RemoteSlice { return s[i] }
+func (s *testSlot) RemoteSlice() *RemoteSlice { return &s.rs }
+func (s *testSlot) Busy() bool                { return s.busy }
+
+type testSlices []*testSlot
 
 // argSlices reads slices written base-last@epoch:length, a trailing *
 // marking a busy one, in chain order.
@@ -30,9 +35,9 @@ func argSlices(t *testing.T, d *datadriven.TestData) testSlices {
 		if v == "" {
 			continue
 		}
-		var s RemoteSlice
+		s := &testSlot{}
 		if strings.HasSuffix(v, "*") {
-			s.Busy, v = true, strings.TrimSuffix(v, "*")
+			s.busy, v = true, strings.TrimSuffix(v, "*")
 		}
 		rng, rest, ok1 := strings.Cut(v, "@")
 		ep, length, ok2 := strings.Cut(rest, ":")
@@ -44,7 +49,7 @@ func argSlices(t *testing.T, d *datadriven.TestData) testSlices {
 		if !ok1 || !ok2 || !ok3 || e1 != nil || e2 != nil || e3 != nil || e4 != nil {
 			d.Fatalf(t, "slice %q is not base-last@epoch:length[*]", v)
 		}
-		s.BaseOffset, s.LastOffset, s.LeaderEpoch, s.Length = bv, lv, int32(epv), lenv
+		s.rs = RemoteSlice{BaseOffset: bv, LastOffset: lv, LeaderEpoch: int32(epv), Length: lenv}
 		out = append(out, s)
 	}
 	return out
@@ -122,7 +127,7 @@ func TestRemotePlanScripts(t *testing.T) {
 			var b strings.Builder
 			var read []string
 			for _, i := range p.Read {
-				s := sl[i]
+				s := sl[i].rs
 				read = append(read, fmt.Sprintf("%d-%d@%d", s.BaseOffset, s.LastOffset, s.LeaderEpoch))
 			}
 			fmt.Fprintf(&b, "read: %v\n", read)
