@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
@@ -205,6 +206,11 @@ type Config struct {
 	// PollInterval: the driver re-reads LeaderState this often (Notify
 	// wakes it at once).
 	PollInterval time.Duration
+
+	// Observer, if set, gets the get stage of every successful ranged GET
+	// and the replication_lag stage of every append: the time since the
+	// max timestamp of the last batch appended.
+	Observer stagehist.Observer
 
 	Clock  clock.Clock
 	Logger *slog.Logger

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
@@ -708,6 +709,9 @@ func (f *Follower) advanced(p *part, info kafkalog.AppendInfo, maxTs int64, now 
 		p.localEpoch = max(p.localEpoch, info.LastEpoch)
 	}
 	p.lastMaxTs = maxTs
+	if f.cfg.Observer != nil && maxTs > 0 {
+		f.cfg.Observer.Observe(stagehist.ReplicationLag, now.Sub(time.UnixMilli(maxTs)))
+	}
 	p.failures = 0
 	p.retryAt = time.Time{}
 	p.stuckSince = time.Time{}

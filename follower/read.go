@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/kwal/kwal/combiner/objformat"
+	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/objstore"
 )
 
@@ -46,7 +47,11 @@ func (f *Follower) read(ctx context.Context, r Read) readResult {
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
+			t0 := f.cfg.Clock.Now()
 			b, err := f.cfg.Store.GetRange(ctx, r.Key, r.Off, r.Len)
+			if err == nil && f.cfg.Observer != nil {
+				f.cfg.Observer.Observe(stagehist.Get, f.cfg.Clock.Since(t0))
+			}
 			answers <- getAnswer{b, err, hedge}
 		}()
 	}
