@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/kwal/kwal/internal/stagehist"
+	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/kwal/kwal/purgatory"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
