@@ -64,10 +64,10 @@ type OneBrokerRow struct {
 	MedianConsumeCPUPerGB float64 `json:"median_broker_cpu_s_per_gb_consumed"`
 	MedianClientCPUPerGB  float64 `json:"median_consumer_client_cpu_s_per_gb"`
 	// Ratios to kfake, of the medians (1 for kfake).
-	ProduceVsKfake       float64 `json:"produce_vs_kfake"`
-	ConsumeVsKfake       float64 `json:"consume_vs_kfake"`
-	ProduceCPUVsKfake    float64 `json:"broker_cpu_per_gb_produced_vs_kfake"`
-	ConsumeCPUVsKfake    float64 `json:"broker_cpu_per_gb_consumed_vs_kfake"`
+	ProduceVsKfake       float64   `json:"produce_vs_kfake"`
+	ConsumeVsKfake       float64   `json:"consume_vs_kfake"`
+	ProduceCPUVsKfake    float64   `json:"broker_cpu_per_gb_produced_vs_kfake"`
+	ConsumeCPUVsKfake    float64   `json:"broker_cpu_per_gb_consumed_vs_kfake"`
 	RunConsumeVsKfake    []float64 `json:"consume_vs_kfake_runs"`
 	RunConsumeCPUVsKfake []float64 `json:"broker_cpu_per_gb_consumed_vs_kfake_runs"`
 }
