@@ -38,6 +38,10 @@ type Log interface {
 	// end, validating each batch (CRC included) first; nothing is appended
 	// on error.
 	AppendAsFollower(batches []byte) (kafkalog.AppendInfo, error)
+	// AppendVerifiedAsFollower is AppendAsFollower for batches validated
+	// already by kafkalog.ValidateBatchesCRC32C: their CRCs and records are
+	// not checked again, their framing, offsets and epochs are.
+	AppendVerifiedAsFollower(batches []byte) (kafkalog.AppendInfo, error)
 	// Truncate removes every batch at or after to (a batch boundary).
 	Truncate(to int64) error
 	LatestEpoch() (int32, bool)

@@ -432,7 +432,14 @@ func (l *partitionFollowerLog) LatestEpoch() (int32, bool)          { return l.h
 func (l *partitionFollowerLog) EpochEntries() []kafkalog.EpochEntry { return l.h.EpochEntries() }
 
 func (l *partitionFollowerLog) AppendAsFollower(b []byte) (kafkalog.AppendInfo, error) {
-	info, err := l.h.AppendAsFollower(b)
+	return l.notified(l.h.AppendAsFollower(b))
+}
+
+func (l *partitionFollowerLog) AppendVerifiedAsFollower(b []byte) (kafkalog.AppendInfo, error) {
+	return l.notified(l.h.AppendVerifiedAsFollower(b))
+}
+
+func (l *partitionFollowerLog) notified(info kafkalog.AppendInfo, err error) (kafkalog.AppendInfo, error) {
 	if err == nil {
 		l.h.Notify()
 	}
