@@ -54,6 +54,11 @@ func WriteOneBrokerPNG(out io.Writer, rep *OneBrokerReport, cpu bool) error {
 	p.Legend.Top = true
 	p.NominalX(names...)
 	p.Y.Min = 0
+	top := 0.0
+	for i := range prod {
+		top = max(top, prod[i], cons[i])
+	}
+	p.Y.Max = 1.25 * top // room for the legend
 	wt, err := p.WriterTo(8*vg.Inch, 5*vg.Inch, "png")
 	if err != nil {
 		return fmt.Errorf("plot: %w", err)
