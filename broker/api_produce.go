@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/kwal/kwal/purgatory"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -66,6 +67,7 @@ type produceOp struct {
 	waits []produceWait
 	resp  *kmsg.ProduceResponse
 	ch    chan struct{}
+	start time.Time // appended, waiting from here (acks_all_wait)
 }
 
 func (o *produceOp) TryComplete() bool {
@@ -102,6 +104,7 @@ func (o *produceOp) OnComplete() {
 			o.resp.Topics[w.ti].Partitions[w.pi].ErrorCode = kerr.RequestTimedOut.Code
 		}
 	}
+	o.b.cfg.Stages.Observe(stagehist.AcksAllWait, o.b.clock.Since(o.start))
 	close(o.ch)
 }
 
@@ -151,7 +154,7 @@ func (b *Broker) handleProduce(cs *connState, req *kmsg.ProduceRequest) (kmsg.Re
 	for _, w := range waits {
 		keys = append(keys, w.tp)
 	}
-	op := &produceOp{b: b, waits: waits, resp: resp, ch: make(chan struct{})}
+	op := &produceOp{b: b, waits: waits, resp: resp, ch: make(chan struct{}), start: b.clock.Now()}
 	op.Timeout = time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond
 	if cs.noWait {
 		op.Timeout = 0

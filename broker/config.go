@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/objstore/ledger"
 )
@@ -259,6 +260,10 @@ type Config struct {
 	Replicator Replicator
 	// Ledger records bytes crossing racks. Default: a fresh ledger.
 	Ledger *ledger.Ledger
+	// Stages holds the data path's latency histograms (acks=all wait here;
+	// the remote-WAL stages where the replicator shares them), served on
+	// /metrics. Default: fresh histograms.
+	Stages *stagehist.Histograms
 	Clock  clock.Clock  // default clock.Real{}
 	Logger *slog.Logger // default slog.Default()
 
@@ -403,6 +408,9 @@ func (c *Config) CheckSettings() error {
 	}
 	if c.Ledger == nil {
 		c.Ledger = ledger.New()
+	}
+	if c.Stages == nil {
+		c.Stages = stagehist.New()
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}

@@ -35,6 +35,10 @@ func (h *replicaHandle) AppendAsFollower(batches []byte) (kafkalog.AppendInfo, e
 	return h.p.appendAsFollower(batches, h.epoch)
 }
 
+func (h *replicaHandle) AppendVerifiedAsFollower(batches []byte) (kafkalog.AppendInfo, error) {
+	return h.p.appendFollowerBatches(batches, h.epoch, true)
+}
+
 func (h *replicaHandle) Leader() ReplicaLeader {
 	l := ReplicaLeader{ID: h.leader, Rack: unknownRack}
 	for _, bi := range h.b.ctrl.Brokers() {

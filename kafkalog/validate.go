@@ -132,6 +132,16 @@ func (v *BatchValidator) Validate(b []byte) (ValidBatch, error) {
 // validateStructure is what every batch must pass: framing, size, CRC,
 // attributes, codec.
 func validateStructure(b []byte, maxBytes int) (BatchHeader, error) {
+	if len(b) < offAttributes {
+		_, err := ParseBatchHeader(b)
+		return BatchHeader{}, err
+	}
+	return validateStructureCRC(b, maxBytes, BatchCRC(b))
+}
+
+// validateStructureCRC is validateStructure with the CRC32C of
+// b[offAttributes:] computed by the caller.
+func validateStructureCRC(b []byte, maxBytes int, crc uint32) (BatchHeader, error) {
 	h, err := ParseBatchHeader(b)
 	if err != nil {
 		return h, err
@@ -142,7 +152,7 @@ func validateStructure(b []byte, maxBytes int) (BatchHeader, error) {
 	if len(b) > maxBytes {
 		return h, fmt.Errorf("%w: %d bytes, max %d", ErrBatchTooLarge, len(b), maxBytes)
 	}
-	if got := BatchCRC(b); got != h.CRC {
+	if got := crc; got != h.CRC {
 		return h, corruptf(0, "crc32c %#08x, header says %#08x", got, h.CRC)
 	}
 	if h.Attributes&^0x3f != 0 {
