@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,8 +26,12 @@ type Broker struct {
 	clock  clock.Clock
 	ctrl   Controller
 	ledger *ledger.Ledger
-	ln     net.Listener
+	ln     net.Listener // the inter-broker listener's
 	info   BrokerInfo
+	// listeners are bound in New and closed by Close.
+	listeners []*listener
+	// saslFakeKey derives stand-in SCRAM credentials for unknown users.
+	saslFakeKey []byte
 
 	produceWait *purgatory.Purgatory[TopicPartition]
 	fetchWait   *purgatory.Purgatory[TopicPartition]
@@ -54,19 +59,30 @@ func New(cfg Config) (*Broker, error) {
 	b.logger = cfg.Logger.With("broker", cfg.BrokerID)
 	b.mu.partitions = map[TopicPartition]*partition{}
 	b.mu.conns = map[net.Conn]struct{}{}
-	ln, err := net.Listen("tcp", cfg.Listener)
+	b.saslFakeKey = make([]byte, 32)
+	if _, err := rand.Read(b.saslFakeKey); err != nil {
+		return nil, err
+	}
+	lns, err := listen(cfg.Listeners)
 	if err != nil {
-		return nil, fmt.Errorf("broker: listen %s: %w", cfg.Listener, err)
+		return nil, err
 	}
-	b.ln = ln
-	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	if cfg.AdvertisedHost != "" {
-		host = cfg.AdvertisedHost
+	b.listeners = lns
+	closeListeners := func() {
+		for _, l := range lns {
+			l.ln.Close()
+		}
 	}
-	pn, _ := strconv.Atoi(port)
-	b.info = BrokerInfo{ID: cfg.BrokerID, Host: host, Port: int32(pn), Rack: cfg.Rack}
+	b.info = BrokerInfo{ID: cfg.BrokerID, Rack: cfg.Rack}
+	for _, l := range lns {
+		b.info.Endpoints = append(b.info.Endpoints, l.advertised)
+		if l.cfg.Name == cfg.InterBrokerListenerName {
+			b.ln = l.ln
+			b.info.Host, b.info.Port = l.advertised.Host, l.advertised.Port
+		}
+	}
 	if err := b.ctrl.RegisterBroker(b.info); err != nil {
-		ln.Close()
+		closeListeners()
 		return nil, err
 	}
 	for _, bi := range b.ctrl.Brokers() {
@@ -78,11 +94,11 @@ func New(cfg Config) (*Broker, error) {
 		return purgatory.New[TopicPartition](purgatory.Config{})
 	}
 	if b.produceWait, err = newPurg(); err != nil {
-		ln.Close()
+		closeListeners()
 		return nil, err
 	}
 	if b.fetchWait, err = newPurg(); err != nil {
-		ln.Close()
+		closeListeners()
 		b.produceWait.Shutdown()
 		return nil, err
 	}
@@ -94,8 +110,10 @@ func New(cfg Config) (*Broker, error) {
 	for _, ts := range b.ctrl.Topics() {
 		b.applyTopic(ts)
 	}
-	b.wg.Add(2)
-	go b.acceptLoop()
+	b.wg.Add(1 + len(lns))
+	for _, l := range lns {
+		go b.acceptLoop(l)
+	}
 	go b.isrLoop()
 	if cfg.MetricsListener != "" {
 		addr, err := b.ServeMetrics(cfg.MetricsListener)
@@ -105,15 +123,28 @@ func New(cfg Config) (*Broker, error) {
 		}
 		b.logger.Info("serving Prometheus metrics", "url", "http://"+addr+"/metrics")
 	}
-	b.logger.Info("broker started", "addr", ln.Addr().String(), "rack", cfg.Rack, "log_dir", cfg.LogDir)
+	for _, l := range lns {
+		b.logger.Info("listening", "listener", l.cfg.Name, "protocol", l.cfg.Protocol, "addr", l.ln.Addr().String(), "advertised", l.advertised.Addr())
+	}
+	b.logger.Info("broker started", "addr", b.ln.Addr().String(), "rack", cfg.Rack, "log_dir", cfg.LogDir, "inter_broker_listener", cfg.InterBrokerListenerName)
 	return b, nil
 }
 
 // LogDir is the broker's log.dirs.
 func (b *Broker) LogDir() string { return b.cfg.LogDir }
 
-// Addr is the address the broker listens on.
+// Addr is the address the inter-broker listener is bound to.
 func (b *Broker) Addr() string { return b.ln.Addr().String() }
+
+// ListenerAddr is the address the named listener is bound to.
+func (b *Broker) ListenerAddr(name string) (string, bool) {
+	for _, l := range b.listeners {
+		if l.cfg.Name == name {
+			return l.ln.Addr().String(), true
+		}
+	}
+	return "", false
+}
 
 // Info is the broker as the controller knows it.
 func (b *Broker) Info() BrokerInfo { return b.info }
@@ -154,7 +185,9 @@ func (b *Broker) Close() error {
 	b.mu.Unlock()
 	close(b.stop)
 	b.unsubscribe()
-	b.ln.Close()
+	for _, l := range b.listeners {
+		l.ln.Close()
+	}
 	b.fetchers.close()
 	b.produceWait.Shutdown()
 	b.fetchWait.Shutdown()
@@ -347,10 +380,10 @@ func (b *Broker) alterISR(p *partition, isr []int32) {
 	}
 }
 
-func (b *Broker) acceptLoop() {
+func (b *Broker) acceptLoop(l *listener) {
 	defer b.wg.Done()
 	for {
-		c, err := b.ln.Accept()
+		c, err := l.ln.Accept()
 		if err != nil {
 			select {
 			case <-b.stop:
@@ -361,7 +394,7 @@ func (b *Broker) acceptLoop() {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			b.logger.Error("accept", "err", err)
+			b.logger.Error("accept", "listener", l.cfg.Name, "err", err)
 			return
 		}
 		b.mu.Lock()
@@ -373,7 +406,7 @@ func (b *Broker) acceptLoop() {
 		b.mu.conns[c] = struct{}{}
 		b.wg.Add(1)
 		b.mu.Unlock()
-		go b.serveConn(c)
+		go b.serveConn(c, l)
 	}
 }
 

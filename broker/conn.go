@@ -21,8 +21,13 @@ type connState struct {
 	conn     net.Conn
 	remote   string
 	clientID string
-	buf      []byte
-	out      []byte
+	// listener is the listener the connection came in on: Metadata
+	// answers with addresses on it, and its protocol decides TLS and SASL.
+	listener *listener
+	// sasl is the connection's SASL state (nil on listeners without SASL).
+	sasl *saslState
+	buf  []byte
+	out  []byte
 	// noWait completes delayed operations at once, as if they expired
 	// (fuzzing drives handlers without a clock).
 	noWait bool
@@ -49,15 +54,20 @@ type reply struct {
 // retainedBuffer is the largest buffer a connection keeps between requests.
 const retainedBuffer = 1 << 20
 
-func (b *Broker) serveConn(c net.Conn) {
+func (b *Broker) serveConn(raw net.Conn, l *listener) {
 	defer b.wg.Done()
-	cs := &connState{conn: c, remote: c.RemoteAddr().String()}
+	cs := &connState{conn: raw, remote: raw.RemoteAddr().String(), listener: l}
 	defer func() {
-		c.Close()
+		raw.Close()
 		b.mu.Lock()
-		delete(b.mu.conns, c)
+		delete(b.mu.conns, raw)
 		b.mu.Unlock()
 	}()
+	c, ok := b.secureConn(cs, raw)
+	if !ok {
+		return
+	}
+	cs.conn = c
 	// Responses go out in request order from one writer; a request whose
 	// response is pipelined (acks=all) does not stop the reader.
 	replies := make(chan reply, maxPipelined)
@@ -109,6 +119,10 @@ func (b *Broker) serveConn(c net.Conn) {
 		n := int32(binary.BigEndian.Uint32(size[:]))
 		if n < 8 || n > b.cfg.SocketRequestMaxBytes {
 			b.logger.Warn("closing connection: bad request size", "remote", cs.remote, "size", n, "max", b.cfg.SocketRequestMaxBytes)
+			return
+		}
+		if cs.sasl != nil && !cs.sasl.authenticated() && n > saslMaxReceiveSize {
+			b.logger.Warn("closing connection: request before authentication too large", "remote", cs.remote, "listener", l.cfg.Name, "size", n, "max", saslMaxReceiveSize)
 			return
 		}
 		if cap(cs.buf) < int(n) {
@@ -235,6 +249,9 @@ func (b *Broker) handleFrame(cs *connState, frame []byte) (resp []byte, keep boo
 		b.logger.Warn("closing connection: unknown api key", "remote", cs.remote, "key", h.key, "version", h.version)
 		return nil, false
 	}
+	if !b.allowedBeforeAuth(cs, h) {
+		return nil, false
+	}
 	if h.key == apiKeyApiVersions && !supported(h.key, h.version) {
 		// KIP-511: answer a newer ApiVersions with v0 and our ranges.
 		b.logger.Info("ApiVersions version not supported; answering v0", "remote", cs.remote, "version", h.version)
@@ -314,7 +331,11 @@ func (b *Broker) dispatch(cs *connState, req kmsg.Request) (kmsg.Response, bool)
 	case *kmsg.ApiVersionsRequest:
 		return b.handleApiVersions(r), true
 	case *kmsg.MetadataRequest:
-		return b.handleMetadata(r), true
+		return b.handleMetadata(cs, r), true
+	case *kmsg.SASLHandshakeRequest:
+		return b.handleSASLHandshake(cs, r)
+	case *kmsg.SASLAuthenticateRequest:
+		return b.handleSASLAuthenticate(cs, r)
 	case *kmsg.ProduceRequest:
 		return b.handleProduce(cs, r)
 	case *kmsg.FetchRequest:

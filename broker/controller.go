@@ -130,8 +130,9 @@ func (c *MemController) RegisterBroker(b BrokerInfo) error {
 		return fmt.Errorf("broker: broker %d has rack %q in the cluster list, registers %q", b.ID, old.Rack, b.Rack)
 	}
 	if old, ok := c.mu.brokers[b.ID]; ok && c.mu.fixed {
-		// The static list is authoritative for the advertised address.
-		b = old
+		// The static list is authoritative for the inter-broker address;
+		// the broker's listeners come from its registration.
+		b = fixedBrokerUpdate(old, b)
 	}
 	c.mu.brokers[b.ID] = b
 	return nil
@@ -381,4 +382,12 @@ func cloneTopic(ts *TopicState) TopicState {
 		out.Partitions[i] = clonePartition(ps)
 	}
 	return out
+}
+
+// fixedBrokerUpdate is what a registration changes of a broker in a
+// static cluster list: its endpoints (advertised.listeners), not the
+// listed address or rack.
+func fixedBrokerUpdate(listed, reg BrokerInfo) BrokerInfo {
+	listed.Endpoints = slices.Clone(reg.Endpoints)
+	return listed
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -87,7 +88,7 @@ cluster.brokers=1@127.0.0.1:9092#az1, 2@127.0.0.1:9093#az2
 				r.StorageURL != "file:///tmp/wal" || r.MetadataBootstrapServers != "127.0.0.1:9999" {
 				t.Errorf("remote WAL settings: %+v", r)
 			}
-			if len(sc.Cluster) != 2 || sc.Cluster[1] != (BrokerInfo{ID: 2, Host: "127.0.0.1", Port: 9093, Rack: "az2"}) {
+			if len(sc.Cluster) != 2 || !reflect.DeepEqual(sc.Cluster[1], BrokerInfo{ID: 2, Host: "127.0.0.1", Port: 9093, Rack: "az2"}) {
 				t.Errorf("cluster: %+v", sc.Cluster)
 			}
 		}},

@@ -569,15 +569,6 @@ func (r *RemoteWALReplicator) roundTrip(ctx context.Context, leader int32, req k
 		r.mu.clients[leader] = lc
 	}
 	r.mu.Unlock()
-	var addr string
-	for _, bi := range b.ctrl.Brokers() {
-		if bi.ID == leader {
-			addr = bi.Addr()
-		}
-	}
-	if addr == "" {
-		return nil, fmt.Errorf("broker: leader %d has no known address", leader)
-	}
 	deadline := time.Now().Add(10 * time.Second)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -585,7 +576,7 @@ func (r *RemoteWALReplicator) roundTrip(ctx context.Context, leader int32, req k
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	if lc.c == nil {
-		c, err := dialWire(b.cfg.Dial, addr, fmt.Sprintf("kwal-remotewal-%d", r.cfg.BrokerID), time.Until(deadline), replicaFetchResponseMax)
+		c, addr, err := b.dialBroker(leader, fmt.Sprintf("kwal-remotewal-%d", r.cfg.BrokerID), time.Until(deadline), replicaFetchResponseMax)
 		if err != nil {
 			return nil, fmt.Errorf("broker: dial leader %d at %s: %w", leader, addr, err)
 		}

@@ -82,11 +82,15 @@ func NewRemoteWALReplicatorFor(cfg *Config, parts *RemoteWALParts, logger *slog.
 		l = ledger.New()
 		cfg.Ledger = l
 	}
+	sec, err := rw.MetadataClient()
+	if err != nil {
+		return nil, err
+	}
 	return NewRemoteWALReplicator(RemoteWALReplicatorConfig{
 		BrokerID: cfg.BrokerID,
 		Rack:     cfg.Rack,
 		Store:    ledger.Wrap(parts.Store, l),
-		Metadata: metadata.TopicConfig{Bootstrap: parts.Bootstrap},
+		Metadata: metadata.TopicConfig{Bootstrap: parts.Bootstrap, Security: sec},
 		Tasks:    remotewal.Config{ThreadPoolSize: rw.ThreadPoolSize, Interval: rw.CombinerTaskInterval / 2},
 		Combiner: combiner.Config{
 			ThreadPoolSize: rw.CombinerThreadPoolSize,

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -27,6 +28,57 @@ func dialWire(dial DialFunc, addr, clientID string, timeout time.Duration, maxRe
 		return nil, err
 	}
 	return &wireClient{conn: c, clientID: clientID, maxResp: maxResp}, nil
+}
+
+// dialBroker connects to broker id on the inter-broker listener, with TLS
+// and SASL as that listener asks (InterBrokerTLS, InterBrokerSASL). It
+// returns the address dialled, for errors.
+func (b *Broker) dialBroker(id int32, clientID string, timeout time.Duration, maxResp int32) (*wireClient, string, error) {
+	var (
+		ep    Endpoint
+		found bool
+	)
+	for _, bi := range b.ctrl.Brokers() {
+		if bi.ID == id {
+			ep, found = bi.Endpoint(b.cfg.InterBrokerListenerName)
+		}
+	}
+	if !found {
+		return nil, "", fmt.Errorf("%w: broker %d on %s", errNoEndpoint, id, b.cfg.InterBrokerListenerName)
+	}
+	addr := ep.Addr()
+	deadline := time.Now().Add(timeout)
+	c, err := dialWire(b.cfg.Dial, addr, clientID, timeout, maxResp)
+	if err != nil {
+		return nil, addr, err
+	}
+	lc, _ := b.cfg.listenerConfig(b.cfg.InterBrokerListenerName)
+	if lc.Protocol.UsesTLS() {
+		tc := b.cfg.InterBrokerTLS.Clone()
+		if tc.ServerName == "" {
+			tc.ServerName = ep.Host
+		}
+		conn := tls.Client(c.conn, tc)
+		if err := conn.SetDeadline(deadline); err == nil {
+			err = conn.Handshake()
+		}
+		if err != nil {
+			c.close()
+			return nil, addr, fmt.Errorf("TLS handshake: %w", err)
+		}
+		c.conn = conn
+	}
+	if lc.Protocol.UsesSASL() {
+		mech, err := b.cfg.InterBrokerSASL.SASL()
+		if err == nil {
+			err = c.authenticate(mech, deadline)
+		}
+		if err != nil {
+			c.close()
+			return nil, addr, err
+		}
+	}
+	return c, addr, nil
 }
 
 func (c *wireClient) close() { c.conn.Close() }

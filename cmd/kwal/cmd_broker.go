@@ -133,9 +133,14 @@ func openController(sc broker.ServerConfig, logger *slog.Logger) (broker.Control
 		pidBase := int64(sc.Broker.BrokerID)<<48 | (time.Now().UnixMilli() & (1<<47 - 1))
 		return broker.NewMemController(sc.Cluster, pidBase), func() {}, nil
 	}
+	sec, err := sc.Broker.RemoteWAL.MetadataClient()
+	if err != nil {
+		return nil, nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := broker.NewKafkaController(ctx, broker.KafkaControllerConfig{
+		Security:  sec,
 		Bootstrap: bootstrap,
 		Brokers:   sc.Cluster,
 		ClientID:  fmt.Sprintf("kwal-controller-%d", sc.Broker.BrokerID),
