@@ -77,7 +77,7 @@ cluster.brokers=1@127.0.0.1:9092#az1, 2@127.0.0.1:9093#az2
 	}{
 		{name: "every key", in: full, check: func(t *testing.T, sc ServerConfig) {
 			c := sc.Broker
-			if c.BrokerID != 2 || c.Rack != "az2" || c.Listener != "127.0.0.1:9093" || c.LogDir != "/var/kwal/2" ||
+			if c.BrokerID != 2 || c.Rack != "az2" || len(c.Listeners) != 1 || c.Listeners[0].Addr != "127.0.0.1:9093" || c.LogDir != "/var/kwal/2" ||
 				c.SegmentBytes != 1<<20 || c.FlushMessages != 10 || c.NumPartitions != 3 || c.DefaultReplicationFactor != 3 ||
 				c.MinInsyncReplicas != 2 || c.ReplicaLagTimeMax != 10*time.Second {
 				t.Errorf("broker settings: %+v", c)
@@ -106,7 +106,18 @@ cluster.brokers=1@127.0.0.1:9092#az1, 2@127.0.0.1:9093#az2
 		}},
 		{name: "unknown key", in: "broker.id=1\nlog.retention.hourz=3\n", wantErr: `line 2: unknown key "log.retention.hourz"`},
 		{name: "bad number", in: "num.partitions=many\n", wantErr: "num.partitions"},
-		{name: "ssl listener", in: "listeners=SSL://:9093\n", wantErr: "only PLAINTEXT"},
+		{name: "ssl listener without keystore", in: "listeners=SSL://:9093\n", wantErr: "no keystore"},
+		{name: "jks refused", in: "listeners=SSL://:9093\nssl.keystore.type=JKS\nssl.keystore.location=/x\n", wantErr: "only PEM"},
+		{name: "encrypted key refused", in: "listeners=SSL://:9093\nssl.keystore.location=/x\nssl.key.password=p\n", wantErr: "ssl.key.password"},
+		{name: "listener name not a protocol", in: "listeners=INTERNAL://:9092\n", wantErr: "not a protocol name"},
+		{name: "listener not mapped", in: "listeners=A://:9092,B://:9093\nlistener.security.protocol.map=A:PLAINTEXT\n", wantErr: "listener B is not mapped"},
+		{name: "bad protocol", in: "listeners=A://:9092\nlistener.security.protocol.map=A:TLS\n", wantErr: "unknown security protocol"},
+		{name: "advertised unknown listener", in: "listeners=PLAINTEXT://:9092\nadvertised.listeners=EXTERNAL://h:1\n", wantErr: "not in listeners"},
+		{name: "duplicate listener", in: "listeners=PLAINTEXT://:9092,PLAINTEXT://:9093\n", wantErr: "appears twice"},
+		{name: "unsupported mechanism", in: "listeners=SASL_PLAINTEXT://:9092\nsasl.enabled.mechanisms=GSSAPI\n", wantErr: "GSSAPI is not supported"},
+		{name: "missing users file", in: "listeners=SASL_PLAINTEXT://:9092\nkwal.sasl.users.file=/nonexistent/users\n", wantErr: "kwal.sasl.users.file"},
+		{name: "metadata sasl without password", in: "remote.wal.metadata.security.protocol=SASL_PLAINTEXT\nremote.wal.metadata.sasl.username=u\n", wantErr: EnvMetadataSASLPassword},
+		{name: "metadata ssl keys on plaintext", in: "remote.wal.metadata.ssl.truststore.location=/x\n", wantErr: "remote.wal.metadata.security.protocol"},
 		{name: "two log dirs", in: "log.dirs=/a,/b\n", wantErr: "exactly one directory"},
 		{name: "self not in cluster", in: "broker.id=5\ncluster.brokers=1@h:1#a\n", wantErr: "does not list broker.id=5"},
 		{name: "rack disagrees", in: "broker.id=1\nbroker.rack=b\ncluster.brokers=1@h:1#a\n", wantErr: "cluster.brokers says"},

@@ -297,7 +297,8 @@ type scramServer struct {
 	// fakeKey derives a stand-in credential for unknown users, so that an
 	// unknown user and a wrong password look alike on the wire.
 	fakeKey []byte
-	rand    io.Reader
+	// newNonce returns the server's part of the nonce.
+	newNonce func() (string, error)
 
 	state           int // 0: want client-first, 1: want client-final, 2: done
 	first           scramClientFirst
@@ -314,7 +315,14 @@ func newScramServer(mech string, creds CredentialStore, fakeKey []byte, rand io.
 	if !ok {
 		return nil, fmt.Errorf("broker: %q is not a SCRAM mechanism", mech)
 	}
-	return &scramServer{mech: mech, h: h, creds: creds, fakeKey: fakeKey, rand: rand}, nil
+	newNonce := func() (string, error) {
+		var nb [24]byte
+		if _, err := io.ReadFull(rand, nb[:]); err != nil {
+			return "", err
+		}
+		return base64.RawStdEncoding.EncodeToString(nb[:]), nil
+	}
+	return &scramServer{mech: mech, h: h, creds: creds, fakeKey: fakeKey, newNonce: newNonce}, nil
 }
 
 // step answers one client message. done with a nil error means the user
@@ -336,11 +344,11 @@ func (s *scramServer) step(in []byte) (out []byte, done bool, err error) {
 		if !s.known {
 			s.cred = s.fakeCredential(cf.user)
 		}
-		var nb [24]byte
-		if _, err := io.ReadFull(s.rand, nb[:]); err != nil {
+		suffix, err := s.newNonce()
+		if err != nil {
 			return fail("nonce: " + err.Error())
 		}
-		s.nonce = cf.nonce + base64.RawStdEncoding.EncodeToString(nb[:])
+		s.nonce = cf.nonce + suffix
 		s.serverFirst = "r=" + s.nonce + ",s=" + base64.StdEncoding.EncodeToString(s.cred.Salt) + ",i=" + strconv.Itoa(s.cred.Iterations)
 		s.state = 1
 		return []byte(s.serverFirst), false, nil
