@@ -1,0 +1,476 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/binary"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kwal/kwal/kafkalog/kafkalogtest"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+)
+
+// testPKI is a CA made for one test, issuing certificates for loopback.
+type testPKI struct {
+	dir    string
+	ca     *x509.Certificate
+	caKey  *ecdsa.PrivateKey
+	caFile string
+	pool   *x509.CertPool
+}
+
+func newTestPKI(t testing.TB, name string) *testPKI {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(der)
+	p := &testPKI{dir: t.TempDir(), ca: ca, caKey: key, pool: x509.NewCertPool()}
+	p.pool.AddCert(ca)
+	p.caFile = filepath.Join(p.dir, "ca.pem")
+	if err := os.WriteFile(p.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// issue writes a PEM file holding a certificate for 127.0.0.1 and
+// localhost, signed by the CA, and its key; it returns the path.
+func (p *testPKI) issue(t testing.TB, cn string) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	pem.Encode(&buf, &pem.Block{Type: "CERTIFICATE", Bytes: der})
+	pem.Encode(&buf, &pem.Block{Type: "PRIVATE KEY", Bytes: kder})
+	path := filepath.Join(p.dir, cn+".pem")
+	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func (p *testPKI) clientTLS(t testing.TB, certFile string) *tls.Config {
+	t.Helper()
+	cfg, err := TLSSettings{TruststoreLocation: p.caFile, KeystoreLocation: certFile}.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// logBuffer collects log lines for checks.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// produceConsume writes n records acks=all to a new topic (RF 2, so the
+// follower replicates over the inter-broker listener) and reads them back.
+func produceConsume(t *testing.T, seeds []string, topic string, opts ...kgo.Opt) {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	createTopic(t, cl, topic, 1, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 20
+	for i := range n {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: value(i)}).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+	cons, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	got := 0
+	for got < n {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d: %v", got, n, err)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if !bytes.Equal(r.Value, value(got)) {
+				t.Fatalf("record %d: %q", got, r.Value)
+			}
+			got++
+		})
+	}
+}
+
+// listenerSeeds are the bound addresses of a listener on every broker.
+func listenerSeeds(t testing.TB, c *testCluster, name string) []string {
+	t.Helper()
+	var out []string
+	for _, b := range c.brokers {
+		a, ok := b.ListenerAddr(name)
+		if !ok {
+			t.Fatalf("broker %d has no listener %s", b.cfg.BrokerID, name)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// Metadata answers with the addresses of the listener the request came
+// in on, for every broker; replication runs on the inter-broker listener.
+func TestListenersMetadataPerListener(t *testing.T) {
+	c := startCluster(t, []string{"az1", "az2"}, func(cfg *Config) {
+		cfg.Listeners = []ListenerConfig{
+			{Name: "INTERNAL", Addr: "127.0.0.1:0", Protocol: ProtocolPlaintext},
+			{Name: "EXTERNAL", Addr: "127.0.0.1:0", Advertised: "localhost:0", Protocol: ProtocolPlaintext},
+		}
+		cfg.InterBrokerListenerName = "INTERNAL"
+	})
+	ext := listenerSeeds(t, c, "EXTERNAL")
+	in := listenerSeeds(t, c, "INTERNAL")
+	for _, tc := range []struct {
+		listener string
+		seed     string
+		want     []string
+	}{
+		{"INTERNAL", in[0], in},
+		{"EXTERNAL", ext[1], []string{"localhost:" + port(ext[0]), "localhost:" + port(ext[1])}},
+	} {
+		resp := rawMetadata(t, tc.seed)
+		var got []string
+		for _, b := range resp.Brokers {
+			got = append(got, net.JoinHostPort(b.Host, fmt.Sprint(b.Port)))
+		}
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%s: metadata brokers %v, want %v", tc.listener, got, tc.want)
+		}
+	}
+	if b := c.brokers[0].Info(); b.Addr() != in[0] || len(b.Endpoints) != 2 {
+		t.Fatalf("registered %+v", b)
+	}
+	// A client on the external listener produces acks=all (follower on
+	// INTERNAL) and consumes; it is given 127.0.0.1 seeds but learns
+	// localhost addresses, which resolve to the same listeners.
+	produceConsume(t, ext, "listeners")
+}
+
+func port(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+// rawMetadata sends one Metadata v9 on a plain connection to addr.
+func rawMetadata(t testing.TB, addr string) *kmsg.MetadataResponse {
+	t.Helper()
+	wc, err := dialWire(net.DialTimeout, addr, "test", 5*time.Second, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.close()
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 9
+	resp, err := wc.roundTrip(req, time.Now().Add(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.(*kmsg.MetadataResponse)
+}
+
+// startTLSCluster: INTERNAL is SSL with ssl.client.auth=required (brokers
+// present their certificates to each other), EXTERNAL is SSL without
+// client certificates, both from one test CA.
+func startTLSCluster(t *testing.T, pki *testPKI) *testCluster {
+	return startCluster(t, []string{"az1", "az2"}, func(cfg *Config) {
+		pemFile := pki.issue(t, fmt.Sprintf("broker-%d", cfg.BrokerID))
+		required, err := TLSSettings{KeystoreLocation: pemFile, TruststoreLocation: pki.caFile, ClientAuth: "required"}.ServerConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		none, err := TLSSettings{KeystoreType: "PEM", KeystoreLocation: pemFile}.ServerConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Listeners = []ListenerConfig{
+			{Name: "INTERNAL", Addr: "127.0.0.1:0", Protocol: ProtocolSSL, TLS: required},
+			{Name: "EXTERNAL", Addr: "127.0.0.1:0", Protocol: ProtocolSSL, TLS: none},
+		}
+		cfg.InterBrokerListenerName = "INTERNAL"
+		cfg.InterBrokerTLS = pki.clientTLS(t, pemFile)
+	})
+}
+
+func TestTLSListeners(t *testing.T) {
+	pki := newTestPKI(t, "kwal-test-ca")
+	c := startTLSCluster(t, pki)
+	ext := listenerSeeds(t, c, "EXTERNAL")
+	in := listenerSeeds(t, c, "INTERNAL")
+	produceConsume(t, ext, "tls", kgo.DialTLSConfig(&tls.Config{RootCAs: pki.pool}))
+	// A client certificate from the CA gets in on INTERNAL too.
+	produceConsume(t, in, "tls-mtls", kgo.DialTLSConfig(pki.clientTLS(t, pki.issue(t, "client"))))
+
+	t.Run("wrong CA refused", func(t *testing.T) {
+		other := newTestPKI(t, "other-ca")
+		_, err := tls.Dial("tcp", ext[0], &tls.Config{RootCAs: other.pool, ServerName: "127.0.0.1"})
+		var uerr x509.UnknownAuthorityError
+		if !errors.As(err, &uerr) {
+			t.Fatalf("dial with another CA: %v, want an unknown authority error", err)
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(ext...), kgo.DialTLSConfig(&tls.Config{RootCAs: other.pool}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := cl.Ping(ctx); err == nil {
+			t.Fatal("franz-go with another CA reached the broker")
+		}
+	})
+	t.Run("no client certificate refused on required", func(t *testing.T) {
+		if err := tlsApiVersions(in[0], &tls.Config{RootCAs: pki.pool, ServerName: "127.0.0.1"}); err == nil {
+			t.Fatal("a client without a certificate was served on a ssl.client.auth=required listener")
+		}
+		if err := tlsApiVersions(ext[0], &tls.Config{RootCAs: pki.pool, ServerName: "127.0.0.1"}); err != nil {
+			t.Fatalf("no-client-auth listener: %v", err)
+		}
+	})
+	t.Run("certificate of another CA refused on required", func(t *testing.T) {
+		other := newTestPKI(t, "other-ca")
+		cfg := other.clientTLS(t, other.issue(t, "intruder"))
+		cfg.RootCAs = pki.pool
+		if err := tlsApiVersions(in[0], cfg); err == nil {
+			t.Fatal("a certificate from another CA was accepted")
+		}
+	})
+	t.Run("plaintext client refused", func(t *testing.T) {
+		wc, err := dialWire(net.DialTimeout, ext[0], "plain", 5*time.Second, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer wc.close()
+		req := kmsg.NewPtrApiVersionsRequest()
+		if _, err := wc.roundTrip(req, time.Now().Add(10*time.Second)); err == nil {
+			t.Fatal("plaintext ApiVersions answered on an SSL listener")
+		}
+	})
+}
+
+// tlsApiVersions dials addr with cfg and does one ApiVersions.
+func tlsApiVersions(addr string, cfg *tls.Config) error {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+	if err != nil {
+		return err
+	}
+	wc := &wireClient{conn: conn, clientID: "t", maxResp: 1 << 20}
+	defer wc.close()
+	_, err = wc.roundTrip(kmsg.NewPtrApiVersionsRequest(), time.Now().Add(10*time.Second))
+	return err
+}
+
+const (
+	testUser       = "alice"
+	testPassword   = "alice-secret-pw"
+	brokerUser     = "broker"
+	brokerPassword = "broker-secret-pw"
+)
+
+func testUsers(t testing.TB) (path string, store *UserFile) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "users")
+	all := []string{mechScramSHA256, mechScramSHA512}
+	if err := AddUser(path, testUser, testPassword, all, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := AddUser(path, brokerUser, brokerPassword, all, 4096); err != nil {
+		t.Fatal(err)
+	}
+	f, err := LoadUserFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, f
+}
+
+func clientSASL(mech, user, pass string) sasl.Mechanism {
+	m, err := (&SASLClientConfig{Mechanism: mech, Username: user, Password: pass}).SASL()
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// SASL/PLAIN and SCRAM-SHA-256/512 over SASL_PLAINTEXT and SASL_SSL, with
+// brokers authenticating to each other on the same listener: produce and
+// consume work, a wrong password and an unknown user are refused with
+// SASL_AUTHENTICATION_FAILED and a log line without the password, an
+// unauthenticated produce is refused and appends nothing.
+func TestSASLListeners(t *testing.T) {
+	pki := newTestPKI(t, "kwal-sasl-ca")
+	_, users := testUsers(t)
+	for _, proto := range []SecurityProtocol{ProtocolSASLPlaintext, ProtocolSASLSSL} {
+		t.Run(string(proto), func(t *testing.T) {
+			logs := &logBuffer{}
+			c := startCluster(t, []string{"az1", "az2"}, func(cfg *Config) {
+				cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, &testLogWriter{t: t}), &slog.HandlerOptions{Level: slog.LevelWarn}))
+				l := ListenerConfig{Name: "SECURE", Addr: "127.0.0.1:0", Protocol: proto, SASLMechanisms: supportedSASLMechanisms}
+				if proto.UsesTLS() {
+					pemFile := pki.issue(t, fmt.Sprintf("sasl-broker-%d", cfg.BrokerID))
+					l.TLS, _ = TLSSettings{KeystoreLocation: pemFile}.ServerConfig()
+					cfg.InterBrokerTLS = &tls.Config{RootCAs: pki.pool}
+				}
+				cfg.Listeners = []ListenerConfig{l}
+				cfg.SASLCredentials = users
+				cfg.InterBrokerSASL = &SASLClientConfig{Mechanism: mechScramSHA512, Username: brokerUser, Password: brokerPassword}
+			})
+			seeds := c.seeds()
+			var tlsOpt []kgo.Opt
+			if proto.UsesTLS() {
+				tlsOpt = append(tlsOpt, kgo.DialTLSConfig(&tls.Config{RootCAs: pki.pool}))
+			}
+			for _, mech := range supportedSASLMechanisms {
+				t.Run(mech, func(t *testing.T) {
+					opts := append([]kgo.Opt{kgo.SASL(clientSASL(mech, testUser, testPassword))}, tlsOpt...)
+					produceConsume(t, seeds, strings.ToLower("sasl-"+string(proto)+"-"+mech), opts...)
+					for _, bad := range []struct{ user, pass string }{{testUser, "wrong-password-42"}, {"mallory", "wrong-password-42"}} {
+						cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.SASL(clientSASL(mech, bad.user, bad.pass))}, tlsOpt...)...)
+						if err != nil {
+							t.Fatal(err)
+						}
+						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+						err = cl.Ping(ctx)
+						cancel()
+						cl.Close()
+						if !errors.Is(err, kerr.SaslAuthenticationFailed) {
+							t.Fatalf("%s/%s: %v, want SASL_AUTHENTICATION_FAILED", bad.user, mech, err)
+						}
+					}
+				})
+			}
+			l := logs.String()
+			if !strings.Contains(l, "SASL authentication failed") {
+				t.Fatalf("no log line for the refusals:\n%s", l)
+			}
+			for _, secret := range []string{"wrong-password-42", testPassword, brokerPassword} {
+				if strings.Contains(l, secret) {
+					t.Fatalf("a password is in the log:\n%s", l)
+				}
+			}
+			t.Run("unauthenticated produce", func(t *testing.T) {
+				var dial func() (net.Conn, error)
+				dial = func() (net.Conn, error) { return net.DialTimeout("tcp", seeds[0], 5*time.Second) }
+				if proto.UsesTLS() {
+					dial = func() (net.Conn, error) {
+						return tls.Dial("tcp", seeds[0], &tls.Config{RootCAs: pki.pool, ServerName: "127.0.0.1"})
+					}
+				}
+				tp := TopicPartition{Topic: strings.ToLower("sasl-" + string(proto) + "-" + mechPlain), Partition: 0}
+				lg, ok := c.broker(1).PartitionLog(tp)
+				if !ok {
+					lg, _ = c.broker(2).PartitionLog(tp)
+				}
+				before := lg.LogEndOffset()
+				for _, b := range c.brokers {
+					conn, err := dial()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := unauthProduce(conn, tp.Topic); err == nil {
+						t.Fatalf("broker %d answered a produce before authentication", b.cfg.BrokerID)
+					}
+					conn.Close()
+				}
+				if after := lg.LogEndOffset(); after != before {
+					t.Fatalf("log end moved %d -> %d", before, after)
+				}
+				if !strings.Contains(logs.String(), "request before SASL authentication") {
+					t.Fatal("no log line for the unauthenticated request")
+				}
+			})
+		})
+	}
+}
+
+// unauthProduce sends an acks=1 Produce without authenticating; it
+// returns nil only if a response came back.
+func unauthProduce(conn net.Conn, topic string) error {
+	pr := kmsg.NewPtrProduceRequest()
+	pr.Acks, pr.TimeoutMillis = 1, 1000
+	prt := kmsg.NewProduceRequestTopic()
+	prt.Topic = topic
+	prp := kmsg.NewProduceRequestTopicPartition()
+	prp.Records = kafkalogtest.MakeBatch(0, 0, [][]byte{[]byte("unauthenticated")}, 1)
+	prt.Partitions = append(prt.Partitions, prp)
+	pr.Topics = append(pr.Topics, prt)
+	body := frameOf(pr, 9, 1)
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write(append(frame, body...)); err != nil {
+		return err
+	}
+	var size [4]byte
+	_, err := io.ReadFull(conn, size[:])
+	return err
+}
