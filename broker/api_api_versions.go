@@ -32,7 +32,7 @@ var apiRanges = []struct{ key, min, max int16 }{
 	{apiKeyInitProducerID, 0, 4},
 	{apiKeyOffsetForLeaderEpoch, 2, 4},
 	{apiKeyDescribeConfigs, 0, 4},
-	{apiKeySASLHandshake, 1, 1},
+	{apiKeySASLHandshake, 0, 1},
 	{apiKeySASLAuthenticate, 0, 2},
 }
 

@@ -117,7 +117,7 @@ func (b *Broker) serveConn(raw net.Conn, l *listener) {
 			return
 		}
 		n := int32(binary.BigEndian.Uint32(size[:]))
-		if n < 8 || n > b.cfg.SocketRequestMaxBytes {
+		if raw := cs.sasl != nil && cs.sasl.rawTokens; (n < 8 && !raw) || n < 0 || n > b.cfg.SocketRequestMaxBytes {
 			b.logger.Warn("closing connection: bad request size", "remote", cs.remote, "size", n, "max", b.cfg.SocketRequestMaxBytes)
 			return
 		}
@@ -237,6 +237,9 @@ func (b *Broker) handleFrame(cs *connState, frame []byte) (resp []byte, keep boo
 			resp, keep = nil, false
 		}
 	}()
+	if cs.sasl != nil && cs.sasl.rawTokens {
+		return b.saslRawToken(cs, frame)
+	}
 	h, rest, err := parseRequestHeader(frame)
 	if err != nil {
 		b.logger.Warn("closing connection: malformed request header", "remote", cs.remote, "err", err)

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/binary"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -15,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
-// SaslHandshake: v1. SaslAuthenticate: v0-2 (KIP-152).
+// SaslHandshake: v0-1. SaslAuthenticate: v0-2 (KIP-152).
 //
 // On a SASL_PLAINTEXT or SASL_SSL listener a connection may send only
 // ApiVersions, then SaslHandshake (choosing a mechanism the listener
@@ -25,8 +26,10 @@ import (
 // connection closed. Requests before authentication are bounded by
 // saslMaxReceiveSize (Kafka's sasl.server.max.receive.size default).
 //
-// Where it differs from Kafka: SaslHandshake v0 (unframed tokens) is not
-// served; no re-authentication (KIP-368: SessionLifetimeMillis is 0); no
+// After SaslHandshake v0 the tokens travel unframed (size, token), as
+// KIP-43 had it; librdkafka checks that v0 is served before it uses v1.
+//
+// Where it differs from Kafka: no re-authentication (KIP-368: SessionLifetimeMillis is 0); no
 // GSSAPI or OAUTHBEARER; no delegation tokens; PLAIN is checked against
 // the user's stored SCRAM credential rather than a JAAS password list.
 
@@ -45,6 +48,9 @@ type saslState struct {
 	mech      string // chosen by SaslHandshake
 	scram     *scramServer
 	principal string // set once authenticated
+	// rawTokens: after a SaslHandshake v0 the next frames are bare SASL
+	// tokens until the mechanism is done.
+	rawTokens bool
 }
 
 func (s *saslState) authenticated() bool { return s.principal != "" }
@@ -79,6 +85,7 @@ func (b *Broker) handleSASLHandshake(cs *connState, req *kmsg.SASLHandshakeReque
 		return resp, false
 	}
 	cs.sasl.mech = req.Mechanism
+	cs.sasl.rawTokens = req.Version == 0
 	if req.Mechanism != mechPlain {
 		s, err := newScramServer(req.Mechanism, b.cfg.SASLCredentials, b.saslFakeKey, rand.Reader)
 		if err != nil {
@@ -93,13 +100,29 @@ func (b *Broker) handleSASLHandshake(cs *connState, req *kmsg.SASLHandshakeReque
 func (b *Broker) handleSASLAuthenticate(cs *connState, req *kmsg.SASLAuthenticateRequest) (kmsg.Response, bool) {
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	st := cs.sasl
-	if st == nil || st.mech == "" || st.authenticated() {
+	if st == nil || st.mech == "" || st.authenticated() || st.rawTokens {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
-		msg := "SaslAuthenticate without a SaslHandshake first"
+		msg := "SaslAuthenticate without a SaslHandshake v1 first"
 		resp.ErrorMessage = &msg
 		b.logger.Warn("closing connection: "+msg, "remote", cs.remote)
 		return resp, false
 	}
+	out, err := b.saslStep(cs, req.SASLAuthBytes)
+	if err != nil {
+		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+		msg := "Authentication failed during authentication due to invalid credentials with SASL mechanism " + st.mech
+		resp.ErrorMessage = &msg
+		return resp, false
+	}
+	resp.SASLAuthBytes = out
+	return resp, true
+}
+
+// saslStep feeds one client token to the connection's mechanism and
+// returns the server's token. A failure is logged (the error names what
+// was wrong, never a password or proof) and wraps ErrSASLAuthentication.
+func (b *Broker) saslStep(cs *connState, in []byte) ([]byte, error) {
+	st := cs.sasl
 	var (
 		out  []byte
 		done bool
@@ -109,29 +132,38 @@ func (b *Broker) handleSASLAuthenticate(cs *connState, req *kmsg.SASLAuthenticat
 	if st.mech == mechPlain {
 		var password string
 		done = true
-		if user, password, err = parsePlain(req.SASLAuthBytes); err != nil {
+		if user, password, err = parsePlain(in); err != nil {
 			err = fmt.Errorf("%w: PLAIN: %v", ErrSASLAuthentication, err)
 		} else if !checkPlain(b.cfg.SASLCredentials, user, password) {
 			err = fmt.Errorf("%w: PLAIN: invalid credentials", ErrSASLAuthentication)
 		}
 	} else {
-		out, done, err = st.scram.step(req.SASLAuthBytes)
+		out, done, err = st.scram.step(in)
 		user = st.scram.user
 	}
 	if err != nil {
-		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
-		msg := "Authentication failed during authentication due to invalid credentials with SASL mechanism " + st.mech
-		resp.ErrorMessage = &msg
-		// err names what was wrong, never a password or proof.
 		b.logger.Warn("closing connection: SASL authentication failed", "remote", cs.remote, "listener", cs.listener.cfg.Name, "mechanism", st.mech, "user", user, "err", err)
-		return resp, false
+		return nil, err
 	}
-	resp.SASLAuthBytes = out
 	if done {
 		st.principal = user
+		st.rawTokens = false
 		b.logger.Debug("SASL authenticated", "remote", cs.remote, "listener", cs.listener.cfg.Name, "mechanism", st.mech, "user", user)
 	}
-	return resp, true
+	return out, nil
+}
+
+// saslRawToken serves one token after a SaslHandshake v0: the frame is
+// the token itself and the answer is a size-prefixed token, no Kafka
+// header (KIP-43). A failure closes the connection, as Kafka does.
+func (b *Broker) saslRawToken(cs *connState, token []byte) ([]byte, bool) {
+	out, err := b.saslStep(cs, token)
+	if err != nil {
+		return nil, false
+	}
+	cs.out = binary.BigEndian.AppendUint32(cs.out[:0], uint32(len(out)))
+	cs.out = append(cs.out, out...)
+	return cs.out, true
 }
 
 // SASLClientConfig is how kwal authenticates as a client: broker to

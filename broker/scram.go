@@ -360,7 +360,10 @@ func (s *scramServer) step(in []byte) (out []byte, done bool, err error) {
 		if cf.channelBinding != base64.StdEncoding.EncodeToString([]byte(s.first.gs2Header)) {
 			return fail("channel binding differs from the gs2 header")
 		}
-		if cf.nonce != s.nonce {
+		// Kafka checks that the nonce ends with the one it sent, not that
+		// it equals it: librdkafka sends its client nonce in front of the
+		// combined one. The server's random part is in either way.
+		if !strings.HasSuffix(cf.nonce, s.nonce) {
 			return fail("nonce differs")
 		}
 		authMessage := s.first.bare + "," + s.serverFirst + "," + cf.withoutProof

@@ -69,6 +69,7 @@ func TestScramServerRefuses(t *testing.T) {
 		{"wrong proof", first, "c=biws,r=" + nonce + ",p=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32))},
 		{"short proof", first, "c=biws,r=" + nonce + ",p=AAAA"},
 		{"other nonce", first, "c=biws,r=rOprNGfwEbeRWgbNEkqOx,p=" + proof},
+		{"server nonce cut", first, "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k,p=" + proof},
 		{"other channel binding", first, "c=eSws,r=" + nonce + ",p=" + proof},
 		{"no proof", first, "c=biws,r=" + nonce},
 		{"unknown user", "n,,n=mallory,r=rOprNGfwEbeRWgbNEkqO", "c=biws,r=" + nonce + ",p=" + proof},
