@@ -1,9 +1,9 @@
 package broker
 
 import (
-	"encoding/binary"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
