@@ -58,8 +58,7 @@ func TestCompat(t *testing.T) {
 	defer emb.Close()
 	store := url.URL{Scheme: "s3", Host: env.Bucket, Path: "/compat-" + objstoretest.RandomPrefix()}
 	store.RawQuery = url.Values{
-		"endpoint": {env.Endpoint}, "region": {"us-east-1"}, "path_style": {"true"},
-		"access_key": {env.AccessKey}, "secret_key": {env.SecretKey}, "create_bucket": {"true"},
+		"endpoint": {env.Endpoint}, "region": {"us-east-1"}, "path_style": {"true"}, "create_bucket": {"true"},
 	}.Encode()
 	c := startCompatCluster(t, bin, []string{"az1", "az2", "az1"}, map[string]string{
 		"default.replication.factor":            "3",
