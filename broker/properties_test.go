@@ -2,6 +2,8 @@ package broker
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -213,6 +215,10 @@ func TestDeployPropertiesLoad(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no deploy/broker-*.properties: %v", err)
 	}
+	compose, err := os.ReadFile(filepath.Join("..", "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range files {
 		r, err := os.Open(f)
 		if err != nil {
@@ -225,6 +231,29 @@ func TestDeployPropertiesLoad(t *testing.T) {
 		}
 		if !sc.Broker.RemoteWAL.SystemEnable || sc.Broker.RemoteWAL.MetadataBootstrapServers == "" || len(sc.Cluster) != 3 {
 			t.Fatalf("%s: remote WAL not wired to shared parts: %+v", f, sc.Broker.RemoteWAL)
+		}
+		if strings.Contains(sc.Broker.RemoteWAL.StorageURL, "key=") {
+			t.Fatalf("%s: credentials in remote.wal.storage.url", f)
+		}
+		// The EXTERNAL listener is advertised as localhost on a port the
+		// compose file publishes to the same container port, and the
+		// INTERNAL one as the address cluster.brokers lists.
+		cfg := sc.Broker
+		cfg.Controller = NewMemController(sc.Cluster, 0)
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		ext, ok := cfg.listenerConfig("EXTERNAL")
+		host, port, _ := net.SplitHostPort(ext.Advertised)
+		_, bindPort, _ := net.SplitHostPort(ext.Addr)
+		if !ok || host != "localhost" || port != bindPort || !strings.Contains(string(compose), fmt.Sprintf(`ports: ["%s:%s"]`, port, port)) {
+			t.Fatalf("%s: EXTERNAL listener %+v not advertised as a published localhost port", f, ext)
+		}
+		in, _ := cfg.listenerConfig(cfg.InterBrokerListenerName)
+		for _, b := range sc.Cluster {
+			if b.ID == cfg.BrokerID && b.Addr() != in.Advertised {
+				t.Fatalf("%s: inter-broker listener advertised %s, cluster.brokers says %s", f, in.Advertised, b.Addr())
+			}
 		}
 	}
 }
