@@ -63,6 +63,7 @@ func securityKeys() []string {
 		}
 		out = append(out, k)
 	}
+	out = append(out, "listener.name.<name>.sasl.enabled.mechanisms", "listener.name.<name>.ssl.<any ssl.* key>")
 	sort.Strings(out)
 	return out
 }

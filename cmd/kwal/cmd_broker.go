@@ -105,6 +105,10 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 		defer closeRemoteWAL()
 	}
 	fmt.Fprintf(stdout, "kwal broker %d (rack %q) listening on %s, logs in %s\n", cfg.BrokerID, cfg.Rack, b.Addr(), cfg.LogDir)
+	for _, l := range b.Info().Endpoints {
+		addr, _ := b.ListenerAddr(l.Listener)
+		fmt.Fprintf(stdout, "  listener %s on %s, advertised as %s\n", l.Listener, addr, l.Addr())
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig
