@@ -474,3 +474,119 @@ func unauthProduce(conn net.Conn, topic string) error {
 	_, err := io.ReadFull(conn, size[:])
 	return err
 }
+
+// The security keys of server.properties, end to end: INTERNAL is
+// SASL_SSL with client certificates required (brokers replicate over it
+// with SCRAM-SHA-512 and their certificates, the password from the
+// environment), EXTERNAL is SSL; listener.name.internal.* overrides the
+// broker-wide ssl.* and sasl.* keys.
+func TestSecurityFromProperties(t *testing.T) {
+	pki := newTestPKI(t, "kwal-props-ca")
+	usersFile, _ := testUsers(t)
+	env := func(k string) string {
+		if k == EnvInterBrokerSASLPassword {
+			return brokerPassword
+		}
+		return ""
+	}
+	c := startCluster(t, []string{"az1", "az2"}, func(cfg *Config) {
+		props := strings.Join([]string{
+			"listeners=INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+			"listener.security.protocol.map=INTERNAL:SASL_SSL,EXTERNAL:SSL",
+			"inter.broker.listener.name=INTERNAL",
+			"ssl.keystore.type=PEM",
+			"ssl.keystore.location=" + pki.issue(t, fmt.Sprintf("props-broker-%d", cfg.BrokerID)),
+			"ssl.truststore.type=PEM",
+			"ssl.truststore.location=" + pki.caFile,
+			"ssl.client.auth=none",
+			"listener.name.internal.ssl.client.auth=required",
+			"sasl.enabled.mechanisms=PLAIN",
+			"listener.name.internal.sasl.enabled.mechanisms=SCRAM-SHA-512",
+			"kwal.sasl.users.file=" + usersFile,
+			"kwal.inter.broker.sasl.username=" + brokerUser,
+			"sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+		}, "\n")
+		p, err := ParseProperties(strings.NewReader(props))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := ServerConfigFromPropertiesEnv(p, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := sc.Broker
+		cfg.Listeners, cfg.InterBrokerListenerName = b.Listeners, b.InterBrokerListenerName
+		cfg.InterBrokerTLS, cfg.InterBrokerSASL, cfg.SASLCredentials = b.InterBrokerTLS, b.InterBrokerSASL, b.SASLCredentials
+	})
+	in, ext := listenerSeeds(t, c, "INTERNAL"), listenerSeeds(t, c, "EXTERNAL")
+	produceConsume(t, ext, "props-external", kgo.DialTLSConfig(&tls.Config{RootCAs: pki.pool}))
+	clientCert := pki.clientTLS(t, pki.issue(t, "props-client"))
+	produceConsume(t, in, "props-internal", kgo.DialTLSConfig(clientCert), kgo.SASL(clientSASL(mechScramSHA512, testUser, testPassword)))
+	ping := func(seeds []string, opts ...kgo.Opt) error {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return cl.Ping(ctx)
+	}
+	if err := ping(in, kgo.DialTLSConfig(&tls.Config{RootCAs: pki.pool}), kgo.SASL(clientSASL(mechScramSHA512, testUser, testPassword))); err == nil {
+		t.Fatal("INTERNAL served a client without a certificate")
+	}
+	// The override leaves INTERNAL with SCRAM-SHA-512 only.
+	if err := ping(in, kgo.DialTLSConfig(clientCert), kgo.SASL(clientSASL(mechPlain, testUser, testPassword))); !errors.Is(err, kerr.UnsupportedSaslMechanism) {
+		t.Fatalf("PLAIN on INTERNAL: %v, want UNSUPPORTED_SASL_MECHANISM", err)
+	}
+}
+
+// After SaslHandshake v0 the tokens travel bare (KIP-43): a PLAIN token,
+// an empty answer, then the connection is authenticated; a bad token
+// closes it.
+func TestSASLHandshakeV0(t *testing.T) {
+	_, users := testUsers(t)
+	c := startCluster(t, []string{"az1"}, func(cfg *Config) {
+		cfg.Listeners = []ListenerConfig{{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", Protocol: ProtocolSASLPlaintext, SASLMechanisms: []string{mechPlain}}}
+		cfg.SASLCredentials = users
+		cfg.InterBrokerSASL = &SASLClientConfig{Mechanism: mechPlain, Username: brokerUser, Password: brokerPassword}
+	})
+	for _, tc := range []struct {
+		password string
+		ok       bool
+	}{{testPassword, true}, {"nope", false}} {
+		wc, err := dialWire(net.DialTimeout, c.seeds()[0], "v0", 5*time.Second, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.Version, hs.Mechanism = 0, mechPlain
+		resp, err := wc.roundTrip(hs, time.Now().Add(10*time.Second))
+		if err != nil || resp.(*kmsg.SASLHandshakeResponse).ErrorCode != 0 {
+			t.Fatalf("handshake v0: %v %+v", err, resp)
+		}
+		token := []byte("\x00" + testUser + "\x00" + tc.password)
+		wc.conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := wc.conn.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(token))), token...)); err != nil {
+			t.Fatal(err)
+		}
+		var size [4]byte
+		_, err = io.ReadFull(wc.conn, size[:])
+		if !tc.ok {
+			if err == nil {
+				t.Fatal("a wrong v0 token was answered")
+			}
+			wc.close()
+			continue
+		}
+		if err != nil || binary.BigEndian.Uint32(size[:]) != 0 {
+			t.Fatalf("v0 PLAIN answer: %v %v", err, size)
+		}
+		md := kmsg.NewPtrMetadataRequest()
+		md.Version = 9
+		if _, err := wc.roundTrip(md, time.Now().Add(10*time.Second)); err != nil {
+			t.Fatalf("Metadata after v0 authentication: %v", err)
+		}
+		wc.close()
+	}
+}
