@@ -305,6 +305,24 @@ func TestTLSListeners(t *testing.T) {
 			t.Fatal("a certificate from another CA was accepted")
 		}
 	})
+	t.Run("endpoint identification", func(t *testing.T) {
+		chainOnly, err := TLSSettings{TruststoreLocation: pki.caFile, NoEndpointIdentification: true}.ClientConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		chainOnly.ServerName = "not-the-broker.example"
+		if err := tlsApiVersions(ext[0], chainOnly); err != nil {
+			t.Fatalf("chain-only check with another name: %v", err)
+		}
+		if err := tlsApiVersions(ext[0], &tls.Config{RootCAs: pki.pool, ServerName: "not-the-broker.example"}); err == nil {
+			t.Fatal("host name not checked by default")
+		}
+		other := newTestPKI(t, "other-ca")
+		wrong, _ := TLSSettings{TruststoreLocation: other.caFile, NoEndpointIdentification: true}.ClientConfig()
+		if err := tlsApiVersions(ext[0], wrong); err == nil {
+			t.Fatal("chain-only check accepted another CA")
+		}
+	})
 	t.Run("plaintext client refused", func(t *testing.T) {
 		wc, err := dialWire(net.DialTimeout, ext[0], "plain", 5*time.Second, 1<<20)
 		if err != nil {
