@@ -2,12 +2,16 @@ package broker
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 type mapCreds map[userMech]ScramCredential
@@ -257,6 +261,76 @@ func FuzzParsePlain(f *testing.F) {
 		}
 		if u == "" || p == "" || !bytes.HasSuffix(msg, []byte("\x00"+u+"\x00"+p)) {
 			t.Fatalf("parsePlain(%q) = %q, %q", msg, u, p)
+		}
+	})
+}
+
+// FuzzSASLConnection feeds up to three arbitrary frames to a fresh
+// connection on a SASL listener whose only user's password the fuzzer
+// cannot know: nothing panics, the connection never authenticates, no
+// request other than ApiVersions, SaslHandshake and SaslAuthenticate is
+// ever answered, and nothing is appended.
+func FuzzSASLConnection(f *testing.F) {
+	hs := func(v int16, mech string) []byte {
+		r := kmsg.NewPtrSASLHandshakeRequest()
+		r.Mechanism = mech
+		return frameOf(r, v, 1)
+	}
+	auth := func(v int16, msg string) []byte {
+		r := kmsg.NewPtrSASLAuthenticateRequest()
+		r.SASLAuthBytes = []byte(msg)
+		return frameOf(r, v, 2)
+	}
+	produce := seedFrames()[6]
+	f.Add(hs(1, mechScramSHA256), auth(2, "n,,n=alice,r=abc"), auth(2, "c=biws,r=abcX,p=AAAA"))
+	f.Add(hs(1, mechPlain), auth(0, "\x00alice\x00guess"), produce)
+	f.Add(hs(0, mechPlain), []byte("\x00alice\x00guess"), produce)
+	f.Add(produce, hs(1, mechScramSHA512), auth(1, "n,,n=alice,r=abc"))
+	f.Add(auth(1, "x"), hs(1, "GSSAPI"), produce)
+	var key [32]byte
+	rand.Read(key[:])
+	path := filepath.Join(f.TempDir(), "users")
+	if err := AddUser(path, "alice", base64.StdEncoding.EncodeToString(key[:]), []string{mechScramSHA256, mechScramSHA512}, 4096); err != nil {
+		f.Fatal(err)
+	}
+	users, err := LoadUserFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	c := startCluster(f, []string{"az1"}, func(cfg *Config) {
+		cfg.Logger = quietLogger()
+		cfg.DisableAutoCreateTopics = true
+		cfg.SASLCredentials = users
+		cfg.Listeners = []ListenerConfig{{Name: "S", Addr: "127.0.0.1:0", Protocol: ProtocolSASLPlaintext, SASLMechanisms: supportedSASLMechanisms}}
+		cfg.InterBrokerSASL = &SASLClientConfig{Mechanism: mechPlain, Username: "alice", Password: "unused"}
+	})
+	if _, err := c.ctrl.CreateTopic(TopicSpec{Name: "t", Partitions: 1, ReplicationFactor: 1}); err != nil {
+		f.Fatal(err)
+	}
+	b := c.brokers[0]
+	lg, _ := b.PartitionLog(TopicPartition{Topic: "t"})
+	f.Fuzz(func(t *testing.T, f1, f2, f3 []byte) {
+		cs := &connState{remote: "fuzz", noWait: true, listener: b.listeners[0], sasl: &saslState{}}
+		for _, frame := range [][]byte{f1, f2, f3} {
+			raw := cs.sasl.rawTokens
+			key := int16(-1)
+			if len(frame) >= 2 {
+				key = int16(binary.BigEndian.Uint16(frame))
+			}
+			resp, keep := b.handleFrame(cs, frame)
+			allowed := raw || key == apiKeyApiVersions || key == apiKeySASLHandshake || key == apiKeySASLAuthenticate
+			if resp != nil && !allowed {
+				t.Fatalf("key %d answered before authentication", key)
+			}
+			if cs.sasl.authenticated() {
+				t.Fatal("authenticated without the password")
+			}
+			if !keep {
+				break
+			}
+		}
+		if lg.LogEndOffset() != 0 {
+			t.Fatal("a record was appended before authentication")
 		}
 	})
 }
