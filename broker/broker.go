@@ -102,9 +102,6 @@ func New(cfg Config) (*Broker, error) {
 		b.produceWait.Shutdown()
 		return nil, err
 	}
-	if r, ok := cfg.Replicator.(interface{ bind(*Broker) }); ok {
-		r.bind(b)
-	}
 	b.fetchers = newFetcherManager(b)
 	b.unsubscribe = b.ctrl.Subscribe(b.applyTopic)
 	for _, ts := range b.ctrl.Topics() {

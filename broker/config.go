@@ -83,7 +83,7 @@ type RemoteWALConfig struct {
 	Retention time.Duration
 	// StorageURL: remote.wal.storage.url (mem://, file:///dir, s3://…,
 	// minio://…). Empty means file://<log.dirs>/remote-wal (see
-	// OpenRemoteWALParts).
+	// rwnode.OpenRemoteWALParts).
 	StorageURL string
 	// MetadataBootstrapServers: remote.wal.metadata.bootstrap.servers;
 	// empty means an embedded kfake.

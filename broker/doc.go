@@ -10,8 +10,13 @@
 // machinery (purgatory), nor the remote WAL: a partition whose topic sets
 // remote.wal.storage.enable=true is in RemoteWAL mode, where the leader's
 // answers to follower fetches carry offsets, the high watermark and the
-// leader epoch but no records, and a Replicator (remotewal on the leader,
-// follower on the follower) moves the bytes.
+// leader epoch but no records, and a Replicator (replicator.go; rwnode
+// assembles the one kwal runs) moves the bytes. The broker hands a
+// Replicator a partition's log when it leads and a FollowerReplica handle
+// (replica_handle.go: append as follower, truncate, log end, leader
+// epochs, leader address and rack, notify) when it follows; the
+// Replicator holds no pointer to the broker. The in-process cluster of the
+// demo and benches is package localcluster.
 //
 // # Wire
 //

@@ -385,7 +385,7 @@ func (f *replicaFetcher) truncated(tp TopicPartition, st followState) {
 			f.poke()
 			f.b.fetchWait.CheckAndComplete(tp)
 		}
-		if err := f.b.cfg.Replicator.StartFollower(tp, st.p.log, f.leader, st.epoch, notify); err != nil {
+		if err := f.b.cfg.Replicator.StartFollower(newReplicaHandle(f.b, st.p, f.leader, st.epoch, notify)); err != nil {
 			f.b.logger.Error("remote WAL follower start", "partition", tp, "err", err)
 		}
 	}

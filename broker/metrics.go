@@ -22,8 +22,10 @@ type requestCounters struct {
 
 // Collector exposes a broker's state as Prometheus metrics, read at scrape
 // time from the components' own counters: produce and fetch rates,
-// purgatory sizes, the combiner queue and uploads, object-store requests,
-// follower lag and fallbacks, and bytes by component and rack crossing.
+// purgatory sizes, object-store requests, replicas' log ends and high
+// watermarks, and bytes by component and rack crossing. A Replicator that
+// is a prometheus.Collector (rwnode's: the combiner queue and uploads,
+// follower lag and fallbacks) is collected with it.
 type Collector struct{ b *Broker }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -39,19 +41,17 @@ var (
 	descExpired    = prometheus.NewDesc("kwal_purgatory_expired_total", "Delayed operations that expired.", []string{"purgatory"}, nil)
 	descStore      = prometheus.NewDesc("kwal_objstore_requests_total", "Object-store requests, by kind and component.", []string{"kind", "component"}, nil)
 	descStoreBytes = prometheus.NewDesc("kwal_objstore_bytes_total", "Object-store bytes, by direction.", []string{"direction"}, nil)
-	descCombiner   = prometheus.NewDesc("kwal_combiner", "Combiner state and counters.", []string{"what"}, nil)
-	descTasks      = prometheus.NewDesc("kwal_remotewal_slices_total", "Slices cut by the leader's remote-WAL tasks, by reason.", []string{"reason"}, nil)
-	descFollower   = prometheus.NewDesc("kwal_follower_total", "Follower read-path counters.", []string{"what"}, nil)
-	descLagOffsets = prometheus.NewDesc("kwal_follower_lag_offsets", "Offsets the follower's log is behind the leader.", []string{"topic", "partition"}, nil)
-	descLagMs      = prometheus.NewDesc("kwal_follower_lag_ms", "How far the follower's log is behind the leader's appends, in ms.", []string{"topic", "partition"}, nil)
 	descLogEnd     = prometheus.NewDesc("kwal_partition_log_end_offset", "Log end offset of each local replica.", []string{"topic", "partition", "role"}, nil)
 	descHW         = prometheus.NewDesc("kwal_partition_high_watermark", "High watermark of each local replica.", []string{"topic", "partition", "role"}, nil)
 )
 
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRequests, descTransfer, descPurgatory, descWatchers, descExpired, descStore,
-		descStoreBytes, descCombiner, descTasks, descFollower, descLagOffsets, descLagMs, descLogEnd, descHW} {
+		descStoreBytes, descLogEnd, descHW} {
 		ch <- d
+	}
+	if rc, ok := c.b.cfg.Replicator.(prometheus.Collector); ok {
+		rc.Describe(ch)
 	}
 }
 
@@ -102,43 +102,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descExpired, float64(m.Expired), name)
 	}
 
-	if r, ok := b.cfg.Replicator.(*RemoteWALReplicator); ok {
-		cm := r.wp.Combiner.Metrics()
-		for what, v := range map[string]int64{
-			"queued_slices": int64(cm.QueuedSlices), "queued_bytes": cm.QueuedBytes,
-			"held_slices": int64(cm.HeldSlices), "held_bytes": cm.HeldBytes,
-			"submits_blocked": cm.SubmitsBlocked, "objects_cut": cm.ObjectsCut, "objects_uploaded": cm.ObjectsUp,
-			"objects_published": cm.ObjectsPub, "bytes_uploaded": cm.BytesUploaded, "upload_retries": cm.UploadRetries,
-			"publish_retries": cm.PublishRetries, "objects_failed": cm.ObjectsFailed,
-		} {
-			gauge(descCombiner, float64(v), what)
-		}
-		tm := r.wp.Manager.Metrics()
-		counter(descTasks, float64(tm.CutsBySize), "size")
-		counter(descTasks, float64(tm.CutsByInterval), "interval")
-		counter(descTasks, float64(tm.CutsByBoundary), "boundary")
-		fm := r.fol.Metrics()
-		for what, v := range map[string]int64{
-			"reads": fm.Reads, "gets": fm.GETs, "hedges": fm.Hedges, "hedge_wins": fm.HedgeWins, "read_errors": fm.ReadErrors,
-			"corrupt_slices": fm.CorruptSlices, "bytes_read": fm.BytesRead, "slices_applied": fm.SlicesApplied,
-			"bytes_applied": fm.BytesApplied, "duplicates": fm.Duplicates, "fenced": fm.Fenced, "fallbacks": fm.Fallbacks,
-			"leader_fetches": fm.LeaderFetches, "leader_bytes": fm.LeaderBytes, "truncations": fm.Truncations,
-		} {
-			counter(descFollower, float64(v), what)
-		}
-		r.mu.Lock()
-		var follows []TopicPartition
-		for _, v := range r.mu.follows {
-			follows = append(follows, v.tp)
-		}
-		r.mu.Unlock()
-		for _, tp := range follows {
-			if st, ok := r.fol.Status(mtp(tp)); ok {
-				p := strconv.Itoa(int(tp.Partition))
-				gauge(descLagOffsets, float64(st.LagOffsets), tp.Topic, p)
-				gauge(descLagMs, float64(st.LagMs), tp.Topic, p)
-			}
-		}
+	if rc, ok := b.cfg.Replicator.(prometheus.Collector); ok {
+		rc.Collect(ch)
 	}
 	for _, p := range b.partitionsSnapshot() {
 		_, leader := p.snapshot()

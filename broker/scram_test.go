@@ -3,8 +3,8 @@ package broker
 import (
 	"bytes"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"

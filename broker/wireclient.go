@@ -30,57 +30,6 @@ func dialWire(dial DialFunc, addr, clientID string, timeout time.Duration, maxRe
 	return &wireClient{conn: c, clientID: clientID, maxResp: maxResp}, nil
 }
 
-// dialBroker connects to broker id on the inter-broker listener, with TLS
-// and SASL as that listener asks (InterBrokerTLS, InterBrokerSASL). It
-// returns the address dialled, for errors.
-func (b *Broker) dialBroker(id int32, clientID string, timeout time.Duration, maxResp int32) (*wireClient, string, error) {
-	var (
-		ep    Endpoint
-		found bool
-	)
-	for _, bi := range b.ctrl.Brokers() {
-		if bi.ID == id {
-			ep, found = bi.Endpoint(b.cfg.InterBrokerListenerName)
-		}
-	}
-	if !found {
-		return nil, "", fmt.Errorf("%w: broker %d on %s", errNoEndpoint, id, b.cfg.InterBrokerListenerName)
-	}
-	addr := ep.Addr()
-	deadline := time.Now().Add(timeout)
-	c, err := dialWire(b.cfg.Dial, addr, clientID, timeout, maxResp)
-	if err != nil {
-		return nil, addr, err
-	}
-	lc, _ := b.cfg.listenerConfig(b.cfg.InterBrokerListenerName)
-	if lc.Protocol.UsesTLS() {
-		tc := b.cfg.InterBrokerTLS.Clone()
-		if tc.ServerName == "" {
-			tc.ServerName = ep.Host
-		}
-		conn := tls.Client(c.conn, tc)
-		if err := conn.SetDeadline(deadline); err == nil {
-			err = conn.Handshake()
-		}
-		if err != nil {
-			c.close()
-			return nil, addr, fmt.Errorf("TLS handshake: %w", err)
-		}
-		c.conn = conn
-	}
-	if lc.Protocol.UsesSASL() {
-		mech, err := b.cfg.InterBrokerSASL.SASL()
-		if err == nil {
-			err = c.authenticate(mech, deadline)
-		}
-		if err != nil {
-			c.close()
-			return nil, addr, err
-		}
-	}
-	return c, addr, nil
-}
-
 func (c *wireClient) close() { c.conn.Close() }
 
 // roundTrip sends req at its set version and decodes the response.
@@ -132,4 +81,80 @@ func (c *wireClient) roundTrip(req kmsg.Request, deadline time.Time) (kmsg.Respo
 		return nil, err
 	}
 	return resp, nil
+}
+
+// WireConn is a Kafka wire connection to another broker, opened by
+// FollowerReplica.Dial: one request at a time, Kafka framing. Not safe for
+// concurrent use.
+type WireConn struct{ c *wireClient }
+
+// RoundTrip sends req at its set version and decodes the response; the
+// connection is unusable after an error.
+func (w *WireConn) RoundTrip(req kmsg.Request, deadline time.Time) (kmsg.Response, error) {
+	return w.c.roundTrip(req, deadline)
+}
+
+// Close closes the connection.
+func (w *WireConn) Close() { w.c.close() }
+
+// dialBroker connects to broker id on the inter-broker listener (see
+// secureDial). It returns the address dialled, for errors.
+func (b *Broker) dialBroker(id int32, clientID string, timeout time.Duration, maxResp int32) (*wireClient, string, error) {
+	addr := b.interBrokerAddr(id)
+	if addr == "" {
+		return nil, "", fmt.Errorf("%w: broker %d on %s", errNoEndpoint, id, b.cfg.InterBrokerListenerName)
+	}
+	c, err := b.secureDial(addr, clientID, timeout, maxResp)
+	return c, addr, err
+}
+
+// interBrokerAddr is broker id's address on the inter-broker listener,
+// "" if unknown.
+func (b *Broker) interBrokerAddr(id int32) string {
+	for _, bi := range b.ctrl.Brokers() {
+		if bi.ID == id {
+			if ep, ok := bi.Endpoint(b.cfg.InterBrokerListenerName); ok {
+				return ep.Addr()
+			}
+		}
+	}
+	return ""
+}
+
+// secureDial connects to another broker's inter-broker listener at addr,
+// with TLS and SASL as that listener asks (InterBrokerTLS,
+// InterBrokerSASL); TLS checks the certificate against addr's host.
+func (b *Broker) secureDial(addr, clientID string, timeout time.Duration, maxResp int32) (*wireClient, error) {
+	deadline := time.Now().Add(timeout)
+	c, err := dialWire(b.cfg.Dial, addr, clientID, timeout, maxResp)
+	if err != nil {
+		return nil, err
+	}
+	lc, _ := b.cfg.listenerConfig(b.cfg.InterBrokerListenerName)
+	if lc.Protocol.UsesTLS() {
+		tc := b.cfg.InterBrokerTLS.Clone()
+		if tc.ServerName == "" {
+			tc.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		conn := tls.Client(c.conn, tc)
+		if err := conn.SetDeadline(deadline); err == nil {
+			err = conn.Handshake()
+		}
+		if err != nil {
+			c.close()
+			return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+		}
+		c.conn = conn
+	}
+	if lc.Protocol.UsesSASL() {
+		mech, err := b.cfg.InterBrokerSASL.SASL()
+		if err == nil {
+			err = c.authenticate(mech, deadline)
+		}
+		if err != nil {
+			c.close()
+			return nil, fmt.Errorf("SASL with %s: %w", addr, err)
+		}
+	}
+	return c, nil
 }

@@ -53,7 +53,7 @@ type Slice struct {
 
 // UploadedObject is one combined object, durable in storage.
 type UploadedObject struct {
-	ID         string
+	ID         metadata.ObjectID
 	Key        string
 	Bucket     string
 	BrokerID   int32
@@ -62,8 +62,8 @@ type UploadedObject struct {
 	Size       int64
 }
 
-// ObjectWriter writes combined objects. remotewal implements it over its
-// storage manager; StoreWriter adapts an objstore.Store.
+// ObjectWriter writes combined objects. StoreWriter, the one
+// implementation outside tests, adapts an objstore.Store.
 type ObjectWriter interface {
 	// PutObject writes body under key create-only, failing with an error
 	// that wraps objstore.ErrExists if key exists. body is not retained or
@@ -82,25 +82,41 @@ type Publisher interface {
 	PublishObject(ctx context.Context, obj UploadedObject) error
 }
 
-// StoreWriter adapts an objstore.Store to ObjectWriter, tagging requests
-// with component "combiner" for the ledger.
+// StoreWriter adapts an objstore.Store to ObjectWriter: create-only PUTs
+// (If-None-Match: *) and suffix-range GETs. It tags every request with
+// component "combiner" (unless ctx already names a component), so the
+// ledger counts the combiner's requests as its own. It is the adapter the
+// write path (remotewal.NewWritePath) uses.
 type StoreWriter struct{ Store objstore.Store }
 
 var _ ObjectWriter = StoreWriter{}
+
+// Component is the ledger component of the combiner's requests.
+const Component = "combiner"
 
 func tagged(ctx context.Context) context.Context {
 	if objstore.TagsFrom(ctx).Component != "" {
 		return ctx
 	}
-	return objstore.WithTags(ctx, objstore.Tags{Component: "combiner", Partition: -1})
+	return objstore.WithTags(ctx, objstore.Tags{Component: Component, Partition: -1})
 }
 
 func (w StoreWriter) PutObject(ctx context.Context, key string, body []byte) error {
-	return w.Store.Put(tagged(ctx), key, body, objstore.PutOptions{IfNoneMatch: true})
+	if err := w.Store.Put(tagged(ctx), key, body, objstore.PutOptions{IfNoneMatch: true}); err != nil {
+		return fmt.Errorf("combiner: put %q (%d bytes): %w", key, len(body), err)
+	}
+	return nil
 }
 
 func (w StoreWriter) ReadObjectTail(ctx context.Context, key string, n int64) ([]byte, error) {
-	return w.Store.GetRange(tagged(ctx), key, -n, 0)
+	if n <= 0 {
+		return nil, fmt.Errorf("combiner: read tail of %q: length %d: %w", key, n, objstore.ErrInvalidRange)
+	}
+	b, err := w.Store.GetRange(tagged(ctx), key, -n, -1)
+	if err != nil {
+		return nil, fmt.Errorf("combiner: read tail of %q: %w", key, err)
+	}
+	return b, nil
 }
 
 // Metrics is a snapshot of the combiner's gauges and counters.
@@ -512,7 +528,7 @@ func (c *Combiner) jitter(d time.Duration) time.Duration {
 	return d/2 + time.Duration(c.cfg.Rand.Int64N(int64(d/2)+1))
 }
 
-func (c *Combiner) newID() string {
+func (c *Combiner) newID() metadata.ObjectID {
 	c.randMu.Lock()
 	defer c.randMu.Unlock()
 	return newID(c.cfg.Rand)

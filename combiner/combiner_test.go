@@ -464,8 +464,8 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestKeys(t *testing.T) {
-	k := Key("p/", 12, t0, "abc")
-	if k != "p/wal/12/2025060112/abc.kwal" || !IsWALKey("p/", k) {
+	k := Key("p/", 12, t0, metadata.ObjectID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
+	if k != "p/wal/12/2025060112/01020304-0506-0708-090a-0b0c0d0e0f10.kwal" || !IsWALKey("p/", k) {
 		t.Fatalf("key %q", k)
 	}
 	for _, bad := range []string{"p/wal/12/2025060112/abc", "p/wal/12/abc.kwal", "p/wal/x/2025060112/a.kwal", "p/wal/12/2025060112/a.kwal/b.kwal", "q/wal/12/2025060112/a.kwal"} {
@@ -475,7 +475,7 @@ func TestKeys(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	a, b := newID(rng), newID(rng)
-	if a == b || len(a) != 36 || strings.HasPrefix(Key("", 1, t0, a)+"/", Key("", 1, t0, b)+"/") {
+	if a == b || len(a.UUID()) != 36 || a[6]>>4 != 4 || a[8]>>6 != 2 || strings.HasPrefix(Key("", 1, t0, a)+"/", Key("", 1, t0, b)+"/") {
 		t.Fatalf("ids %q %q", a, b)
 	}
 }
@@ -487,7 +487,7 @@ func (r refs) IsReferenced(k string) bool { return r[k] }
 func TestChooseOrphans(t *testing.T) {
 	now := t0
 	grace := 5 * time.Minute
-	k := func(id string) string { return Key("", 1, t0, id) }
+	k := func(name string) string { return Key("", 1, t0, nameID(name)) }
 	listing := []objstore.ObjectInfo{
 		{Key: k("old"), LastModified: now.Add(-grace)},
 		{Key: k("young"), LastModified: now.Add(-grace + time.Second)},
@@ -517,7 +517,7 @@ func TestOrphanAfterCrashBetweenPutAndPublish(t *testing.T) {
 	}
 	// Put a second, unrelated orphan from another broker, and a referenced one.
 	other, _, _ := objformat.Encode([]objformat.Input{{TopicPartition: metadata.TopicPartition{Topic: "u"}, Data: []byte("y")}}, 0)
-	otherKey, liveKey := Key("", 9, t0, "other"), Key("", 9, t0, "live")
+	otherKey, liveKey := Key("", 9, t0, nameID("other")), Key("", 9, t0, nameID("live"))
 	_ = r.store.Put(context.Background(), otherKey, other, objstore.PutOptions{})
 	_ = r.store.Put(context.Background(), liveKey, other, objstore.PutOptions{})
 	oc.cfg.Refs = refs{liveKey: true}
@@ -554,7 +554,7 @@ func TestCorruptObjectTypedErrorAndLog(t *testing.T) {
 	}
 	for name, b := range cases {
 		t.Run(name, func(t *testing.T) {
-			key := Key("", 1, t0, name)
+			key := Key("", 1, t0, nameID(name))
 			_ = s.Put(context.Background(), key, b, objstore.PutOptions{})
 			var buf bytes.Buffer
 			_, _, err := ReadObjectFooter(context.Background(), s, key, slog.New(slog.NewTextHandler(&buf, nil)))

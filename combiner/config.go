@@ -4,7 +4,6 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -170,9 +169,10 @@ func DefaultRetriable(err error) bool {
 }
 
 // Key returns the object key for id uploaded by broker at t:
-// <prefix>wal/<broker-id>/<yyyymmddhh>/<id>.kwal. Every key has the same
-// depth and ends in a leaf name, so none is a "/"-prefix of another.
-func Key(prefix string, broker int32, t time.Time, id string) string {
+// <prefix>wal/<broker-id>/<yyyymmddhh>/<id as UUID>.kwal. Every key has the
+// same depth and ends in a leaf name, so none is a "/"-prefix of another.
+func Key(prefix string, broker int32, t time.Time, oid metadata.ObjectID) string {
+	id := oid.UUID()
 	b := make([]byte, 0, len(prefix)+len("wal/")+11+len("/2006010215/")+len(id)+len(".kwal"))
 	b = append(b, prefix...)
 	b = append(b, "wal/"...)
@@ -211,22 +211,12 @@ func IsWALKey(prefix, key string) bool {
 	return true
 }
 
-// newID makes a random (version 4 layout) UUID string from r.
-func newID(r *rand.Rand) string {
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], r.Uint64())
-	binary.BigEndian.PutUint64(b[8:], r.Uint64())
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var s [36]byte
-	hex.Encode(s[0:8], b[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], b[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], b[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], b[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:36], b[10:16])
-	return string(s[:])
+// newID makes a random object id (version 4 UUID layout) from r.
+func newID(r *rand.Rand) metadata.ObjectID {
+	var id metadata.ObjectID
+	binary.BigEndian.PutUint64(id[:8], r.Uint64())
+	binary.BigEndian.PutUint64(id[8:], r.Uint64())
+	id[6] = id[6]&0x0f | 0x40
+	id[8] = id[8]&0x3f | 0x80
+	return id
 }

@@ -195,7 +195,7 @@ type recPublisher struct {
 		sync.Mutex
 		calls int
 		objs  []UploadedObject
-		ids   map[string]bool
+		ids   map[metadata.ObjectID]bool
 	}
 }
 
@@ -213,7 +213,7 @@ func (p *recPublisher) PublishObject(ctx context.Context, obj UploadedObject) er
 		p.t.Errorf("published %s, which is not in the store", obj.Key)
 	}
 	if p.mu.ids == nil {
-		p.mu.ids = map[string]bool{}
+		p.mu.ids = map[metadata.ObjectID]bool{}
 	}
 	if p.mu.ids[obj.ID] {
 		p.t.Errorf("object %s published twice", obj.ID)
@@ -284,3 +284,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 var errBoom = errors.New("boom")
+
+// nameID is a readable object id for tests: name's bytes, zero-padded.
+func nameID(name string) metadata.ObjectID {
+	var id metadata.ObjectID
+	copy(id[:], name)
+	return id
+}

@@ -69,7 +69,7 @@ func TestOrphanAfterCrashBetweenPutAndPublish(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			orphan := combiner.Key("", 9, time.Now(), "0badc0de-0000-4000-8000-000000000001")
+			orphan := combiner.Key("", 9, time.Now(), metadata.ObjectID{0x0b, 0xad, 0xc0, 0xde, 6: 0x40, 8: 0x80, 15: 1})
 			if err := store.Put(ctx, orphan, obj, objstore.PutOptions{IfNoneMatch: true}); err != nil {
 				t.Fatal(err)
 			}

@@ -12,6 +12,22 @@ type ObjectID [16]byte
 
 func (id ObjectID) String() string { return hex.EncodeToString(id[:]) }
 
+// UUID formats id as a UUID, 8-4-4-4-12 hex digits (the leaf of its
+// object's key, see combiner.Key).
+func (id ObjectID) UUID() string {
+	var s [36]byte
+	hex.Encode(s[0:8], id[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], id[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], id[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], id[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:36], id[10:16])
+	return string(s[:])
+}
+
 // ParseObjectID parses the 32 hex digits String produces.
 func ParseObjectID(s string) (ObjectID, error) {
 	var id ObjectID

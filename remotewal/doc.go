@@ -20,9 +20,11 @@
 // worker slot to read and submit. Submit blocks when the combiner's queue is
 // full; that back-pressure holds the task, which is what bounds memory.
 //
-// The package also holds the storage manager that KIP-1176 names
-// RemoteWalStorageManager: copy, ranged fetch and delete of combined objects,
-// implemented over objstore so any backend URL works.
+// The package also assembles the leader's write path (NewWritePath: tasks,
+// combiner and metadata publisher). What KIP-1176 names the
+// RemoteWalStorageManager is objstore.Store itself: the combiner writes
+// through combiner.StoreWriter (create-only PUTs tagged "combiner" in the
+// ledger), followers read ranges and retention deletes through the store.
 //
 // What it does not own: packing slices into objects (combiner), metadata
 // (metadata), and reading slices back (follower).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/combiner"
@@ -31,27 +30,20 @@ type MetadataPublisher struct {
 var _ combiner.Publisher = (*MetadataPublisher)(nil)
 
 // ObjectMetadataOf converts an uploaded object to its metadata event.
-func ObjectMetadataOf(obj combiner.UploadedObject, state metadata.SegmentState) (*metadata.ObjectMetadata, error) {
-	id, err := metadata.ParseObjectID(strings.ReplaceAll(obj.ID, "-", ""))
-	if err != nil {
-		return nil, fmt.Errorf("remotewal: object %q: %w", obj.Key, err)
-	}
+func ObjectMetadataOf(obj combiner.UploadedObject, state metadata.SegmentState) *metadata.ObjectMetadata {
 	return &metadata.ObjectMetadata{
-		ID:               id,
+		ID:               obj.ID,
 		Bucket:           obj.Bucket,
 		Key:              obj.Key,
 		BrokerID:         obj.BrokerID,
 		State:            state,
 		EventTimestampMs: obj.UploadedAt.UnixMilli(),
 		Entries:          obj.Entries,
-	}, nil
+	}
 }
 
 func (p *MetadataPublisher) PublishObject(ctx context.Context, obj combiner.UploadedObject) error {
-	m, err := ObjectMetadataOf(obj, metadata.CopySegmentFinished)
-	if err != nil {
-		return err
-	}
+	m := ObjectMetadataOf(obj, metadata.CopySegmentFinished)
 	if p.Clock != nil {
 		m.EventTimestampMs = p.Clock.Now().UnixMilli()
 	}
@@ -71,12 +63,12 @@ func (r StateReferences) IsReferenced(key string) bool {
 }
 
 // WritePath is the leader's whole remote-WAL write path: partition tasks
-// cut slices, the combiner packs and uploads them through the storage
-// manager, and metadata is published after each upload.
+// cut slices, the combiner packs and uploads them through a
+// combiner.StoreWriter (its requests tagged "combiner"), and metadata is
+// published after each upload.
 type WritePath struct {
 	Manager  *Manager
 	Combiner *combiner.Combiner
-	Storage  *ObjectStorageManager
 }
 
 // WritePathConfig configures NewWritePath. Combiner.Writer and
@@ -94,9 +86,8 @@ func NewWritePath(cfg WritePathConfig) (*WritePath, error) {
 	if cfg.Store == nil || cfg.Publisher == nil {
 		return nil, fmt.Errorf("remotewal: write path needs a store and a metadata publisher")
 	}
-	sm := NewObjectStorageManager(cfg.Store)
 	cc := cfg.Combiner
-	cc.Writer = sm
+	cc.Writer = combiner.StoreWriter{Store: cfg.Store}
 	cc.Publisher = &MetadataPublisher{P: cfg.Publisher, Clock: cc.Clock}
 	if cc.Logger == nil {
 		cc.Logger = cfg.Logger
@@ -117,7 +108,7 @@ func NewWritePath(cfg WritePathConfig) (*WritePath, error) {
 		comb.Close(context.Background())
 		return nil, err
 	}
-	return &WritePath{Manager: m, Combiner: comb, Storage: sm}, nil
+	return &WritePath{Manager: m, Combiner: comb}, nil
 }
 
 // Close stops the tasks, then lets the combiner upload and publish what it

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kwal/kwal/internal/audit"
+	"github.com/kwal/kwal/cmd/kwal/internal/audit"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore/storeurl"
 )

@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/kwal/kwal/internal/brokerbench"
+	"github.com/kwal/kwal/cmd/kwal/internal/brokerbench"
 )
 
 func init() {

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kwal/kwal/internal/latbench"
+	"github.com/kwal/kwal/cmd/kwal/internal/latbench"
 )
 
 func init() {

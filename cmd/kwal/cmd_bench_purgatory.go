@@ -5,7 +5,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/kwal/kwal/internal/purgbench"
+	"github.com/kwal/kwal/cmd/kwal/internal/purgbench"
 )
 
 func init() {

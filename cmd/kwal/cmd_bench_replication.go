@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/kwal/kwal/internal/replbench"
+	"github.com/kwal/kwal/cmd/kwal/internal/replbench"
 )
 
 func init() {

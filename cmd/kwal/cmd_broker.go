@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/broker"
+	"github.com/kwal/kwal/rwnode"
 )
 
 func init() {
@@ -74,12 +75,12 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 	var closeRemoteWAL func()
 	if cfg.RemoteWAL.SystemEnable {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		parts, err := broker.OpenRemoteWALParts(ctx, &cfg)
+		parts, err := rwnode.OpenRemoteWALParts(ctx, &cfg)
 		cancel()
 		if err != nil {
 			return err
 		}
-		r, err := broker.NewRemoteWALReplicatorFor(&cfg, parts, logger)
+		r, err := rwnode.NewRemoteWALReplicatorFor(&cfg, parts, logger)
 		if err != nil {
 			parts.Close()
 			return err

@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/kwal/kwal/internal/demo"
+	"github.com/kwal/kwal/cmd/kwal/internal/demo"
 )
 
 func init() {

@@ -24,6 +24,7 @@ import (
 	"github.com/kwal/kwal/internal/kclient"
 	"github.com/kwal/kwal/internal/stats"
 	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/localcluster"
 	"github.com/kwal/kwal/objstore/ledger"
 )
 
@@ -82,7 +83,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "kwal demo: 3 brokers in racks az1, az2, az2; %s topic %q; object store %s with the %q latency model; metadata on %s\n",
 		cfg.Mode, cfg.Topic, orDefault(cfg.StorageURL, "fs in "+dir), cfg.LatencyModel, orDefault(cfg.MetadataBootstrap, "embedded kfake"))
-	lc, err := broker.StartLocalCluster(ctx, broker.LocalClusterConfig{
+	lc, err := localcluster.Start(ctx, localcluster.Config{
 		Racks: []string{"az1", "az2", "az2"}, Dir: dir, StorageURL: cfg.StorageURL,
 		LatencyModel: cfg.LatencyModel, MetadataBootstrap: cfg.MetadataBootstrap,
 		RemoteWAL: broker.RemoteWALConfig{CombinerTaskInterval: cfg.Interval},
@@ -136,7 +137,7 @@ type runStats struct {
 	outOfOrd     atomic.Int64
 }
 
-func runClients(ctx context.Context, cfg Config, seeds []string, lc *broker.LocalCluster, w io.Writer) error {
+func runClients(ctx context.Context, cfg Config, seeds []string, lc *localcluster.Cluster, w io.Writer) error {
 	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
 		return err
@@ -303,7 +304,7 @@ func consume(ctx context.Context, cons *kgo.Client, cfg Config, st *runStats) er
 	return nil
 }
 
-func progress(w io.Writer, st *runStats, total int, lc *broker.LocalCluster, base []ledger.Snapshot, el time.Duration) {
+func progress(w io.Writer, st *runStats, total int, lc *localcluster.Cluster, base []ledger.Snapshot, el time.Duration) {
 	line := fmt.Sprintf("\r%5.1fs  produced+acked %6d/%d  consumed %6d/%d", el.Seconds(), st.acked.Load(), total, st.consumed.Load(), total)
 	if lc != nil {
 		puts, gets, cross := ledgerTotals(lc, base, st.producerRack)
@@ -312,7 +313,7 @@ func progress(w io.Writer, st *runStats, total int, lc *broker.LocalCluster, bas
 	fmt.Fprint(w, line)
 }
 
-func ledgerTotals(lc *broker.LocalCluster, base []ledger.Snapshot, producerRack string) (puts, gets, cross int64) {
+func ledgerTotals(lc *localcluster.Cluster, base []ledger.Snapshot, producerRack string) (puts, gets, cross int64) {
 	for i, l := range lc.Ledgers {
 		s := l.Snapshot()
 		if i < len(base) {
@@ -338,7 +339,7 @@ func crosses(t ledger.TransferRow, producerRack string) bool {
 	return t.CrossRack()
 }
 
-func summary(w io.Writer, cfg Config, st *runStats, lc *broker.LocalCluster, base []ledger.Snapshot, produceTime time.Duration) error {
+func summary(w io.Writer, cfg Config, st *runStats, lc *localcluster.Cluster, base []ledger.Snapshot, produceTime time.Duration) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "summary (%s mode, measured)\t\n", cfg.Mode)
 	fmt.Fprintf(tw, "  records\t%d of %d B, %d partitions, RF 3\n", cfg.Records, cfg.RecordBytes, cfg.Partitions)
@@ -397,7 +398,7 @@ func summary(w io.Writer, cfg Config, st *runStats, lc *broker.LocalCluster, bas
 
 // checkIdentity compares every follower's segment bytes with its leader's
 // once the followers have caught up.
-func checkIdentity(lc *broker.LocalCluster, cfg Config) (bool, string) {
+func checkIdentity(lc *localcluster.Cluster, cfg Config) (bool, string) {
 	deadline := time.Now().Add(30 * time.Second)
 	checked := 0
 	for p := int32(0); p < cfg.Partitions; p++ {

@@ -11,7 +11,7 @@
 // report: markdown, JSON and PNG plots (latency CDFs per mode; cost
 // against p99 latency).
 //
-// It does not own the cluster (broker.StartLocalCluster), the object-store
+// It does not own the cluster (localcluster.Start), the object-store
 // latency model (objstore/latency), the counts (objstore/ledger) or the
 // prices (cost).
 //

@@ -1,8 +1,7 @@
-package broker
+package rwnode
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/combiner"
 	"github.com/kwal/kwal/follower"
@@ -21,42 +21,6 @@ import (
 	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/kwal/kwal/remotewal"
 )
-
-// Protocol extensions of the remotewal mode (the KIP leaves the follower
-// fetch's shape open). Both ride on Fetch v12, which Kafka brokers and
-// clients accept unchanged:
-//
-//   - TagLeaderLogEnd: a tagged field of a remotewal partition in a replica
-//     Fetch response carrying the leader's log end offset (uvarint). The
-//     follower needs it to see that bytes exist that the metadata has not
-//     shown it yet, so that it can fall back to the leader instead of
-//     waiting forever; the high watermark cannot tell, since this follower
-//     holds it back.
-//   - FallbackRack: a replica Fetch whose rack_id is this value asks the
-//     leader of a remotewal partition for record bytes (the follower's
-//     "recovery stream"); every other replica fetch of a remotewal
-//     partition gets offsets only. Those bytes are recorded in the ledger
-//     as component "fallback".
-const (
-	TagLeaderLogEnd uint32 = 0x6b77 // "kw"
-	FallbackRack           = "kwal:fallback"
-)
-
-func leaderLogEndTag(rp *kmsg.FetchResponseTopicPartition) (int64, bool) {
-	var (
-		leo   int64
-		found bool
-	)
-	rp.UnknownTags.Each(func(k uint32, v []byte) {
-		if k != TagLeaderLogEnd {
-			return
-		}
-		if x, n := binary.Uvarint(v); n > 0 {
-			leo, found = int64(x), true
-		}
-	})
-	return leo, found
-}
 
 // RemoteWALReplicatorConfig configures NewRemoteWALReplicator.
 type RemoteWALReplicatorConfig struct {
@@ -96,7 +60,9 @@ type RemoteWALReplicatorConfig struct {
 // leader side runs the remote-WAL write path (remotewal tasks, combiner,
 // metadata publisher); the follower side consumes the metadata topic and
 // rebuilds follower logs from object storage with the follower package.
-// It implements Replicator; the broker binds itself to it in New.
+// It implements broker.Replicator and reaches the broker only through the
+// broker.FollowerReplica handles StartFollower is given and the logs
+// StartLeader is given.
 type RemoteWALReplicator struct {
 	cfg   RemoteWALReplicatorConfig
 	pub   *metadata.Publisher
@@ -113,27 +79,27 @@ type RemoteWALReplicator struct {
 
 	mu struct {
 		sync.Mutex
-		b       *Broker
+		leads   map[metadata.TopicPartition]*kafkalog.Log
 		follows map[metadata.TopicPartition]*followView
 		clients map[int32]*leaderConn
 	}
 }
 
-var _ Replicator = (*RemoteWALReplicator)(nil)
+var _ broker.Replicator = (*RemoteWALReplicator)(nil)
 
 type followView struct {
-	tp     TopicPartition
+	tp     broker.TopicPartition
 	leader int32
 	epoch  int32
 	leo    int64 // leader's log end, from TagLeaderLogEnd
-	notify func()
+	h      broker.FollowerReplica
 }
 
 // leaderConn is one connection to a leader for OffsetForLeaderEpoch and
 // fallback fetches (the replica fetcher keeps its own for long polls).
 type leaderConn struct {
 	mu sync.Mutex
-	c  *wireClient
+	c  *broker.WireConn
 }
 
 // NewRemoteWALReplicator starts the metadata publisher and consumer (and
@@ -141,7 +107,7 @@ type leaderConn struct {
 // partial index), the write path and the follower.
 func NewRemoteWALReplicator(cfg RemoteWALReplicatorConfig) (*RemoteWALReplicator, error) {
 	if cfg.Store == nil {
-		return nil, errors.New("broker: remote WAL replicator needs an object store")
+		return nil, errors.New("rwnode: remote WAL replicator needs an object store")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
@@ -156,6 +122,7 @@ func NewRemoteWALReplicator(cfg RemoteWALReplicatorConfig) (*RemoteWALReplicator
 		cfg.Ledger = ledger.New()
 	}
 	r := &RemoteWALReplicator{cfg: cfg, log: cfg.Logger.With("component", "remotewal", "broker", cfg.BrokerID)}
+	r.mu.leads = map[metadata.TopicPartition]*kafkalog.Log{}
 	r.mu.follows = map[metadata.TopicPartition]*followView{}
 	r.mu.clients = map[int32]*leaderConn{}
 	var err error
@@ -174,7 +141,7 @@ func NewRemoteWALReplicator(cfg RemoteWALReplicatorConfig) (*RemoteWALReplicator
 	case <-ctx.Done():
 		r.cons.Close()
 		r.pub.Close()
-		return nil, fmt.Errorf("broker: metadata consumer not ready after %v: is %v reachable?", cfg.ReadyTimeout, cfg.Metadata.Bootstrap)
+		return nil, fmt.Errorf("rwnode: metadata consumer not ready after %v: is %v reachable?", cfg.ReadyTimeout, cfg.Metadata.Bootstrap)
 	}
 	cc := cfg.Combiner
 	cc.BrokerID = cfg.BrokerID
@@ -221,57 +188,49 @@ func NewRemoteWALReplicator(cfg RemoteWALReplicatorConfig) (*RemoteWALReplicator
 	return r, nil
 }
 
-func (r *RemoteWALReplicator) bind(b *Broker) {
-	r.mu.Lock()
-	r.mu.b = b
-	r.mu.Unlock()
-}
-
-func (r *RemoteWALReplicator) broker() *Broker {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.mu.b
-}
-
-func mtp(tp TopicPartition) metadata.TopicPartition {
+func mtp(tp broker.TopicPartition) metadata.TopicPartition {
 	return metadata.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
 }
 
 // StartLeader starts the partition's slice task.
-func (r *RemoteWALReplicator) StartLeader(tp TopicPartition, log *kafkalog.Log, leaderEpoch int32, fromOffset int64) error {
-	return r.wp.Manager.StartPartition(mtp(tp), log, leaderEpoch, fromOffset)
+func (r *RemoteWALReplicator) StartLeader(tp broker.TopicPartition, log *kafkalog.Log, leaderEpoch int32, fromOffset int64) error {
+	if err := r.wp.Manager.StartPartition(mtp(tp), log, leaderEpoch, fromOffset); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.mu.leads[mtp(tp)] = log
+	r.mu.Unlock()
+	return nil
 }
 
 // StopLeader stops the partition's slice task.
-func (r *RemoteWALReplicator) StopLeader(tp TopicPartition) { r.wp.Manager.StopPartition(mtp(tp)) }
+func (r *RemoteWALReplicator) StopLeader(tp broker.TopicPartition) {
+	r.mu.Lock()
+	delete(r.mu.leads, mtp(tp))
+	r.mu.Unlock()
+	r.wp.Manager.StopPartition(mtp(tp))
+}
 
 // StartFollower has the follower rebuild the partition's log from object
-// storage.
-func (r *RemoteWALReplicator) StartFollower(tp TopicPartition, log *kafkalog.Log, leader int32, leaderEpoch int32, notify func()) error {
-	b := r.broker()
-	if b == nil {
-		return errors.New("broker: remote WAL replicator is not bound to a broker")
-	}
-	p := b.partition(tp)
-	if p == nil {
-		return fmt.Errorf("broker: remote WAL follower of unknown partition %s", tp)
-	}
+// storage, appending through h.
+func (r *RemoteWALReplicator) StartFollower(h broker.FollowerReplica) error {
+	tp := h.TopicPartition()
 	m := mtp(tp)
 	r.mu.Lock()
-	r.mu.follows[m] = &followView{tp: tp, leader: leader, epoch: leaderEpoch, leo: -1, notify: notify}
+	r.mu.follows[m] = &followView{tp: tp, leader: h.Leader().ID, epoch: h.LeaderEpoch(), leo: -1, h: h}
 	r.mu.Unlock()
-	err := r.fol.AddPartition(m, &partitionFollowerLog{p: p, epoch: leaderEpoch, notify: notify})
+	err := r.fol.AddPartition(m, &partitionFollowerLog{h: h})
 	if errors.Is(err, follower.ErrPartitionExists) {
 		// A new epoch of the same follow: restart it so the follower
 		// truncates against the new leader before appending again.
 		_ = r.fol.RemovePartition(m)
-		err = r.fol.AddPartition(m, &partitionFollowerLog{p: p, epoch: leaderEpoch, notify: notify})
+		err = r.fol.AddPartition(m, &partitionFollowerLog{h: h})
 	}
 	return err
 }
 
 // StopFollower stops rebuilding the partition's log.
-func (r *RemoteWALReplicator) StopFollower(tp TopicPartition) {
+func (r *RemoteWALReplicator) StopFollower(tp broker.TopicPartition) {
 	m := mtp(tp)
 	r.mu.Lock()
 	_, ok := r.mu.follows[m]
@@ -282,11 +241,11 @@ func (r *RemoteWALReplicator) StopFollower(tp TopicPartition) {
 	}
 }
 
-var _ LeaderLogEndObserver = (*RemoteWALReplicator)(nil)
+var _ broker.LeaderLogEndObserver = (*RemoteWALReplicator)(nil)
 
 // ObserveLeaderLogEnd records the leader's log end from a replica fetch
 // response and wakes the follower when it moved.
-func (r *RemoteWALReplicator) ObserveLeaderLogEnd(tp TopicPartition, leo int64) {
+func (r *RemoteWALReplicator) ObserveLeaderLogEnd(tp broker.TopicPartition, leo int64) {
 	r.mu.Lock()
 	v := r.mu.follows[mtp(tp)]
 	changed := v != nil && v.leo != leo
@@ -364,18 +323,13 @@ func (r *RemoteWALReplicator) startMaintenance() error {
 // safeOffset is the offset below which every in-sync replica of tp holds
 // the data: the high watermark, known only where this broker leads tp.
 func (r *RemoteWALReplicator) safeOffset(tp metadata.TopicPartition) (int64, bool) {
-	b := r.broker()
-	if b == nil {
+	r.mu.Lock()
+	log, ok := r.mu.leads[tp]
+	r.mu.Unlock()
+	if !ok {
 		return 0, false
 	}
-	p := b.partition(TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
-	if p == nil {
-		return 0, false
-	}
-	if _, leader := p.snapshot(); !leader {
-		return 0, false
-	}
-	return p.log.HighWatermark(), true
+	return log.HighWatermark(), true
 }
 
 // Close stops the follower, then lets the write path upload and publish
@@ -393,7 +347,7 @@ func (r *RemoteWALReplicator) Close(ctx context.Context) error {
 	for _, c := range r.mu.clients {
 		c.mu.Lock()
 		if c.c != nil {
-			c.c.close()
+			c.c.Close()
 		}
 		c.mu.Unlock()
 	}
@@ -402,33 +356,32 @@ func (r *RemoteWALReplicator) Close(ctx context.Context) error {
 }
 
 // partitionFollowerLog routes the follower's appends through the broker's
-// partition, so producer state is learned and a stale epoch is refused, and
-// wakes the fetcher so the new log end reaches the leader at once.
+// replica handle, so producer state is learned and a stale epoch is
+// refused, and wakes the fetcher so the new log end reaches the leader at
+// once.
 type partitionFollowerLog struct {
-	p      *partition
-	epoch  int32
-	notify func()
+	h broker.FollowerReplica
 }
 
 var _ follower.Log = (*partitionFollowerLog)(nil)
 
-func (l *partitionFollowerLog) LogEndOffset() int64                 { return l.p.log.LogEndOffset() }
-func (l *partitionFollowerLog) LatestEpoch() (int32, bool)          { return l.p.log.LatestEpoch() }
-func (l *partitionFollowerLog) EpochEntries() []kafkalog.EpochEntry { return l.p.log.EpochEntries() }
+func (l *partitionFollowerLog) LogEndOffset() int64                 { return l.h.LogEndOffset() }
+func (l *partitionFollowerLog) LatestEpoch() (int32, bool)          { return l.h.LatestEpoch() }
+func (l *partitionFollowerLog) EpochEntries() []kafkalog.EpochEntry { return l.h.EpochEntries() }
 
 func (l *partitionFollowerLog) AppendAsFollower(b []byte) (kafkalog.AppendInfo, error) {
-	info, err := l.p.appendAsFollower(b, l.epoch)
+	info, err := l.h.AppendAsFollower(b)
 	if err == nil {
-		l.notify()
+		l.h.Notify()
 	}
 	return info, err
 }
 
 func (l *partitionFollowerLog) Truncate(to int64) error {
-	if err := l.p.truncate(to); err != nil {
+	if err := l.h.Truncate(to); err != nil {
 		return err
 	}
-	l.notify()
+	l.h.Notify()
 	return nil
 }
 
@@ -442,7 +395,6 @@ func (s *leaderState) Leader(tp metadata.TopicPartition) (follower.LeaderInfo, b
 	if ok {
 		info = follower.LeaderInfo{Epoch: v.epoch, LogEnd: v.leo}
 	}
-	b := r.mu.b
 	r.mu.Unlock()
 	if !ok {
 		return info, false
@@ -450,11 +402,9 @@ func (s *leaderState) Leader(tp metadata.TopicPartition) (follower.LeaderInfo, b
 	if info.LogEnd < 0 {
 		// Nothing heard from the leader yet: claim no more than we have,
 		// so no gap is assumed before the first fetch answers.
-		if p := b.partition(v.tp); p != nil {
-			info.LogEnd = p.log.LogEndOffset()
-		}
+		info.LogEnd = v.h.LogEndOffset()
 	}
-	info.Rack = b.rackOf(v.leader)
+	info.Rack = v.h.Leader().Rack
 	return info, true
 }
 
@@ -462,10 +412,10 @@ func (s *leaderState) EndOffsetForEpoch(ctx context.Context, tp metadata.TopicPa
 	r := (*RemoteWALReplicator)(s)
 	v, ok := r.view(tp)
 	if !ok {
-		return -1, -1, fmt.Errorf("broker: %s is not followed", tp)
+		return -1, -1, fmt.Errorf("rwnode: %s is not followed", tp)
 	}
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
-	req.Version = replicaOffsetForEpochVers
+	req.Version = broker.ReplicaOffsetForEpochVersion
 	req.ReplicaID = r.cfg.BrokerID
 	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
 	rt.Topic = tp.Topic
@@ -473,7 +423,7 @@ func (s *leaderState) EndOffsetForEpoch(ctx context.Context, tp metadata.TopicPa
 	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = tp.Partition, v.epoch, epoch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp, err := r.roundTrip(ctx, v.leader, req)
+	resp, err := r.roundTrip(ctx, v, req)
 	if err != nil {
 		return -1, -1, err
 	}
@@ -483,12 +433,12 @@ func (s *leaderState) EndOffsetForEpoch(ctx context.Context, tp metadata.TopicPa
 				continue
 			}
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return -1, -1, fmt.Errorf("broker: OffsetForLeaderEpoch %s epoch %d: %w", tp, epoch, err)
+				return -1, -1, fmt.Errorf("rwnode: OffsetForLeaderEpoch %s epoch %d: %w", tp, epoch, err)
 			}
 			return p.LeaderEpoch, p.EndOffset, nil
 		}
 	}
-	return -1, -1, fmt.Errorf("broker: OffsetForLeaderEpoch %s: no answer for the partition", tp)
+	return -1, -1, fmt.Errorf("rwnode: OffsetForLeaderEpoch %s: no answer for the partition", tp)
 }
 
 type leaderClient RemoteWALReplicator
@@ -497,12 +447,12 @@ func (c *leaderClient) Fetch(ctx context.Context, tp metadata.TopicPartition, le
 	r := (*RemoteWALReplicator)(c)
 	v, ok := r.view(tp)
 	if !ok {
-		return nil, fmt.Errorf("broker: %s is not followed", tp)
+		return nil, fmt.Errorf("rwnode: %s is not followed", tp)
 	}
 	req := kmsg.NewPtrFetchRequest()
-	req.Version = replicaFetchVersion
+	req.Version = broker.ReplicaFetchVersion
 	req.ReplicaID = r.cfg.BrokerID
-	req.Rack = FallbackRack
+	req.Rack = broker.FallbackRack
 	req.MaxWaitMillis = 0
 	req.MinBytes = 0
 	req.MaxBytes = int32(maxBytes)
@@ -514,13 +464,13 @@ func (c *leaderClient) Fetch(ctx context.Context, tp metadata.TopicPartition, le
 	rp.LastFetchedEpoch, rp.LogStartOffset, rp.PartitionMaxBytes = -1, -1, int32(maxBytes)
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp, err := r.roundTrip(ctx, v.leader, req)
+	resp, err := r.roundTrip(ctx, v, req)
 	if err != nil {
 		return nil, err
 	}
 	fr := resp.(*kmsg.FetchResponse)
 	if err := kerr.ErrorForCode(fr.ErrorCode); err != nil {
-		return nil, fmt.Errorf("broker: fallback fetch %s@%d: %w", tp, offset, err)
+		return nil, fmt.Errorf("rwnode: fallback fetch %s@%d: %w", tp, offset, err)
 	}
 	for _, t := range fr.Topics {
 		for _, p := range t.Partitions {
@@ -528,12 +478,12 @@ func (c *leaderClient) Fetch(ctx context.Context, tp metadata.TopicPartition, le
 				continue
 			}
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return nil, fmt.Errorf("broker: fallback fetch %s@%d: %w", tp, offset, err)
+				return nil, fmt.Errorf("rwnode: fallback fetch %s@%d: %w", tp, offset, err)
 			}
 			return p.RecordBatches, nil
 		}
 	}
-	return nil, fmt.Errorf("broker: fallback fetch %s: no answer for the partition", tp)
+	return nil, fmt.Errorf("rwnode: fallback fetch %s: no answer for the partition", tp)
 }
 
 type logEndReporter RemoteWALReplicator
@@ -541,7 +491,7 @@ type logEndReporter RemoteWALReplicator
 func (rep *logEndReporter) ReportLogEnd(tp metadata.TopicPartition, _ int64) {
 	r := (*RemoteWALReplicator)(rep)
 	if v, ok := r.view(tp); ok {
-		v.notify()
+		v.h.Notify()
 	}
 }
 
@@ -555,13 +505,10 @@ func (r *RemoteWALReplicator) view(tp metadata.TopicPartition) (followView, bool
 	return *v, true
 }
 
-// roundTrip sends one request to a leader over this replicator's own
-// connection to it, redialing after an error.
-func (r *RemoteWALReplicator) roundTrip(ctx context.Context, leader int32, req kmsg.Request) (kmsg.Response, error) {
-	b := r.broker()
-	if b == nil {
-		return nil, errors.New("broker: remote WAL replicator is not bound")
-	}
+// roundTrip sends one request to the follow's leader over this
+// replicator's own connection to it, redialing after an error.
+func (r *RemoteWALReplicator) roundTrip(ctx context.Context, v followView, req kmsg.Request) (kmsg.Response, error) {
+	leader := v.leader
 	r.mu.Lock()
 	lc := r.mu.clients[leader]
 	if lc == nil {
@@ -569,6 +516,10 @@ func (r *RemoteWALReplicator) roundTrip(ctx context.Context, leader int32, req k
 		r.mu.clients[leader] = lc
 	}
 	r.mu.Unlock()
+	addr := v.h.Leader().Addr
+	if addr == "" {
+		return nil, fmt.Errorf("rwnode: leader %d has no known address", leader)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -576,17 +527,17 @@ func (r *RemoteWALReplicator) roundTrip(ctx context.Context, leader int32, req k
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	if lc.c == nil {
-		c, addr, err := b.dialBroker(leader, fmt.Sprintf("kwal-remotewal-%d", r.cfg.BrokerID), time.Until(deadline), replicaFetchResponseMax)
+		c, err := v.h.Dial(addr, fmt.Sprintf("kwal-remotewal-%d", r.cfg.BrokerID), time.Until(deadline))
 		if err != nil {
-			return nil, fmt.Errorf("broker: dial leader %d at %s: %w", leader, addr, err)
+			return nil, fmt.Errorf("rwnode: dial leader %d at %s: %w", leader, addr, err)
 		}
 		lc.c = c
 	}
-	resp, err := lc.c.roundTrip(req, deadline)
+	resp, err := lc.c.RoundTrip(req, deadline)
 	if err != nil {
-		lc.c.close()
+		lc.c.Close()
 		lc.c = nil
-		return nil, fmt.Errorf("broker: request to leader %d: %w", leader, err)
+		return nil, fmt.Errorf("rwnode: request to leader %d: %w", leader, err)
 	}
 	return resp, nil
 }

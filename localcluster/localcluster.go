@@ -1,4 +1,4 @@
-package broker
+package localcluster
 
 import (
 	"context"
@@ -8,15 +8,17 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/latency"
 	"github.com/kwal/kwal/objstore/ledger"
+	"github.com/kwal/kwal/rwnode"
 )
 
-// LocalClusterConfig describes an in-process cluster on loopback, as
+// Config describes an in-process cluster on loopback, as
 // `kwal demo` and the benchmarks run it.
-type LocalClusterConfig struct {
+type Config struct {
 	// Racks has one entry per broker (ids 1..n). Default az1, az2, az2.
 	Racks []string
 	// Dir holds every broker's log.dirs and, by default, the object store.
@@ -30,33 +32,33 @@ type LocalClusterConfig struct {
 	// starts one embedded kfake shared by all brokers.
 	MetadataBootstrap string
 	// RemoteWAL tunes every broker's remote WAL (the remote.wal.* keys).
-	RemoteWAL RemoteWALConfig
+	RemoteWAL broker.RemoteWALConfig
 	// Tweak, if set, adjusts each broker's config before it starts.
-	Tweak  func(*Config)
+	Tweak  func(*broker.Config)
 	Logger *slog.Logger
 }
 
-// LocalCluster is a running in-process cluster.
-type LocalCluster struct {
-	Brokers     []*Broker
+// Cluster is a running in-process cluster.
+type Cluster struct {
+	Brokers     []*broker.Broker
 	Ledgers     []*ledger.Ledger
-	Replicators []*RemoteWALReplicator
-	Controller  *MemController
+	Replicators []*rwnode.RemoteWALReplicator
+	Controller  *broker.MemController
 	// Store is the shared object store (with its latency model).
 	Store objstore.Store
 	// Model is the latency model in force.
 	Model latency.Model
-	parts *RemoteWALParts
+	parts *rwnode.RemoteWALParts
 }
 
-// StartLocalCluster starts the brokers, sharing one controller, one object
+// Start starts the brokers, sharing one controller, one object
 // store and one metadata Kafka cluster.
-func StartLocalCluster(ctx context.Context, cfg LocalClusterConfig) (c *LocalCluster, err error) {
+func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if len(cfg.Racks) == 0 {
 		cfg.Racks = []string{"az1", "az2", "az2"}
 	}
 	if cfg.Dir == "" {
-		return nil, errors.New("broker: local cluster needs a directory")
+		return nil, errors.New("localcluster: needs a directory")
 	}
 	if cfg.LatencyModel == "" {
 		cfg.LatencyModel = "s3express"
@@ -68,13 +70,13 @@ func StartLocalCluster(ctx context.Context, cfg LocalClusterConfig) (c *LocalClu
 	if err != nil {
 		return nil, err
 	}
-	c = &LocalCluster{Controller: NewMemController(nil, 1000), Model: model}
+	c = &Cluster{Controller: broker.NewMemController(nil, 1000), Model: model}
 	defer func() {
 		if err != nil {
 			c.Close()
 		}
 	}()
-	base := Config{
+	base := broker.Config{
 		LogDir:     filepath.Join(cfg.Dir, "shared"),
 		Controller: c.Controller,
 		RemoteWAL:  cfg.RemoteWAL,
@@ -83,7 +85,7 @@ func StartLocalCluster(ctx context.Context, cfg LocalClusterConfig) (c *LocalClu
 	base.RemoteWAL.SystemEnable = true
 	base.RemoteWAL.StorageURL = cfg.StorageURL
 	base.RemoteWAL.MetadataBootstrapServers = cfg.MetadataBootstrap
-	if c.parts, err = OpenRemoteWALParts(ctx, &base); err != nil {
+	if c.parts, err = rwnode.OpenRemoteWALParts(ctx, &base); err != nil {
 		return c, err
 	}
 	if cfg.LatencyModel != "none" {
@@ -97,7 +99,7 @@ func StartLocalCluster(ctx context.Context, cfg LocalClusterConfig) (c *LocalClu
 	}
 	for i, rack := range cfg.Racks {
 		l := ledger.New()
-		bc := Config{
+		bc := broker.Config{
 			BrokerID: int32(i + 1), Rack: rack, Listener: "127.0.0.1:0",
 			LogDir:     filepath.Join(cfg.Dir, fmt.Sprintf("broker-%d", i+1)),
 			Controller: c.Controller, Ledger: l, RemoteWAL: base.RemoteWAL,
@@ -106,13 +108,13 @@ func StartLocalCluster(ctx context.Context, cfg LocalClusterConfig) (c *LocalClu
 		if cfg.Tweak != nil {
 			cfg.Tweak(&bc)
 		}
-		r, err := NewRemoteWALReplicatorFor(&bc, &RemoteWALParts{Store: c.Store, Bootstrap: c.parts.Bootstrap}, cfg.Logger)
+		r, err := rwnode.NewRemoteWALReplicatorFor(&bc, &rwnode.RemoteWALParts{Store: c.Store, Bootstrap: c.parts.Bootstrap}, cfg.Logger)
 		if err != nil {
 			return c, err
 		}
 		c.Replicators = append(c.Replicators, r)
 		bc.Replicator = r
-		b, err := New(bc)
+		b, err := broker.New(bc)
 		if err != nil {
 			return c, err
 		}
@@ -123,7 +125,7 @@ func StartLocalCluster(ctx context.Context, cfg LocalClusterConfig) (c *LocalClu
 }
 
 // Bootstrap returns the brokers' addresses.
-func (c *LocalCluster) Bootstrap() []string {
+func (c *Cluster) Bootstrap() []string {
 	var out []string
 	for _, b := range c.Brokers {
 		out = append(out, b.Addr())
@@ -132,12 +134,12 @@ func (c *LocalCluster) Bootstrap() []string {
 }
 
 // MetadataBootstrap is the Kafka holding __remote_wal_log_metadata.
-func (c *LocalCluster) MetadataBootstrap() []string { return c.parts.Bootstrap }
+func (c *Cluster) MetadataBootstrap() []string { return c.parts.Bootstrap }
 
 // Broker returns the broker with id, or nil.
-func (c *LocalCluster) Broker(id int32) *Broker {
+func (c *Cluster) Broker(id int32) *broker.Broker {
 	for _, b := range c.Brokers {
-		if b.cfg.BrokerID == id {
+		if b.Info().ID == id {
 			return b
 		}
 	}
@@ -145,7 +147,7 @@ func (c *LocalCluster) Broker(id int32) *Broker {
 }
 
 // Close stops the brokers, then their replicators, then the shared parts.
-func (c *LocalCluster) Close() error {
+func (c *Cluster) Close() error {
 	var errs []error
 	for _, b := range c.Brokers {
 		errs = append(errs, b.Close())

@@ -1,4 +1,4 @@
-package broker
+package rwnode
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/combiner"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
@@ -34,7 +35,7 @@ type RemoteWALParts struct {
 // kfake in <log.dirs>/metadata-kfake). The defaults suit one broker on one
 // laptop; a multi-process cluster must point every broker at the same
 // store and Kafka.
-func OpenRemoteWALParts(ctx context.Context, cfg *Config) (*RemoteWALParts, error) {
+func OpenRemoteWALParts(ctx context.Context, cfg *broker.Config) (*RemoteWALParts, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -72,9 +73,9 @@ func OpenRemoteWALParts(ctx context.Context, cfg *Config) (*RemoteWALParts, erro
 // NewRemoteWALReplicatorFor builds a broker's replicator from its config
 // (the remote.wal.* keys) over shared parts; the store is wrapped with the
 // broker's ledger so every request is counted.
-func NewRemoteWALReplicatorFor(cfg *Config, parts *RemoteWALParts, logger *slog.Logger) (*RemoteWALReplicator, error) {
+func NewRemoteWALReplicatorFor(cfg *broker.Config, parts *RemoteWALParts, logger *slog.Logger) (*RemoteWALReplicator, error) {
 	if parts == nil || parts.Store == nil {
-		return nil, errors.New("broker: remote WAL needs a store")
+		return nil, errors.New("rwnode: remote WAL needs a store")
 	}
 	rw := cfg.RemoteWAL
 	l := cfg.Ledger

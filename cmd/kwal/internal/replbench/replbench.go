@@ -230,10 +230,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		return nil, err
 	}
 	defer pub.Close()
-	sm := remotewal.NewObjectStorageManager(st)
 	comb, err := combiner.New(combiner.Config{
 		BrokerID: 1, Interval: cfg.Interval, UploadBytes: cfg.UploadBytes,
-		Writer: sm, Publisher: &remotewal.MetadataPublisher{P: pub}, Logger: cfg.Logger,
+		Writer: combiner.StoreWriter{Store: st}, Publisher: &remotewal.MetadataPublisher{P: pub}, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ import (
 	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/internal/kclient"
 	"github.com/kwal/kwal/internal/stats"
+	"github.com/kwal/kwal/localcluster"
 )
 
 // Config is one invocation.
@@ -131,7 +132,7 @@ func measureCase(ctx context.Context, cfg Config, dir, target, acks string, run 
 		return 0, err
 	}
 	defer os.RemoveAll(cdir)
-	lc, err := broker.StartLocalCluster(ctx, broker.LocalClusterConfig{Dir: cdir, LatencyModel: cfg.LatencyModel, Logger: cfg.Logger})
+	lc, err := localcluster.Start(ctx, localcluster.Config{Dir: cdir, LatencyModel: cfg.LatencyModel, Logger: cfg.Logger})
 	if err != nil {
 		return 0, err
 	}

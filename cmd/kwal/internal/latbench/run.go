@@ -19,6 +19,7 @@ import (
 
 	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/cost"
+	"github.com/kwal/kwal/localcluster"
 	"github.com/kwal/kwal/objstore/latency"
 	"github.com/kwal/kwal/objstore/ledger"
 )
@@ -110,7 +111,7 @@ type phase struct {
 	cfg   Config
 	index int
 	set   Setting
-	lc    *broker.LocalCluster
+	lc    *localcluster.Cluster
 	net   *netModel
 	admin *kgo.Client
 	price pricer
@@ -126,7 +127,7 @@ func runPhase(ctx context.Context, cfg Config, index int, ph Phase, dir string, 
 		link = LinkFigures{Phase: index, ConfiguredOneWay: cfg.CrossAZ, MeasuredMeanOneWay: mean, DelayedWrites: n}
 	}()
 	prog.set(fmt.Sprintf("starting cluster (%v)", ph.Setting))
-	lc, err := broker.StartLocalCluster(ctx, broker.LocalClusterConfig{
+	lc, err := localcluster.Start(ctx, localcluster.Config{
 		Racks: brokerRacks(), Dir: dir, LatencyModel: cfg.LatencyModel,
 		StorageURL: cfg.StorageURL, MetadataBootstrap: cfg.MetadataBootstrap,
 		RemoteWAL: broker.RemoteWALConfig{CombinerTaskInterval: ph.Setting.Interval, CombinerTaskUploadBytes: ph.Setting.UploadBytes},

@@ -2,7 +2,6 @@ package audit
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -23,12 +22,12 @@ func put(t *testing.T, s objstore.Store, n int, tp metadata.TopicPartition) (str
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := combiner.Key("", 1, time.Unix(1700000000, 0), fmt.Sprintf("00000000-0000-4000-8000-%012d", n))
+	var id metadata.ObjectID
+	id[15] = byte(n)
+	key := combiner.Key("", 1, time.Unix(1700000000, 0), id)
 	if err := s.Put(context.Background(), key, obj, objstore.PutOptions{IfNoneMatch: true}); err != nil {
 		t.Fatal(err)
 	}
-	var id metadata.ObjectID
-	id[15] = byte(n)
 	return key, &metadata.ObjectMetadata{ID: id, Key: key, BrokerID: 1, State: metadata.CopySegmentFinished, EventTimestampMs: 1, Entries: entries}, obj
 }
 

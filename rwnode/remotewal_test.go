@@ -1,4 +1,4 @@
-package broker
+package rwnode
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/combiner"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
@@ -36,7 +37,7 @@ func startRemoteWALClusterWith(t *testing.T, racks []string, store objstore.Stor
 		t.Fatal(err)
 	}
 	t.Cleanup(emb.Close)
-	return startCluster(t, racks, func(cfg *Config) {
+	return startCluster(t, racks, func(cfg *broker.Config, c *testCluster) {
 		rc := RemoteWALReplicatorConfig{
 			BrokerID: cfg.BrokerID, Rack: cfg.Rack,
 			Store:    ledger.Wrap(store, cfg.Ledger),
@@ -60,6 +61,7 @@ func startRemoteWALClusterWith(t *testing.T, racks []string, store objstore.Stor
 				t.Errorf("close replicator %d: %v", cfg.BrokerID, err)
 			}
 		})
+		c.replicators = append(c.replicators, r)
 		cfg.Replicator = r
 		cfg.RemoteWAL.SystemEnable = true
 	})
@@ -74,7 +76,7 @@ func TestRemoteWALClusterEndToEnd(t *testing.T) {
 	c := startRemoteWALCluster(t, []string{"az1", "az2", "az1"}, store)
 	admin := newClient(t, c)
 	const topic = "wal-orders"
-	createTopic(t, admin, topic, 2, 3, map[string]string{TopicConfigRemoteWAL: "true"})
+	createTopic(t, admin, topic, 2, 3, map[string]string{broker.TopicConfigRemoteWAL: "true"})
 	ts, _ := c.ctrl.Topic(topic)
 
 	prod := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic),
@@ -97,7 +99,7 @@ func TestRemoteWALClusterEndToEnd(t *testing.T) {
 			}
 			ps := ts.Partitions[r.Partition]
 			for _, rid := range ps.Replicas {
-				l, _ := c.broker(rid).PartitionLog(TopicPartition{Topic: topic, Partition: r.Partition})
+				l, _ := c.broker(rid).PartitionLog(broker.TopicPartition{Topic: topic, Partition: r.Partition})
 				if leo := l.LogEndOffset(); leo <= r.Offset {
 					problems = append(problems, fmt.Sprintf("offset %d acked before broker %d had it (log end %d)", r.Offset, rid, leo))
 				}
@@ -115,16 +117,16 @@ func TestRemoteWALClusterEndToEnd(t *testing.T) {
 	// Consume partition 0 from the rack of a follower.
 	ps := ts.Partitions[0]
 	leader := c.broker(ps.Leader)
-	var follower *Broker
+	var follower *broker.Broker
 	for _, r := range ps.Replicas {
-		if b := c.broker(r); r != ps.Leader && b.cfg.Rack != leader.cfg.Rack {
+		if b := c.broker(r); r != ps.Leader && b.Info().Rack != leader.Info().Rack {
 			follower = b
 		}
 	}
 	if follower == nil {
 		t.Fatalf("no follower outside the leader's rack: %+v", ps)
 	}
-	cons := newClient(t, c, kgo.Rack(follower.cfg.Rack),
+	cons := newClient(t, c, kgo.Rack(follower.Info().Rack),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -133,7 +135,7 @@ func TestRemoteWALClusterEndToEnd(t *testing.T) {
 		fs := cons.PollFetches(ctx)
 		if ctx.Err() != nil {
 			for _, rid := range ps.Replicas {
-				st, _ := c.broker(rid).PartitionStatus(TopicPartition{Topic: topic, Partition: 0})
+				st, _ := c.broker(rid).PartitionStatus(broker.TopicPartition{Topic: topic, Partition: 0})
 				t.Logf("broker %d: %+v", rid, st)
 			}
 			t.Fatalf("consumed %d of %d records", got, n/2)
@@ -148,7 +150,7 @@ func TestRemoteWALClusterEndToEnd(t *testing.T) {
 	}
 
 	for pi, ps := range ts.Partitions {
-		tp := TopicPartition{Topic: topic, Partition: int32(pi)}
+		tp := broker.TopicPartition{Topic: topic, Partition: int32(pi)}
 		ll, _ := c.broker(ps.Leader).PartitionLog(tp)
 		want := segmentBytes(t, ll.Segments(), ll.ReadSegmentRange)
 		for _, rid := range ps.Replicas {
@@ -180,7 +182,7 @@ func TestRemoteWALClusterEndToEnd(t *testing.T) {
 	t.Logf("%d PUTs, %d GETs for %d records", puts, gets, n)
 }
 
-func indexOf(c *testCluster, b *Broker) int {
+func indexOf(c *testCluster, b *broker.Broker) int {
 	for i, x := range c.brokers {
 		if x == b {
 			return i
@@ -206,7 +208,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	store := mem.New()
 	c := startRemoteWALCluster(t, []string{"az1", "az2"}, store)
 	admin := newClient(t, c)
-	createTopic(t, admin, "m", 1, 2, map[string]string{TopicConfigRemoteWAL: "true"})
+	createTopic(t, admin, "m", 1, 2, map[string]string{broker.TopicConfigRemoteWAL: "true"})
 	prod := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("m"))
 	if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -224,7 +226,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		resp.Body.Close()
 		for _, want := range []string{"kwal_requests_total", "kwal_purgatory_pending", "kwal_combiner", "kwal_follower_total", "kwal_partition_log_end_offset", "kwal_objstore_requests_total"} {
 			if !strings.Contains(string(body), want) {
-				t.Errorf("broker %d /metrics lacks %s", b.cfg.BrokerID, want)
+				t.Errorf("broker %d /metrics lacks %s", b.Info().ID, want)
 			}
 		}
 	}
@@ -242,7 +244,7 @@ func TestRemoteWALRetentionDeletesObjects(t *testing.T) {
 		rc.MaintenanceInterval = 20 * time.Millisecond
 	})
 	admin := newClient(t, c)
-	createTopic(t, admin, "ret", 2, 3, map[string]string{TopicConfigRemoteWAL: "true"})
+	createTopic(t, admin, "ret", 2, 3, map[string]string{broker.TopicConfigRemoteWAL: "true"})
 	prod := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("ret"))
 	const n = 300
 	for i := range n {
@@ -262,14 +264,14 @@ func TestRemoteWALRetentionDeletesObjects(t *testing.T) {
 	ts, _ := c.ctrl.Topic("ret")
 	for _, ps := range ts.Partitions {
 		for _, rid := range ps.Replicas {
-			l, _ := c.broker(rid).PartitionLog(TopicPartition{Topic: "ret", Partition: ps.Partition})
+			l, _ := c.broker(rid).PartitionLog(broker.TopicPartition{Topic: "ret", Partition: ps.Partition})
 			if rid == ps.Leader {
 				total += l.LogEndOffset()
 			}
 		}
-		ll, _ := c.broker(ps.Leader).PartitionLog(TopicPartition{Topic: "ret", Partition: ps.Partition})
+		ll, _ := c.broker(ps.Leader).PartitionLog(broker.TopicPartition{Topic: "ret", Partition: ps.Partition})
 		for _, rid := range ps.Replicas {
-			fl, _ := c.broker(rid).PartitionLog(TopicPartition{Topic: "ret", Partition: ps.Partition})
+			fl, _ := c.broker(rid).PartitionLog(broker.TopicPartition{Topic: "ret", Partition: ps.Partition})
 			if fl.LogEndOffset() != ll.LogEndOffset() {
 				t.Errorf("broker %d holds %d of %d offsets of partition %d after retention", rid, fl.LogEndOffset(), ll.LogEndOffset(), ps.Partition)
 			}
@@ -279,8 +281,8 @@ func TestRemoteWALRetentionDeletesObjects(t *testing.T) {
 		t.Fatalf("leaders hold %d records, want %d", total, n)
 	}
 	waitFor(t, "metadata to drop the deleted objects", 10*time.Second, func() bool {
-		for _, b := range c.brokers {
-			for _, o := range b.cfg.Replicator.(*RemoteWALReplicator).State().Objects() {
+		for _, r := range c.replicators {
+			for _, o := range r.State().Objects() {
 				for _, part := range o.Parts {
 					if part.State != metadata.DeleteSegmentFinished {
 						return false
