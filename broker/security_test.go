@@ -608,3 +608,62 @@ func TestSASLHandshakeV0(t *testing.T) {
 		wc.close()
 	}
 }
+
+// The FollowerReplica handle a Replicator gets (remote-WAL leader
+// requests) names the leader's inter-broker address and dials it with
+// the broker's TLS and SASL: a request on it is served, and a broker with
+// a wrong inter-broker password is refused.
+func TestReplicaHandleDialsSecurely(t *testing.T) {
+	pki := newTestPKI(t, "kwal-handle-ca")
+	_, users := testUsers(t)
+	c := startCluster(t, []string{"az1", "az2"}, func(cfg *Config) {
+		pemFile := pki.issue(t, fmt.Sprintf("handle-broker-%d", cfg.BrokerID))
+		srv, _ := TLSSettings{KeystoreLocation: pemFile}.ServerConfig()
+		cfg.Listeners = []ListenerConfig{
+			{Name: "PLAIN", Addr: "127.0.0.1:0", Protocol: ProtocolPlaintext},
+			{Name: "INTERNAL", Addr: "127.0.0.1:0", Protocol: ProtocolSASLSSL, TLS: srv},
+		}
+		cfg.InterBrokerListenerName = "INTERNAL"
+		cfg.InterBrokerTLS = &tls.Config{RootCAs: pki.pool}
+		cfg.SASLCredentials = users
+		cfg.InterBrokerSASL = &SASLClientConfig{Mechanism: mechScramSHA512, Username: brokerUser, Password: brokerPassword}
+	})
+	if _, err := c.ctrl.CreateTopic(TopicSpec{Name: "h", Partitions: 1, ReplicationFactor: 2}); err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := c.ctrl.Topic("h")
+	leader := ts.Partitions[0].Leader
+	var follower *Broker
+	for _, b := range c.brokers {
+		if b.cfg.BrokerID != leader {
+			follower = b
+		}
+	}
+	p := follower.partition(TopicPartition{Topic: "h"})
+	if p == nil {
+		t.Fatal("follower has no replica")
+	}
+	h := newReplicaHandle(follower, p, leader, ts.Partitions[0].LeaderEpoch, func() {})
+	want, _ := c.broker(leader).ListenerAddr("INTERNAL")
+	if got := h.Leader().Addr; got != want {
+		t.Fatalf("handle names %s, want the leader's INTERNAL listener %s", got, want)
+	}
+	wc, err := h.Dial(want, "handle-test", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 9
+	if _, err := wc.RoundTrip(md, time.Now().Add(10*time.Second)); err != nil {
+		t.Fatalf("request on the handle's connection: %v", err)
+	}
+	wc.Close()
+	// A broker whose inter-broker password is wrong (a copy of the
+	// follower's settings; the running follower is left alone).
+	bad := &Broker{cfg: follower.cfg, ctrl: follower.ctrl}
+	bad.cfg.InterBrokerSASL = &SASLClientConfig{Mechanism: mechScramSHA512, Username: brokerUser, Password: "wrong"}
+	badHandle := newReplicaHandle(bad, p, leader, ts.Partitions[0].LeaderEpoch, func() {})
+	if _, err := badHandle.Dial(want, "handle-test", 10*time.Second); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("wrong inter-broker password: %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+}
