@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kwal/kwal/broker"
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // kwal users add reads the password from stdin, stores only salted
@@ -60,5 +61,43 @@ func TestUsersAddAndList(t *testing.T) {
 	}
 	if code := run([]string{"users", "add", "--help"}, &out, &errOut); code != 0 {
 		t.Fatalf("users add --help exit %d", code)
+	}
+}
+
+// kwal metadata dump --config reads the broker's remote.wal.metadata.*
+// keys: it gets into a SASL Kafka with the password from the
+// environment, and not without it or with a wrong one.
+func TestMetadataDumpConfigSASL(t *testing.T) {
+	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(),
+		kfake.Superuser("SCRAM-SHA-256", "kwal", "md-secret"), kfake.SeedTopics(2, "__remote_wal_log_metadata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kf.Close()
+	path := filepath.Join(t.TempDir(), "server.properties")
+	props := "remote.wal.metadata.bootstrap.servers=" + strings.Join(kf.ListenAddrs(), ",") + "\n" +
+		"remote.wal.metadata.security.protocol=SASL_PLAINTEXT\n" +
+		"remote.wal.metadata.sasl.mechanism=SCRAM-SHA-256\n" +
+		"remote.wal.metadata.sasl.username=kwal\n"
+	if err := os.WriteFile(path, []byte(props), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	t.Setenv(broker.EnvMetadataSASLPassword, "")
+	if code := run([]string{"metadata", "dump", "--config", path, "--timeout", "5s"}, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), broker.EnvMetadataSASLPassword) {
+		t.Fatalf("no password: exit %d: %s", code, errOut.String())
+	}
+	t.Setenv(broker.EnvMetadataSASLPassword, "zq-wrong-9")
+	errOut.Reset()
+	if code := run([]string{"metadata", "dump", "--config", path, "--timeout", "5s"}, &out, &errOut); code == 0 {
+		t.Fatal("wrong password: dump succeeded")
+	}
+	if strings.Contains(errOut.String(), "zq-wrong-9") {
+		t.Fatalf("password in the error: %s", errOut.String())
+	}
+	t.Setenv(broker.EnvMetadataSASLPassword, "md-secret")
+	errOut.Reset()
+	if code := run([]string{"metadata", "dump", "--config", path, "--timeout", "20s"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 }
