@@ -31,6 +31,11 @@ func (b *Broker) handleMetadata(cs *connState, req *kmsg.MetadataRequest) kmsg.R
 		// As Kafka: each broker's address on the listener the client
 		// came in on; a broker without that listener is left out.
 		ep, ok := bi.Endpoint(listenerName)
+		if len(bi.Endpoints) == 0 && listenerName != b.cfg.InterBrokerListenerName {
+			// Known only from a static list: that address is the
+			// inter-broker listener's, not this one's.
+			ok = false
+		}
 		if !ok {
 			b.logger.Debug("metadata: broker has no endpoint on the listener", "broker_id", bi.ID, "listener", listenerName)
 			continue

@@ -413,11 +413,20 @@ func parsePlain(msg []byte) (user, password string, err error) {
 // credential (SCRAM-SHA-512 if there is one, else SCRAM-SHA-256): the
 // users file never holds passwords.
 func checkPlain(creds CredentialStore, user, password string) bool {
+	found := false
+	defer func() {
+		if !found {
+			// Spend what a known user costs, so timing does not tell
+			// who exists.
+			NewScramCredential(mechScramSHA512, password, []byte("kwal-unknown-user"), DefaultScramIterations)
+		}
+	}()
 	for _, mech := range []string{mechScramSHA512, mechScramSHA256} {
 		c, ok := creds.ScramCredential(mech, user)
 		if !ok {
 			continue
 		}
+		found = true
 		got, err := NewScramCredential(mech, password, c.Salt, c.Iterations)
 		if err != nil {
 			return false

@@ -667,3 +667,34 @@ func TestReplicaHandleDialsSecurely(t *testing.T) {
 		t.Fatalf("wrong inter-broker password: %v, want SASL_AUTHENTICATION_FAILED", err)
 	}
 }
+
+// A broker known only from a static cluster list (not registered yet, or
+// registered with another process's controller) is listed on the
+// inter-broker listener at its listed address and left out on others.
+func TestMetadataStaticBrokerOnlyOnInterBrokerListener(t *testing.T) {
+	static := []BrokerInfo{{ID: 1, Host: "127.0.0.1", Port: 1, Rack: "az1"}, {ID: 2, Host: "10.9.9.9", Port: 9092, Rack: "az2"}}
+	ctrl := NewMemController(static, 0)
+	b, err := New(Config{BrokerID: 1, Rack: "az1", LogDir: t.TempDir(), Controller: ctrl, Logger: quietLogger(),
+		Listeners: []ListenerConfig{
+			{Name: "INTERNAL", Addr: "127.0.0.1:0", Advertised: "127.0.0.1:1"},
+			{Name: "EXTERNAL", Addr: "127.0.0.1:0", Advertised: "localhost:0"},
+		}, InterBrokerListenerName: "INTERNAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	in, _ := b.ListenerAddr("INTERNAL")
+	ext, _ := b.ListenerAddr("EXTERNAL")
+	ids := func(addr string) (out []string) {
+		for _, br := range rawMetadata(t, addr).Brokers {
+			out = append(out, fmt.Sprintf("%d@%s:%d", br.NodeID, br.Host, br.Port))
+		}
+		return out
+	}
+	if got := strings.Join(ids(in), ","); got != "1@127.0.0.1:1,2@10.9.9.9:9092" {
+		t.Fatalf("INTERNAL: %s", got)
+	}
+	if got := strings.Join(ids(ext), ","); got != "1@localhost:"+port(ext) {
+		t.Fatalf("EXTERNAL: %s", got)
+	}
+}
