@@ -3,8 +3,8 @@ package storeurl_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/kwal/kwal/objstore"
