@@ -146,6 +146,9 @@ type Config struct {
 	// SASLCredentials holds the users SASL listeners accept (see
 	// LoadUserFile). Required when a listener uses SASL.
 	SASLCredentials CredentialStore
+	// Authorizer applies ACLs (kwal.acl.file, super.users); nil allows
+	// everything.
+	Authorizer *Authorizer
 	// LogDir: log.dirs (one directory). Required.
 	LogDir string
 	// SegmentBytes: log.segment.bytes. Default kafkalog's (1 GiB).

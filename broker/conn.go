@@ -26,8 +26,10 @@ type connState struct {
 	listener *listener
 	// sasl is the connection's SASL state (nil on listeners without SASL).
 	sasl *saslState
-	buf  []byte
-	out  []byte
+	// tlsPrincipal is User:<subject> of a verified client certificate.
+	tlsPrincipal string
+	buf          []byte
+	out          []byte
 	// noWait completes delayed operations at once, as if they expired
 	// (fuzzing drives handlers without a clock).
 	noWait bool
@@ -287,7 +289,7 @@ func (b *Broker) handleFrame(cs *connState, frame []byte) (resp []byte, keep boo
 		b.logger.Warn("closing connection: malformed request", "remote", cs.remote, "key", kmsg.NameForKey(h.key), "version", h.version, "err", err)
 		return nil, false
 	}
-	r, keep := b.dispatch(cs, req)
+	r, keep := b.authorizedDispatch(cs, req)
 	if r == nil {
 		return nil, keep
 	}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"slices"
@@ -178,7 +179,26 @@ func (c *Config) validateListeners() error {
 			return bad("sasl.mechanism.inter.broker.protocol", "%q is not enabled on listener %s (%s)", s.Mechanism, ib.Name, strings.Join(ib.SASLMechanisms, ","))
 		}
 	}
+	if c.Authorizer != nil {
+		who := c.interBrokerPrincipal(ib)
+		if !c.Authorizer.ClusterAllowed(who, OpClusterAction) {
+			return bad("super.users", "brokers replicate as %s, which ACLs do not allow ClusterAction; add it to super.users", who)
+		}
+	}
 	return nil
+}
+
+// interBrokerPrincipal is who brokers are on the inter-broker listener.
+func (c *Config) interBrokerPrincipal(ib ListenerConfig) string {
+	switch {
+	case ib.Protocol.UsesSASL():
+		return "User:" + c.InterBrokerSASL.Username
+	case ib.Protocol.UsesTLS() && ib.TLS.ClientAuth != tls.NoClientCert && len(c.InterBrokerTLS.Certificates) > 0:
+		if leaf, err := x509.ParseCertificate(c.InterBrokerTLS.Certificates[0].Certificate[0]); err == nil {
+			return "User:" + leaf.Subject.String()
+		}
+	}
+	return AnonymousPrincipal
 }
 
 func (c *Config) listenerConfig(name string) (ListenerConfig, bool) {

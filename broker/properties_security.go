@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"strconv"
 	"slices"
 	"sort"
 	"strings"
@@ -24,10 +25,13 @@ import (
 //	listener.name.<name>.<ssl.* or sasl.enabled.mechanisms>   (per listener,
 //	                                      name in lower case, overrides)
 //
-// kwal's own, where Kafka uses JAAS (which kwal does not read):
+// kwal's own, where Kafka uses JAAS (which kwal does not read) or an
+// authorizer class:
 //
 //	kwal.sasl.users.file=/etc/kwal/users      (kwal users add writes it)
 //	kwal.inter.broker.sasl.username=broker    (password: KWAL_INTER_BROKER_SASL_PASSWORD)
+//	kwal.acl.file=/etc/kwal/acls              (see acl.go), with Kafka's
+//	super.users=User:broker;User:admin and allow.everyone.if.no.acl.found
 //
 // The client of the metadata Kafka (remote.wal.metadata.bootstrap.servers):
 //
@@ -50,6 +54,7 @@ var plainSecurityKeys = []string{
 	"listeners", "advertised.listeners", "listener.security.protocol.map", "inter.broker.listener.name",
 	"sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol",
 	"kwal.sasl.users.file", "kwal.inter.broker.sasl.username",
+	"kwal.acl.file", "super.users", "allow.everyone.if.no.acl.found",
 	metadataPrefix + "security.protocol", metadataPrefix + "sasl.mechanism", metadataPrefix + "sasl.username",
 }
 
@@ -211,6 +216,27 @@ func (s securityProps) apply(sc *ServerConfig, getenv func(string) string) error
 	}
 	b.Listeners = ls
 	b.SASLCredentials = users
+	if path, ok := s.get("kwal.acl.file"); ok {
+		var supers []string
+		if v, ok := s.get("super.users"); ok {
+			for _, u := range strings.Split(v, ";") {
+				if u = strings.TrimSpace(u); u != "" {
+					supers = append(supers, u)
+				}
+			}
+		}
+		allow := false
+		if v, ok := s.get("allow.everyone.if.no.acl.found"); ok {
+			if allow, err = strconv.ParseBool(v); err != nil {
+				return s.errKey("allow.everyone.if.no.acl.found", err)
+			}
+		}
+		if b.Authorizer, err = LoadACLs(path, supers, allow); err != nil {
+			return s.errKey("kwal.acl.file", err)
+		}
+	} else if _, ok := s.get("super.users"); ok {
+		return s.errKey("super.users", fmt.Errorf("without kwal.acl.file nothing is checked"))
+	}
 	b.InterBrokerListenerName, _ = s.get("inter.broker.listener.name")
 	ib := b.InterBrokerListenerName
 	if ib == "" && len(ls) == 1 {

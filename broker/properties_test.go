@@ -119,6 +119,8 @@ cluster.brokers=1@127.0.0.1:9092#az1, 2@127.0.0.1:9093#az2
 		{name: "unsupported mechanism", in: "listeners=SASL_PLAINTEXT://:9092\nsasl.enabled.mechanisms=GSSAPI\n", wantErr: "GSSAPI is not supported"},
 		{name: "missing users file", in: "listeners=SASL_PLAINTEXT://:9092\nkwal.sasl.users.file=/nonexistent/users\n", wantErr: "kwal.sasl.users.file"},
 		{name: "metadata sasl without password", in: "remote.wal.metadata.security.protocol=SASL_PLAINTEXT\nremote.wal.metadata.sasl.username=u\n", wantErr: EnvMetadataSASLPassword},
+		{name: "super users without acls", in: "super.users=User:a\n", wantErr: "without kwal.acl.file"},
+		{name: "missing acl file", in: "kwal.acl.file=/nonexistent/acls\n", wantErr: "kwal.acl.file"},
 		{name: "metadata ssl keys on plaintext", in: "remote.wal.metadata.ssl.truststore.location=/x\n", wantErr: "remote.wal.metadata.security.protocol"},
 		{name: "two log dirs", in: "log.dirs=/a,/b\n", wantErr: "exactly one directory"},
 		{name: "self not in cluster", in: "broker.id=5\ncluster.brokers=1@h:1#a\n", wantErr: "does not list broker.id=5"},

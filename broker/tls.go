@@ -268,7 +268,9 @@ func (b *Broker) secureConn(cs *connState, raw net.Conn) (net.Conn, bool) {
 		return nil, false
 	}
 	if peers := tc.ConnectionState().PeerCertificates; len(peers) > 0 {
-		b.logger.Debug("TLS client certificate", "remote", cs.remote, "listener", l.cfg.Name, "subject", peers[0].Subject.String())
+		// Kafka's default SSL principal: the certificate's subject.
+		cs.tlsPrincipal = "User:" + peers[0].Subject.String()
+		b.logger.Debug("TLS client certificate", "remote", cs.remote, "listener", l.cfg.Name, "principal", cs.tlsPrincipal)
 	}
 	return tc, true
 }
