@@ -71,7 +71,7 @@ func TestKcatTLSAndSASL(t *testing.T) {
 	pki := newTestPKI(t, "kwal-kcat-ca")
 	_, users := testUsers(t)
 	c := startCluster(t, []string{"az1", "az2"}, func(cfg *Config) {
-		cfg.Logger = testLogger(t, slog.LevelWarn)
+		cfg.Logger = testLogger(t, slog.LevelError)
 		pemFile := pki.issue(t, fmt.Sprintf("kcat-broker-%d", cfg.BrokerID))
 		srv, err := TLSSettings{KeystoreLocation: pemFile}.ServerConfig()
 		if err != nil {
@@ -105,6 +105,7 @@ func TestKcatTLSAndSASL(t *testing.T) {
 		{"sasl-ssl-scram-256", "SASL_SSL", append(scram("sasl_ssl", mechScramSHA256, testPassword), ca)},
 		{"sasl-ssl-scram-512", "SASL_SSL", append(scram("sasl_ssl", mechScramSHA512, testPassword), ca)},
 		{"sasl-ssl-plain", "SASL_SSL", append(scram("sasl_ssl", mechPlain, testPassword), ca)},
+		{"sasl-plaintext-scram-256", "SASL_PLAINTEXT", scram("sasl_plaintext", mechScramSHA256, testPassword)},
 		{"sasl-plaintext-scram-512", "SASL_PLAINTEXT", scram("sasl_plaintext", mechScramSHA512, testPassword)},
 		{"sasl-plaintext-plain", "SASL_PLAINTEXT", scram("sasl_plaintext", mechPlain, testPassword)},
 	}
