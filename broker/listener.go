@@ -120,7 +120,7 @@ func (c *Config) validateListeners() error {
 			return bad("listeners", "listener name %s is used twice", l.Name)
 		}
 		seen[l.Name] = true
-		host, port, err := net.SplitHostPort(l.Addr)
+		_, port, err := net.SplitHostPort(l.Addr)
 		if err != nil {
 			return bad("listeners", "listener %s: %q: %v", l.Name, l.Addr, err)
 		}
@@ -130,7 +130,6 @@ func (c *Config) validateListeners() error {
 			}
 			ports[port] = l.Name
 		}
-		_ = host
 		if l.Advertised != "" {
 			if _, _, err := net.SplitHostPort(l.Advertised); err != nil {
 				return bad("advertised.listeners", "listener %s: %q: %v", l.Name, l.Advertised, err)

@@ -37,7 +37,7 @@ type TLSSettings struct {
 	NoEndpointIdentification bool
 }
 
-// tlsKeys maps each ssl.* key to its field.
+// fields maps each ssl.* key (but endpoint identification, see set) to its field.
 func (s *TLSSettings) fields() map[string]*string {
 	return map[string]*string{
 		"ssl.keystore.type":              &s.KeystoreType,
