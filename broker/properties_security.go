@@ -2,9 +2,9 @@ package broker
 
 import (
 	"fmt"
-	"strconv"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
