@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -70,26 +69,15 @@ func ParseACLs(r io.Reader, superUsers []string, allowIfNone bool) (*Authorizer,
 			return nil, fmt.Errorf("super.users: %q is not User:<name>", s)
 		}
 	}
-	sc := bufio.NewScanner(r)
-	line := 0
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || text[0] == '#' {
-			continue
-		}
-		f := strings.Fields(text)
-		if len(f) != 3 {
-			return nil, fmt.Errorf("acl line %d: want PRINCIPAL OPERATIONS RESOURCE", line)
-		}
+	err := scanFields(r, 3, "acl", "PRINCIPAL OPERATIONS RESOURCE", func(line int, f []string) error {
 		rule := aclRule{principal: f[0]}
 		if !strings.HasPrefix(rule.principal, "User:") || rule.principal == "User:" {
-			return nil, fmt.Errorf("acl line %d: principal %q is not User:<name> or User:*", line, f[0])
+			return fmt.Errorf("acl line %d: principal %q is not User:<name> or User:*", line, f[0])
 		}
 		for _, op := range strings.Split(f[1], ",") {
 			i := slices.IndexFunc(aclOps, func(o string) bool { return strings.EqualFold(o, op) })
 			if i < 0 {
-				return nil, fmt.Errorf("acl line %d: operation %q (want one of %s)", line, op, strings.Join(aclOps, ", "))
+				return fmt.Errorf("acl line %d: operation %q (want one of %s)", line, op, strings.Join(aclOps, ", "))
 			}
 			rule.ops = append(rule.ops, aclOps[i])
 		}
@@ -102,14 +90,15 @@ func ParseACLs(r io.Reader, superUsers []string, allowIfNone bool) (*Authorizer,
 				rule.topic, rule.prefix = strings.TrimSuffix(rule.topic, "*"), true
 			}
 			if strings.Contains(rule.topic, "*") {
-				return nil, fmt.Errorf("acl line %d: %q: '*' only at the end", line, res)
+				return fmt.Errorf("acl line %d: %q: '*' only at the end", line, res)
 			}
 		default:
-			return nil, fmt.Errorf("acl line %d: resource %q (want topic:NAME, topic:PREFIX* or cluster)", line, res)
+			return fmt.Errorf("acl line %d: resource %q (want topic:NAME, topic:PREFIX* or cluster)", line, res)
 		}
 		a.rules = append(a.rules, rule)
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return a, nil

@@ -53,33 +53,23 @@ func (f *UserFile) Users() map[string][]string {
 // ParseUserFile reads the users file format.
 func ParseUserFile(r io.Reader) (*UserFile, error) {
 	f := &UserFile{creds: map[userMech]ScramCredential{}}
-	sc := bufio.NewScanner(r)
-	line := 0
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || text[0] == '#' {
-			continue
-		}
-		fields := strings.Fields(text)
-		if len(fields) != 3 {
-			return nil, fmt.Errorf("users file line %d: want USER MECHANISM CREDENTIAL", line)
-		}
+	err := scanFields(r, 3, "users file", "USER MECHANISM CREDENTIAL", func(line int, fields []string) error {
 		user, mech := fields[0], fields[1]
 		if _, _, ok := scramHash(mech); !ok {
-			return nil, fmt.Errorf("users file line %d: mechanism %q (want SCRAM-SHA-256 or SCRAM-SHA-512)", line, mech)
+			return fmt.Errorf("users file line %d: mechanism %q (want SCRAM-SHA-256 or SCRAM-SHA-512)", line, mech)
 		}
 		c, err := ParseScramCredential(fields[2])
 		if err != nil {
-			return nil, fmt.Errorf("users file line %d: %w", line, err)
+			return fmt.Errorf("users file line %d: %w", line, err)
 		}
 		k := userMech{user, mech}
 		if _, dup := f.creds[k]; dup {
-			return nil, fmt.Errorf("users file line %d: %s %s given twice", line, user, mech)
+			return fmt.Errorf("users file line %d: %s %s given twice", line, user, mech)
 		}
 		f.creds[k] = c
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -96,6 +86,29 @@ func LoadUserFile(path string) (*UserFile, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return f, nil
+}
+
+// scanFields calls fn with the whitespace-separated fields of each line
+// of r that is not blank or a '#' comment; a line without n fields is an
+// error naming what (the file) and want (its fields).
+func scanFields(r io.Reader, n int, what, want string, fn func(line int, fields []string) error) error {
+	sc := bufio.NewScanner(r)
+	line := 0
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || text[0] == '#' {
+			continue
+		}
+		fields := strings.Fields(text)
+		if len(fields) != n {
+			return fmt.Errorf("%s line %d: want %s", what, line, want)
+		}
+		if err := fn(line, fields); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
 }
 
 // checkUserName: a user name is one field of the users file.
