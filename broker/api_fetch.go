@@ -113,11 +113,7 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 			part.p = b.partition(part.tp)
 			switch {
 			case part.p == nil:
-				if _, ok := b.ctrl.Topic(part.tp.Topic); ok {
-					part.err = kerr.NotLeaderForPartition
-				} else {
-					part.err = kerr.UnknownTopicOrPartition
-				}
+				part.err = b.notHere(part.tp)
 			case replica >= 0:
 				st, _ := part.p.snapshot()
 				if part.err = checkEpoch(part.epoch, st.LeaderEpoch); part.err != nil {

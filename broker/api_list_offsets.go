@@ -48,10 +48,7 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 func (b *Broker) listOffset(tp TopicPartition, ts int64, epoch int32, sp *kmsg.ListOffsetsResponseTopicPartition) *kerr.Error {
 	p := b.partition(tp)
 	if p == nil {
-		if _, ok := b.ctrl.Topic(tp.Topic); ok {
-			return kerr.NotLeaderForPartition
-		}
-		return kerr.UnknownTopicOrPartition
+		return b.notHere(tp)
 	}
 	st, leader := p.snapshot()
 	if !leader {

@@ -35,10 +35,7 @@ func (b *Broker) handleOffsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochReques
 func (b *Broker) endOffsetForEpoch(tp TopicPartition, current, epoch int32, sp *kmsg.OffsetForLeaderEpochResponseTopicPartition) *kerr.Error {
 	p := b.partition(tp)
 	if p == nil {
-		if _, ok := b.ctrl.Topic(tp.Topic); ok {
-			return kerr.NotLeaderForPartition
-		}
-		return kerr.UnknownTopicOrPartition
+		return b.notHere(tp)
 	}
 	st, leader := p.snapshot()
 	if !leader {

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -14,9 +16,9 @@ import (
 //
 // Where it differs from Kafka: no transactions (a transactional id gets
 // INVALID_REQUEST); timestamps are kept as the producer set them
-// (LogAppendTime is not applied); producer state lives in memory only
-// (after a restart the first batch of a producer must start at sequence 0).
-// As Kafka: exactly one batch per partition; idempotent duplicates among
+// (LogAppendTime is not applied). As Kafka: producer state is rebuilt
+// from the log (snapshots and batch headers) when a partition opens, so a
+// batch resent to a restarted leader is still recognised; exactly one batch per partition; idempotent duplicates among
 // the last 5 batches of a producer are answered with their original
 // offsets; out-of-order sequences get OUT_OF_ORDER_SEQUENCE_NUMBER; acks=0
 // gets no response and an error closes the connection; acks=all waits in
@@ -105,7 +107,12 @@ func (b *Broker) handleProduce(cs *connState, req *kmsg.ProduceRequest) (kmsg.Re
 					m := msg
 					sp.ErrorMessage = &m
 				}
-				b.logger.Debug("produce refused", "remote", cs.remote, "partition", tp, "err", code.Message, "detail", msg)
+				level := slog.LevelDebug
+				if code == kerr.CorruptMessage || code == kerr.InvalidRecord || code == kerr.MessageTooLarge {
+					// A client sent bytes that cannot be stored: say so.
+					level = slog.LevelWarn
+				}
+				b.logger.Log(context.Background(), level, "produce refused", "remote", cs.remote, "client_id", cs.clientID, "partition", tp, "err", code.Message, "detail", msg)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -152,14 +159,14 @@ func (b *Broker) producePartition(req *kmsg.ProduceRequest, tp TopicPartition, r
 	}
 	p := b.partition(tp)
 	if p == nil {
-		if _, ok := b.ctrl.Topic(tp.Topic); ok {
-			return kerr.NotLeaderForPartition, ""
-		}
-		return kerr.UnknownTopicOrPartition, ""
+		return b.notHere(tp), ""
 	}
 	res := p.appendAsLeader(records, req.Acks)
 	if res.err != nil {
 		return res.err, res.msg
+	}
+	if res.duplicate {
+		b.events.idempotentDuplicates.Add(1)
 	}
 	sp.BaseOffset, sp.LogStartOffset = res.firstOffset, p.log.LogStartOffset()
 	b.fetchWait.CheckAndComplete(tp)

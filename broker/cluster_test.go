@@ -147,10 +147,7 @@ func TestClusterISRShrinkAndExpand(t *testing.T) {
 		t.Fatal(err)
 	}
 	lagging.fetchers.remove(tp) // the follower stops fetching
-	waitFor(t, "ISR shrink", 10*time.Second, func() bool {
-		ts, _ := c.ctrl.Topic(topic)
-		return len(ts.Partitions[0].ISR) == 2
-	})
+	waitISR(t, c.ctrl, tp, 2, "ISR shrink", 10*time.Second)
 	err := prod.ProduceSync(context.Background(), &kgo.Record{Value: value(1)}).FirstErr()
 	if !errors.Is(err, kerr.NotEnoughReplicas) {
 		t.Fatalf("produce with a shrunk ISR: %v, want NOT_ENOUGH_REPLICAS", err)
@@ -158,8 +155,37 @@ func TestClusterISRShrinkAndExpand(t *testing.T) {
 	p := lagging.partition(tp)
 	ts, _ = c.ctrl.Topic(topic)
 	lagging.fetchers.add(p, leaderID, ts.Partitions[0].LeaderEpoch)
-	waitFor(t, "ISR expand", 10*time.Second, func() bool {
-		ts, _ := c.ctrl.Topic(topic)
-		return len(ts.Partitions[0].ISR) == 3
+	waitISR(t, c.ctrl, tp, 3, "ISR expand", 10*time.Second)
+}
+
+// waitISR waits for the controller to notify an ISR of n replicas for tp:
+// no polling, the wait ends on the notification (d bounds a hung test).
+func waitISR(t *testing.T, ctrl Controller, tp TopicPartition, n int, what string, d time.Duration) {
+	t.Helper()
+	has := func(ts TopicState) bool {
+		for _, ps := range ts.Partitions {
+			if ts.Name == tp.Topic && ps.Partition == tp.Partition && len(ps.ISR) == n {
+				return true
+			}
+		}
+		return false
+	}
+	ch := make(chan struct{}, 1)
+	cancel := ctrl.Subscribe(func(ts TopicState) {
+		if has(ts) {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
 	})
+	defer cancel()
+	if ts, ok := ctrl.Topic(tp.Topic); ok && has(ts) {
+		return // before we subscribed
+	}
+	select {
+	case <-ch:
+	case <-time.After(d):
+		t.Fatalf("timed out waiting for %s", what)
+	}
 }

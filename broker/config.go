@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore/ledger"
 )
@@ -40,8 +41,11 @@ const (
 	maxTopicNameLength              = 249
 	replicaFetcherClientIDPrefix    = "kwal-replica-fetcher-"
 	unknownRack                     = ""
-	defaultProducerStateBatchWindow = 5 // Kafka keeps the last 5 batches per producer
+	defaultProducerStateBatchWindow = kafkalog.ProducerBatchWindow // the log keeps Kafka's last 5 batches per producer
 )
+
+// DefaultRetentionCheckInterval is log.retention.check.interval.ms.
+const DefaultRetentionCheckInterval = 5 * time.Minute
 
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("broker: invalid config")
@@ -83,8 +87,14 @@ type RemoteWALConfig struct {
 	Retention time.Duration
 	// StorageURL: remote.wal.storage.url (mem://, file:///dir, s3://…,
 	// minio://…). Empty means file://<log.dirs>/remote-wal (see
-	// rwnode.OpenRemoteWALParts).
+	// rwnode.OpenRemoteWALParts). A URL containing {rack} is a template:
+	// the store of rack R is the URL with {rack} replaced by R (see
+	// rwnode.StoreSet).
 	StorageURL string
+	// RackStorageURLs: remote.wal.storage.url.<rack>, the store of each
+	// rack: a leader uploads to its own rack's store and names it in the
+	// metadata; followers read it from there (see rwnode.StoreSet).
+	RackStorageURLs map[string]string
 	// MetadataBootstrapServers: remote.wal.metadata.bootstrap.servers;
 	// empty means an embedded kfake.
 	MetadataBootstrapServers string
@@ -155,6 +165,21 @@ type Config struct {
 	SegmentBytes int64
 	// FlushMessages: flush.messages. Default: the OS decides.
 	FlushMessages int64
+	// RetentionMs: log.retention.ms (or .minutes, .hours), the default of
+	// the topic config retention.ms. 0 takes Kafka's default, 7 days; -1
+	// keeps segments forever.
+	RetentionMs int64
+	// RetentionBytes: log.retention.bytes, the default of the topic config
+	// retention.bytes. 0 and -1: unlimited.
+	RetentionBytes int64
+	// RetentionCheckInterval: log.retention.check.interval.ms, how often
+	// the broker deletes segments retention allows. Default 5 minutes.
+	RetentionCheckInterval time.Duration
+	// ProducerStateRebuildDisabled opens partitions with an empty producer
+	// table (kafkalog.Config.ProducerStateRebuildDisabled): the behaviour
+	// of issue 11 item 8, where an idempotent producer gets duplicates
+	// after a restart. Only for tests that show that; never in production.
+	ProducerStateRebuildDisabled bool
 	// NumPartitions: num.partitions, for auto-created topics and
 	// CreateTopics with -1. Default 1.
 	NumPartitions int32
@@ -184,12 +209,22 @@ type Config struct {
 	// SocketRequestMaxBytes: socket.request.max.bytes; larger frames close
 	// the connection. Default 100 MiB.
 	SocketRequestMaxBytes int32
+	// MaxUncompressedBatchBytes: kwal.batch.max.uncompressed.bytes, what
+	// one compressed produced batch may decompress to; a larger one is
+	// refused with CORRUPT_MESSAGE. Default 64 MiB.
+	MaxUncompressedBatchBytes int64
 	// AutoCreateTopics: auto.create.topics.enable. Default true (set
 	// DisableAutoCreateTopics to turn it off).
 	DisableAutoCreateTopics bool
 	// MaxTopicPartitions bounds the partitions of one topic (each is a
 	// log directory with open files). Default 4096.
 	MaxTopicPartitions int32
+	// LogCleanerDisable: log.cleaner.enable=false. Compacted topics are
+	// then never cleaned.
+	LogCleanerDisable bool
+	// LogCleanerBackoff: log.cleaner.backoff.ms, the pause between cleaner
+	// passes. Default 15 s.
+	LogCleanerBackoff time.Duration
 	// ClusterID is reported in Metadata. Default "kwal-cluster".
 	ClusterID string
 	// RemoteWAL holds the KIP-1176 settings.
@@ -205,6 +240,9 @@ type Config struct {
 	Ledger *ledger.Ledger
 	Clock  clock.Clock  // default clock.Real{}
 	Logger *slog.Logger // default slog.Default()
+
+	// afterRetention, for tests, runs after each retention pass.
+	afterRetention func()
 }
 
 // Validate fills defaults and rejects nonsense; errors wrap ErrConfig and
@@ -225,6 +263,9 @@ func (c *Config) Validate() error {
 	if c.ReplicaLagTimeMax == 0 {
 		c.ReplicaLagTimeMax = DefaultReplicaLagTimeMax
 	}
+	if c.LogCleanerBackoff == 0 {
+		c.LogCleanerBackoff = DefaultLogCleanerBackoff
+	}
 	if c.Dial == nil {
 		c.Dial = net.DialTimeout
 	}
@@ -242,6 +283,15 @@ func (c *Config) Validate() error {
 	}
 	if c.SocketRequestMaxBytes == 0 {
 		c.SocketRequestMaxBytes = DefaultSocketRequestMaxBytes
+	}
+	if c.RetentionCheckInterval == 0 {
+		c.RetentionCheckInterval = DefaultRetentionCheckInterval
+	}
+	if c.RetentionMs == 0 {
+		c.RetentionMs = kafkalog.DefaultRetentionMs
+	}
+	if c.RetentionBytes == 0 {
+		c.RetentionBytes = -1
 	}
 	if c.MaxTopicPartitions == 0 {
 		c.MaxTopicPartitions = 4096
@@ -284,6 +334,12 @@ func (c *Config) Validate() error {
 		return bad("log.segment.bytes", c.SegmentBytes)
 	case c.FlushMessages < 0:
 		return bad("flush.messages", c.FlushMessages)
+	case c.RetentionMs < -1:
+		return bad("log.retention.ms", c.RetentionMs)
+	case c.RetentionBytes < -1:
+		return bad("log.retention.bytes", c.RetentionBytes)
+	case c.RetentionCheckInterval < 0:
+		return bad("log.retention.check.interval.ms", c.RetentionCheckInterval)
 	case c.MaxTopicPartitions < 1:
 		return bad("max topic partitions", c.MaxTopicPartitions)
 	case c.NumPartitions < 1 || c.NumPartitions > c.MaxTopicPartitions:
@@ -292,6 +348,8 @@ func (c *Config) Validate() error {
 		return bad("default.replication.factor", c.DefaultReplicationFactor)
 	case c.MinInsyncReplicas < 1:
 		return bad("min.insync.replicas", c.MinInsyncReplicas)
+	case c.LogCleanerBackoff < 0:
+		return bad("log.cleaner.backoff.ms", c.LogCleanerBackoff)
 	case c.ReplicaLagTimeMax < 0:
 		return bad("replica.lag.time.max.ms", c.ReplicaLagTimeMax)
 	case c.ReplicaFetchWaitMax < 0:

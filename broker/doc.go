@@ -3,8 +3,12 @@
 // key, api_*.go), partitions and their logs, classic replication (a
 // replica fetcher per leader, high watermark as the smallest log end over
 // the ISR, ISR shrink and expansion, KIP-101 truncation), acks 0/1/all,
-// idempotent producers, long-poll fetches, fetch from follower by rack
-// (KIP-392), the controller seam and the server.properties loader.
+// idempotent producers (the sequence rules, producers.go; the producer
+// table lives in kafkalog and is rebuilt when a log opens), local
+// retention (retention.go: every log.retention.check.interval.ms, bounded
+// by the high watermark and on a remotewal leader by the remote-WAL
+// upload), long-poll fetches, fetch from follower by rack (KIP-392), the
+// controller seam and the server.properties loader.
 //
 // It does not own storage formats (kafkalog), the delayed-operation
 // machinery (purgatory), nor the remote WAL: a partition whose topic sets
@@ -66,8 +70,32 @@
 //	     └──── records + HW ◄─────────────────────┘   (acks=all answers when HW > last offset)
 //	follower: AppendAsFollower, HW = min(leader HW, LEO), wakes its consumers
 //
-// Before fetching at a new leader epoch a follower asks OffsetForLeaderEpoch
-// for its latest epoch and truncates (Kafka's getOffsetTruncationState).
+// The decisions are not made here but in package replica's pure state
+// machines; this package only feeds them events and carries out their
+// actions. partition.go drives a replica.Leader while this broker leads:
+// followerFetched (FollowerFetch: follower progress, ISR expansion),
+// maybeAdvanceHW (where the HW advances; publishHW applies AdvanceHW to the
+// log), shrinkProposal (Tick, run by the ISR loop:
+// where the ISR shrinks) and applyState (a new Leader per leader epoch,
+// ISRChanged for the controller's answers). fetcher.go drives one
+// replica.Follower per followed partition and epoch: it sends the
+// OffsetForLeaderEpoch queries and fetches the machines ask for and
+// carries out Truncate (where truncation is decided: replica.Truncation,
+// KIP-101/KIP-279), Append, SetHW, TruncateFully and StartRemote through
+// the partition's followerLog handle, never its locks.
+//
+// # Remote WAL: leader changes and stores
+//
+// A broker elected leader of a RemoteWAL partition restarts its slice task
+// at its log end with the new epoch and publishes a metadata.DeadRange: the
+// entries older leaders uploaded past that offset are dead (the KIP's
+// reconciliation; remotewal_reconcile.go). Leaders vouch for their high
+// watermarks (metadata.ReplicatedOffset), and retention is run for an
+// object by the current leader of its least partition, whoever uploaded it.
+// Each rack may have its own store (StoreSet, storeset.go): a leader uploads
+// to its rack's and names it in the event; followers resolve the name
+// through their own configuration and fall back to the leader when they
+// cannot (UnknownStoreError).
 //
 // # Controller
 //
@@ -90,10 +118,14 @@
 // topic-partition; the connection goroutine blocks until the operation
 // completes, expires or the broker closes. Broker.mu guards the partition
 // map and the connection set. Each partition has appendMu (appends,
-// truncation, role changes, producer state) taken before mu (controller
-// state, follower progress). Controller notifications run in the goroutine
-// that made the change and must not call the controller back while holding
-// a partition lock. One replica-fetcher goroutine per leader broker; Close
-// stops fetchers, the ISR loop, the accept loop and the connections, then
+// truncation, role changes; it holds a producer's entry in the log still
+// between the sequence check and the append) taken before mu (controller
+// state and the replica.Leader machine); the leader's HW is published to
+// the log under hwMu, after mu is released. A replica fetcher drives its
+// replica.Follower machines under its own mu and carries out their actions
+// outside it. Controller notifications run in the goroutine that made the
+// change and must not call the controller back while holding a partition
+// lock. One replica-fetcher goroutine per leader broker; Close
+// stops fetchers, the ISR and retention loops, the accept loop and the connections, then
 // completes waiting operations and closes the logs.
 package broker

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/replica"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -75,19 +76,34 @@ func (m *fetcherManager) close() {
 	}
 }
 
-// followState is one partition a fetcher replicates.
-type followState struct {
-	p         *partition
-	epoch     int32
-	truncated bool      // KIP-101 truncation done for this epoch
-	started   bool      // remotewal: Replicator.StartFollower called
-	leaderLEO int64     // remotewal: the leader's log end, last reported
-	retryAt   time.Time // back off until then after an error
+// followerLog is what a follower driver needs of its partition: the
+// log as the machine reads it, and the changes its actions make. The
+// partition implements it under its own locks.
+type followerLog interface {
+	followerView(withEpochs bool) replica.LogView
+	appendAsFollower(records []byte, epoch int32) (kafkalog.AppendInfo, error)
+	truncate(to int64) error
+	truncateFully(start int64) error
+	setFollowerHW(hw int64) (bool, error)
 }
 
-// replicaFetcher replicates partitions led by one broker: it truncates
-// them by leader epoch, then fetches them (Fetch v12 with its replica id)
-// and appends what comes back as follower.
+var _ followerLog = (*partition)(nil)
+
+// followState is one partition a fetcher replicates: the follower
+// machine for one leader epoch and the handle its actions go to. A new
+// epoch is a new followState; an answer to a request built from an older
+// one is dropped.
+type followState struct {
+	tp      TopicPartition
+	p       *partition // for the Replicator (StartFollower takes the log)
+	h       followerLog
+	fsm     *replica.Follower
+	started bool // remotewal: Replicator.StartFollower called
+}
+
+// replicaFetcher replicates partitions led by one broker: a thin driver
+// of replica.Follower machines that sends their requests (OffsetForLeaderEpoch,
+// Fetch v12 with its replica id) and carries out their actions.
 type replicaFetcher struct {
 	b      *Broker
 	leader int32
@@ -96,7 +112,7 @@ type replicaFetcher struct {
 	done   chan struct{}
 	mu     struct {
 		sync.Mutex
-		parts map[TopicPartition]*followState
+		parts map[TopicPartition]*followState // machines are driven under mu
 		conn  *wireClient
 	}
 }
@@ -108,8 +124,12 @@ func newReplicaFetcher(b *Broker, leader int32) *replicaFetcher {
 }
 
 func (f *replicaFetcher) add(p *partition, epoch int32) {
+	mode := replica.Classic
+	if p.mode == RemoteWAL {
+		mode = replica.RemoteWAL
+	}
 	f.mu.Lock()
-	f.mu.parts[p.tp] = &followState{p: p, epoch: epoch}
+	f.mu.parts[p.tp] = &followState{tp: p.tp, p: p, h: p, fsm: replica.NewFollower(mode, epoch, f.b.cfg.ReplicaFetchBackoff)}
 	f.mu.Unlock()
 	f.poke()
 }
@@ -180,8 +200,8 @@ func (f *replicaFetcher) run() {
 	}()
 	backoff := f.b.cfg.ReplicaFetchBackoff
 	for !f.stopped() {
-		ready, idle := f.ready()
-		if len(ready) == 0 {
+		r, idle := f.next()
+		if len(r.queries) == 0 && len(r.fetches) == 0 {
 			if !f.sleep(idle) {
 				return
 			}
@@ -190,12 +210,14 @@ func (f *replicaFetcher) run() {
 		conn, err := f.connect()
 		if err != nil {
 			f.b.logger.Debug("replica fetcher cannot reach leader", "leader", f.leader, "err", err)
+			f.unsent(r)
 			if !f.sleep(backoff) {
 				return
 			}
 			continue
 		}
-		if err := f.step(conn, ready); err != nil {
+		if err := f.step(conn, r); err != nil {
+			f.unsent(r)
 			if f.stopped() {
 				return
 			}
@@ -213,22 +235,69 @@ func (f *replicaFetcher) run() {
 	}
 }
 
-// ready returns the partitions not backing off, and how long until the
-// next one is due (or a long idle).
-func (f *replicaFetcher) ready() (map[TopicPartition]followState, time.Duration) {
+// round is what the machines asked to send in one iteration.
+type round struct {
+	queries map[TopicPartition]queryReq
+	fetches map[TopicPartition]fetchReq
+}
+
+type queryReq struct {
+	st    *followState
+	epoch int32
+}
+
+type fetchReq struct {
+	st *followState
+	replica.SendFetch
+}
+
+// next asks every machine what to send now. Truncation goes first, as in
+// Kafka: while any partition has an epoch query to send, this round sends
+// only queries, and the fetches the others asked for are handed back
+// unsent. idle is how long to sleep when nothing is to be sent.
+func (f *replicaFetcher) next() (round, time.Duration) {
 	now := f.b.clock.Now()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := map[TopicPartition]followState{}
+	r := round{queries: map[TopicPartition]queryReq{}, fetches: map[TopicPartition]fetchReq{}}
 	idle := time.Minute
+	var starts []*followState
+	f.mu.Lock()
 	for tp, st := range f.mu.parts {
-		if wait := st.retryAt.Sub(now); wait > 0 {
-			idle = min(idle, wait)
+		acts := st.fsm.Next(now, st.h.followerView(!st.fsm.Truncated()))
+		if len(acts) == 0 {
+			if at := st.fsm.RetryAt(); at.After(now) {
+				idle = min(idle, at.Sub(now))
+			}
 			continue
 		}
-		out[tp] = *st
+		for _, a := range acts {
+			switch a := a.(type) {
+			case replica.SendEpochQuery:
+				r.queries[tp] = queryReq{st: st, epoch: a.Epoch}
+			case replica.SendFetch:
+				r.fetches[tp] = fetchReq{st: st, SendFetch: a}
+			case replica.StartRemote:
+				starts = append(starts, st)
+			}
+		}
 	}
-	return out, idle
+	if len(r.queries) > 0 {
+		for _, q := range r.fetches {
+			q.st.fsm.RequestFailed()
+		}
+		clear(r.fetches)
+	}
+	f.mu.Unlock()
+	for _, st := range starts {
+		f.startRemote(st)
+	}
+	return r, idle
+}
+
+// unsent hands a round's requests back to their machines: they got no
+// answer.
+func (f *replicaFetcher) unsent(r round) {
+	handBack(f, r.queries, nil, func(q queryReq) *followState { return q.st })
+	handBack(f, r.fetches, nil, func(q fetchReq) *followState { return q.st })
 }
 
 func (f *replicaFetcher) connect() (*wireClient, error) {
@@ -252,159 +321,188 @@ func (f *replicaFetcher) connect() (*wireClient, error) {
 	return c, nil
 }
 
-// update applies fn to tp's state if it is still the one the request was
-// built from.
-func (f *replicaFetcher) update(tp TopicPartition, was followState, fn func(st *followState)) bool {
+// event feeds st's machine an event, if st is still the partition's
+// state, and carries out the actions that come back.
+func (f *replicaFetcher) event(st *followState, fn func(now time.Time) []replica.Action) {
+	now := f.b.clock.Now()
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	st := f.mu.parts[tp]
-	if st == nil || st.p != was.p || st.epoch != was.epoch {
-		return false
+	if f.mu.parts[st.tp] != st {
+		f.mu.Unlock()
+		return
 	}
-	fn(st)
-	return true
+	acts := fn(now)
+	f.mu.Unlock()
+	f.carryOut(st, acts)
 }
 
-func (f *replicaFetcher) backoff(tp TopicPartition, was followState) {
-	at := f.b.clock.Now().Add(f.b.cfg.ReplicaFetchBackoff)
-	f.update(tp, was, func(st *followState) { st.retryAt = at })
-}
-
-// step truncates what needs it, then fetches once. Errors are
-// connection errors.
-func (f *replicaFetcher) step(conn *wireClient, ready map[TopicPartition]followState) error {
-	var need []TopicPartition
-	for tp, st := range ready {
-		if !st.truncated {
-			need = append(need, tp)
+// carryOut does what a follower machine asked, reporting the outcomes of
+// appends and truncations back to it.
+func (f *replicaFetcher) carryOut(st *followState, acts []replica.Action) {
+	tp, changed := st.tp, false
+	for _, a := range acts {
+		switch a := a.(type) {
+		case replica.Truncate:
+			leo := st.h.followerView(false).LEO
+			f.b.logger.Info("truncating follower by leader epoch", "partition", tp, "from", leo, "to", a.To, "leader_epoch", st.fsm.LeaderEpoch())
+			if err := st.h.truncate(a.To); err != nil {
+				f.b.logger.Error("truncate by leader epoch failed", "partition", tp, "to", a.To, "err", err)
+				f.event(st, func(now time.Time) []replica.Action { return st.fsm.TruncateFailed(now) })
+				return
+			}
+		case replica.TruncateFully:
+			f.b.logger.Warn("follower behind the leader's log start; starting over", "partition", tp, "log_start", a.StartAt)
+			if err := st.h.truncateFully(a.StartAt); err != nil {
+				f.b.logger.Error("truncate fully", "partition", tp, "err", err)
+				f.event(st, func(now time.Time) []replica.Action { return st.fsm.TruncateFailed(now) })
+				return
+			}
+		case replica.Append:
+			_, err := st.h.appendAsFollower(a.Records, st.fsm.LeaderEpoch())
+			if err != nil && !errors.Is(err, replica.ErrStale) {
+				f.b.logger.Warn("follower append failed", "partition", tp, "err", err)
+			}
+			changed = changed || err == nil
+			f.event(st, func(now time.Time) []replica.Action {
+				return st.fsm.AppendDone(now, st.h.followerView(false), err)
+			})
+		case replica.SetHW:
+			moved, err := st.h.setFollowerHW(a.HW)
+			if err != nil {
+				f.b.logger.Error("follower high watermark", "partition", tp, "err", err)
+			}
+			changed = changed || moved
+		case replica.StartRemote:
+			f.startRemote(st)
+		case replica.ObserveLeaderLogEnd:
+			if o, ok := f.b.cfg.Replicator.(LeaderLogEndObserver); ok {
+				o.ObserveLeaderLogEnd(tp, a.LEO)
+			}
+		case replica.Backoff:
+			f.b.logger.Debug("replica fetcher backing off", "partition", tp, "leader", f.leader, "until", a.Until, "reason", a.Reason)
 		}
 	}
-	if len(need) > 0 {
-		return f.truncate(conn, ready, need)
+	if changed {
+		f.b.fetchWait.CheckAndComplete(tp)
 	}
-	return f.fetch(conn, ready)
 }
 
-// truncate is KIP-101: ask the leader where our latest epoch ends and cut
-// the log there (Kafka's AbstractFetcherThread.getOffsetTruncationState).
-func (f *replicaFetcher) truncate(conn *wireClient, ready map[TopicPartition]followState, need []TopicPartition) error {
+// startRemote starts the Replicator feeding a remotewal follower's log,
+// once truncation is done.
+func (f *replicaFetcher) startRemote(st *followState) {
+	if f.b.cfg.Replicator == nil || st.p.mode != RemoteWAL {
+		return
+	}
+	f.mu.Lock()
+	ok := f.mu.parts[st.tp] == st && !st.started
+	st.started = st.started || ok
+	f.mu.Unlock()
+	if !ok {
+		return
+	}
+	tp := st.tp
+	notify := func() {
+		f.poke()
+		f.b.fetchWait.CheckAndComplete(tp)
+	}
+	if err := f.b.cfg.Replicator.StartFollower(newReplicaHandle(f.b, st.p, f.leader, st.fsm.LeaderEpoch(), notify)); err != nil {
+		f.b.logger.Error("remote WAL follower start", "partition", tp, "err", err)
+	}
+}
+
+// step sends the round's epoch queries or its fetch. Errors are
+// connection errors; the caller hands the requests back unsent.
+func (f *replicaFetcher) step(conn *wireClient, r round) error {
+	if len(r.queries) > 0 {
+		return f.truncate(conn, r.queries)
+	}
+	return f.fetch(conn, r.fetches)
+}
+
+// kerrOf is the typed error of a response code (nil for none).
+func kerrOf(code int16) *kerr.Error {
+	if code == 0 {
+		return nil
+	}
+	if e, ok := kerr.ErrorForCode(code).(*kerr.Error); ok {
+		return e
+	}
+	return kerr.UnknownServerError
+}
+
+// truncate is KIP-101: ask the leader where our latest epochs end; the
+// machines decide where to cut (replica.Truncation).
+func (f *replicaFetcher) truncate(conn *wireClient, queries map[TopicPartition]queryReq) error {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.Version = replicaOffsetForEpochVers
 	req.ReplicaID = f.b.cfg.BrokerID
-	asked := map[TopicPartition]int32{}
-	for _, tp := range need {
-		st := ready[tp]
-		latest, ok := st.p.log.LatestEpoch()
+	byTopic := map[string]int{}
+	for tp, q := range queries {
+		i, ok := byTopic[tp.Topic]
 		if !ok {
-			f.truncated(tp, st)
-			continue
+			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			rt.Topic = tp.Topic
+			req.Topics = append(req.Topics, rt)
+			i = len(req.Topics) - 1
+			byTopic[tp.Topic] = i
 		}
-		asked[tp] = latest
-		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
-		rt.Topic = tp.Topic
 		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = tp.Partition, st.epoch, latest
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-	}
-	if len(req.Topics) == 0 {
-		return nil
+		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = tp.Partition, q.st.fsm.LeaderEpoch(), q.epoch
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	r, err := conn.roundTrip(req, f.b.clock.Now().Add(30*time.Second))
 	if err != nil {
 		return err
 	}
 	resp := r.(*kmsg.OffsetForLeaderEpochResponse)
+	answered := map[TopicPartition]bool{}
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
 			tp := TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
-			st, ok := ready[tp]
-			if _, wasAsked := asked[tp]; !ok || !wasAsked {
+			q, ok := queries[tp]
+			if !ok || answered[tp] {
 				continue
 			}
-			if rp.ErrorCode != 0 {
-				f.b.logger.Info("offset for leader epoch refused", "partition", tp, "leader", f.leader, "err", kerr.ErrorForCode(rp.ErrorCode))
-				f.backoff(tp, st)
-				continue
+			answered[tp] = true
+			perr := kerrOf(rp.ErrorCode)
+			if perr != nil {
+				f.b.logger.Info("offset for leader epoch refused", "partition", tp, "leader", f.leader, "err", perr)
 			}
-			f.applyTruncation(tp, st, rp.LeaderEpoch, rp.EndOffset)
+			ans := replica.EpochAnswer{Epoch: rp.LeaderEpoch, EndOffset: rp.EndOffset}
+			f.event(q.st, func(now time.Time) []replica.Action {
+				return q.st.fsm.EpochAnswered(now, q.st.h.followerView(true), q.epoch, perr, ans)
+			})
 		}
 	}
+	handBack(f, queries, answered, func(q queryReq) *followState { return q.st })
 	return nil
 }
 
-func (f *replicaFetcher) applyTruncation(tp TopicPartition, st followState, leaderEpoch int32, leaderEnd int64) {
-	l := st.p.log
-	leo := l.LogEndOffset()
-	to, complete := leo, true
-	switch {
-	case leaderEpoch < 0:
-		to = leaderEnd
-		if to < 0 {
-			to = l.HighWatermark()
-		}
-	default:
-		fe, fo := l.EndOffsetForEpoch(leaderEpoch)
-		switch {
-		case fe < 0:
-			to = leaderEnd
-		case fe != leaderEpoch:
-			to, complete = fo, false
-		default:
-			to = min(fo, leaderEnd)
-		}
-	}
-	to = min(to, leo)
-	if to < leo {
-		f.b.logger.Info("truncating follower by leader epoch", "partition", tp, "from", leo, "to", to, "leader_epoch", leaderEpoch)
-		if err := st.p.truncate(to); err != nil {
-			f.b.logger.Warn("truncate by leader epoch failed; truncating to the high watermark", "partition", tp, "to", to, "err", err)
-			if err := st.p.truncate(l.HighWatermark()); err != nil {
-				f.b.logger.Error("truncate to high watermark failed", "partition", tp, "err", err)
-				f.backoff(tp, st)
-				return
-			}
-		}
-	}
-	if complete {
-		f.truncated(tp, st)
-	}
-}
-
-// truncated marks truncation done and, for remotewal, starts the
-// Replicator feeding the log.
-func (f *replicaFetcher) truncated(tp TopicPartition, st followState) {
-	start := false
-	f.update(tp, st, func(s *followState) {
-		s.truncated = true
-		start = st.p.mode == RemoteWAL && !s.started && f.b.cfg.Replicator != nil
-		s.started = s.started || start
-	})
-	if start {
-		notify := func() {
-			f.poke()
-			f.b.fetchWait.CheckAndComplete(tp)
-		}
-		if err := f.b.cfg.Replicator.StartFollower(newReplicaHandle(f.b, st.p, f.leader, st.epoch, notify)); err != nil {
-			f.b.logger.Error("remote WAL follower start", "partition", tp, "err", err)
+// handBack returns the requests the leader did not answer to their
+// machines, so they are asked again.
+func handBack[R any](f *replicaFetcher, reqs map[TopicPartition]R, answered map[TopicPartition]bool, stOf func(R) *followState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for tp, q := range reqs {
+		if st := stOf(q); !answered[tp] && f.mu.parts[tp] == st {
+			st.fsm.RequestFailed()
 		}
 	}
 }
 
-func (f *replicaFetcher) fetch(conn *wireClient, ready map[TopicPartition]followState) error {
+func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetchReq) error {
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = replicaFetchVersion
 	req.ReplicaID = f.b.cfg.BrokerID
 	req.MaxWaitMillis = int32(f.b.cfg.ReplicaFetchWaitMax.Milliseconds())
-	for _, st := range ready {
+	for _, q := range fetches {
 		// A remotewal follower's log grows from object storage, not from
 		// this fetch, and the leader's high watermark waits for the log
 		// end this fetch reports. While the leader holds bytes this
-		// follower lacks, keep the poll short so each report goes out soon
-		// after an append; a caught-up follower long-polls, and the leader
-		// answers it early once it appends (see fetchPartition).
-		if st.p.mode == RemoteWAL && st.leaderLEO > st.p.log.LogEndOffset() &&
-			f.b.cfg.RemoteWALFetchWaitMax < f.b.cfg.ReplicaFetchWaitMax {
+		// follower lacks (the machine's ShortPoll), keep the poll short so
+		// each report goes out soon after an append; a caught-up follower
+		// long-polls, and the leader answers it early once it appends
+		// (see fetchPartition).
+		if q.ShortPoll && f.b.cfg.RemoteWALFetchWaitMax < f.b.cfg.ReplicaFetchWaitMax {
 			req.MaxWaitMillis = int32(f.b.cfg.RemoteWALFetchWaitMax.Milliseconds())
 			break
 		}
@@ -413,7 +511,7 @@ func (f *replicaFetcher) fetch(conn *wireClient, ready map[TopicPartition]follow
 	req.MaxBytes = DefaultReplicaFetchResponseMax
 	req.SessionEpoch = -1 // no fetch session
 	byTopic := map[string]int{}
-	for tp, st := range ready {
+	for tp, q := range fetches {
 		i, ok := byTopic[tp.Topic]
 		if !ok {
 			rt := kmsg.NewFetchRequestTopic()
@@ -423,8 +521,8 @@ func (f *replicaFetcher) fetch(conn *wireClient, ready map[TopicPartition]follow
 			byTopic[tp.Topic] = i
 		}
 		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.CurrentLeaderEpoch = tp.Partition, st.epoch
-		rp.FetchOffset, rp.LogStartOffset = st.p.log.LogEndOffset(), st.p.log.LogStartOffset()
+		rp.Partition, rp.CurrentLeaderEpoch = tp.Partition, q.st.fsm.LeaderEpoch()
+		rp.FetchOffset, rp.LogStartOffset = q.Offset, q.LogStart
 		rp.LastFetchedEpoch = -1
 		rp.PartitionMaxBytes = f.b.cfg.ReplicaFetchMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
@@ -434,79 +532,48 @@ func (f *replicaFetcher) fetch(conn *wireClient, ready map[TopicPartition]follow
 		return err
 	}
 	resp := r.(*kmsg.FetchResponse)
-	if resp.ErrorCode != 0 {
-		f.b.logger.Warn("replica fetch refused", "leader", f.leader, "err", kerr.ErrorForCode(resp.ErrorCode))
-		for tp, st := range ready {
-			f.backoff(tp, st)
+	answered := map[TopicPartition]bool{}
+	if topErr := kerrOf(resp.ErrorCode); topErr != nil {
+		f.b.logger.Warn("replica fetch refused", "leader", f.leader, "err", topErr)
+		for tp, q := range fetches {
+			answered[tp] = true
+			f.event(q.st, func(now time.Time) []replica.Action {
+				return q.st.fsm.Fetched(now, q.st.h.followerView(false), replica.FetchPartition{Err: topErr, LeaderLEO: -1})
+			})
 		}
 		return nil
 	}
 	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
+		for i := range rt.Partitions {
+			rp := &rt.Partitions[i]
 			tp := TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
-			if st, ok := ready[tp]; ok {
-				f.handlePartition(tp, st, &rp)
+			q, ok := fetches[tp]
+			if !ok || answered[tp] {
+				continue
 			}
+			answered[tp] = true
+			f.handlePartition(q.st, rp)
 		}
 	}
+	handBack(f, fetches, answered, func(q fetchReq) *followState { return q.st })
 	return nil
 }
 
-func (f *replicaFetcher) handlePartition(tp TopicPartition, st followState, rp *kmsg.FetchResponseTopicPartition) {
-	p := st.p
-	switch err := kerr.ErrorForCode(rp.ErrorCode); {
-	case err == nil:
-	case errors.Is(err, kerr.OffsetOutOfRange):
-		if rp.LogStartOffset > p.log.LogEndOffset() {
-			f.b.logger.Warn("follower behind the leader's log start; starting over", "partition", tp, "log_start", rp.LogStartOffset)
-			p.appendMu.Lock()
-			err := p.log.TruncateFullyAndStartAt(rp.LogStartOffset)
-			p.producers = producerTable{}
-			p.appendMu.Unlock()
-			if err != nil {
-				f.b.logger.Error("truncate fully", "partition", tp, "err", err)
-				f.backoff(tp, st)
-			}
-			return
-		}
-		f.update(tp, st, func(s *followState) { s.truncated = false })
-		return
-	default:
-		f.b.logger.Debug("replica fetch partition error", "partition", tp, "leader", f.leader, "err", err)
-		f.backoff(tp, st)
-		return
+// handlePartition feeds one partition's fetch answer to its machine.
+func (f *replicaFetcher) handlePartition(st *followState, rp *kmsg.FetchResponseTopicPartition) {
+	ans := replica.FetchPartition{
+		Err: kerrOf(rp.ErrorCode), HighWatermark: rp.HighWatermark, LogStart: rp.LogStartOffset,
+		LeaderLEO: -1, Records: rp.RecordBatches,
 	}
-	if p.mode == RemoteWAL {
+	if ans.Err != nil && !errors.Is(ans.Err, kerr.OffsetOutOfRange) {
+		f.b.logger.Debug("replica fetch partition error", "partition", st.tp, "leader", f.leader, "err", ans.Err)
+	}
+	if st.p.mode == RemoteWAL {
 		if leo, ok := leaderLogEndTag(rp); ok {
-			f.update(tp, st, func(s *followState) { s.leaderLEO = leo })
-			if o, ok := f.b.cfg.Replicator.(LeaderLogEndObserver); ok {
-				o.ObserveLeaderLogEnd(tp, leo)
-			}
+			ans.LeaderLEO = leo
 		}
 	}
-	changed := false
-	if len(rp.RecordBatches) > 0 && p.mode == Classic {
-		if _, err := p.appendAsFollower(rp.RecordBatches, st.epoch); err != nil {
-			if errors.Is(err, errFetchStale) {
-				return
-			}
-			f.b.logger.Warn("follower append failed", "partition", tp, "err", err)
-			if errors.Is(err, kafkalog.ErrOffsetOverlap) || errors.Is(err, kafkalog.ErrOffsetGap) || errors.Is(err, kafkalog.ErrEpochRegression) {
-				f.update(tp, st, func(s *followState) { s.truncated = false })
-			} else {
-				f.backoff(tp, st)
-			}
-			return
-		}
-		changed = true
-	}
-	if hw := min(rp.HighWatermark, p.log.LogEndOffset()); hw > p.log.HighWatermark() {
-		if err := p.log.SetHighWatermark(hw); err != nil {
-			f.b.logger.Error("follower high watermark", "partition", tp, "err", err)
-		}
-		changed = true
-	}
-	if changed {
-		f.b.fetchWait.CheckAndComplete(tp)
-	}
+	f.event(st, func(now time.Time) []replica.Action {
+		return st.fsm.Fetched(now, st.h.followerView(false), ans)
+	})
 }

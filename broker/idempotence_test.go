@@ -2,11 +2,14 @@ package broker
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
+	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -22,37 +25,11 @@ func TestIdempotentRetryNotAppendedTwice(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	init := kmsg.NewPtrInitProducerIDRequest()
-	initResp, err := init.RequestWith(ctx, cl)
-	if err != nil || initResp.ErrorCode != 0 {
-		t.Fatalf("init producer id: %v %v", err, initResp)
-	}
-	pid, epoch := initResp.ProducerID, initResp.ProducerEpoch
-
-	batch := func(seq int32, vals ...string) []byte {
-		var recs []kafkalogtest.Record
-		for _, v := range vals {
-			recs = append(recs, kafkalogtest.Record{Value: []byte(v)})
-		}
-		return kafkalogtest.Encode(kafkalogtest.BatchSpec{
-			ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, BaseTimestamp: 1, Records: recs,
-		})
-	}
+	pid, epoch := initProducerID(t, ctx, cl)
+	batch := func(seq int32, vals ...string) []byte { return idemBatch(pid, epoch, seq, vals...) }
 	produce := func(records []byte) kmsg.ProduceResponseTopicPartition {
 		t.Helper()
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = -1, 5000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "idem"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = records
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, cl.Broker(int(leader.cfg.BrokerID)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.Topics[0].Partitions[0]
+		return produceBatch(t, ctx, cl.Broker(int(leader.cfg.BrokerID)), "idem", records)
 	}
 
 	first := produce(batch(0, "a", "b", "c"))
@@ -74,36 +51,84 @@ func TestIdempotentRetryNotAppendedTwice(t *testing.T) {
 	}
 }
 
-// The producer table keeps the last 5 batches of a producer: duplicates
-// among them are found, older ones and gaps are out of order, epochs fence.
-func TestProducerTableWindow(t *testing.T) {
-	var pt producerTable
-	for i := range int32(7) {
-		if chk := pt.check(7, 0, i*2, i*2+1); chk.err != nil || chk.dup != nil {
-			t.Fatalf("batch %d: %+v", i, chk)
-		}
-		pt.record(7, 0, producerBatch{firstSeq: i * 2, lastSeq: i*2 + 1, firstOffset: int64(i * 2), lastOffset: int64(i*2 + 1)})
+// initProducerID asks for a producer id and epoch.
+func initProducerID(t *testing.T, ctx context.Context, cl *kgo.Client) (int64, int16) {
+	t.Helper()
+	resp, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(ctx, cl)
+	if err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("init producer id: %v %v", err, resp)
 	}
+	return resp.ProducerID, resp.ProducerEpoch
+}
+
+// idemBatch is a batch of producer pid at epoch from sequence seq, one
+// record per value.
+func idemBatch(pid int64, epoch int16, seq int32, vals ...string) []byte {
+	var recs []kafkalogtest.Record
+	for _, v := range vals {
+		recs = append(recs, kafkalogtest.Record{Value: []byte(v)})
+	}
+	return kafkalogtest.Encode(kafkalogtest.BatchSpec{
+		ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, BaseTimestamp: 1, Records: recs,
+	})
+}
+
+// produceBatch sends records to partition 0 of topic with acks=all.
+func produceBatch(t *testing.T, ctx context.Context, br *kgo.Broker, topic string, records []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = records
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Topics[0].Partitions[0]
+}
+
+// The sequence rules over a producer's entry (the log keeps its last 5
+// batches): duplicates among them are found, older ones and gaps are out
+// of order, epochs fence, sequences wrap at MaxInt32.
+func TestCheckSequence(t *testing.T) {
+	e := kafkalog.ProducerEntry{ProducerID: 7}
+	for i := int32(2); i < 2+defaultProducerStateBatchWindow; i++ { // batches 0 and 1 fell out of the window
+		e.Batches = append(e.Batches, kafkalog.ProducerBatch{FirstSeq: i * 2, LastSeq: i*2 + 1, FirstOffset: int64(i * 2), LastOffset: int64(i*2 + 1)})
+	}
+	wrapped := kafkalog.ProducerEntry{ProducerID: 7, Batches: []kafkalog.ProducerBatch{{FirstSeq: math.MaxInt32 - 1, LastSeq: math.MaxInt32, FirstOffset: 50, LastOffset: 51}}}
+	markerOnly := kafkalog.ProducerEntry{ProducerID: 7, Epoch: 2}
 	cases := []struct {
 		name         string
+		entry        kafkalog.ProducerEntry
+		known        bool
 		epoch        int16
 		first, last  int32
 		wantErr      *kerr.Error
 		wantDupAt    int64
 		wantNoAction bool
 	}{
-		{name: "duplicate in window", first: 8, last: 9, wantDupAt: 8},
-		{name: "latest duplicate", first: 12, last: 13, wantDupAt: 12},
-		{name: "older than the 5 kept", first: 2, last: 3, wantErr: kerr.OutOfOrderSequenceNumber},
-		{name: "next", first: 14, last: 14, wantNoAction: true},
-		{name: "gap", first: 16, last: 16, wantErr: kerr.OutOfOrderSequenceNumber},
-		{name: "fenced epoch", epoch: -1, first: 14, last: 14, wantErr: kerr.InvalidProducerEpoch},
-		{name: "new epoch from 0", epoch: 1, first: 0, last: 0, wantNoAction: true},
-		{name: "new epoch not from 0", epoch: 1, first: 5, last: 5, wantErr: kerr.OutOfOrderSequenceNumber},
+		{name: "duplicate in window", entry: e, known: true, first: 8, last: 9, wantDupAt: 8},
+		{name: "latest duplicate", entry: e, known: true, first: 12, last: 13, wantDupAt: 12},
+		{name: "older than the 5 kept", entry: e, known: true, first: 2, last: 3, wantErr: kerr.OutOfOrderSequenceNumber},
+		{name: "next", entry: e, known: true, first: 14, last: 14, wantNoAction: true},
+		{name: "gap", entry: e, known: true, first: 16, last: 16, wantErr: kerr.OutOfOrderSequenceNumber},
+		{name: "fenced epoch", entry: e, known: true, epoch: -1, first: 14, last: 14, wantErr: kerr.InvalidProducerEpoch},
+		{name: "new epoch from 0", entry: e, known: true, epoch: 1, first: 0, last: 0, wantNoAction: true},
+		{name: "new epoch not from 0", entry: e, known: true, epoch: 1, first: 5, last: 5, wantErr: kerr.OutOfOrderSequenceNumber},
+		{name: "unknown producer from 0", first: 0, last: 3, wantNoAction: true},
+		{name: "unknown producer not from 0", first: 3, last: 3, wantErr: kerr.OutOfOrderSequenceNumber},
+		{name: "sequence wraps to 0", entry: wrapped, known: true, first: 0, last: 4, wantNoAction: true},
+		{name: "after wrap not 0", entry: wrapped, known: true, first: 1, last: 4, wantErr: kerr.OutOfOrderSequenceNumber},
+		{name: "epoch from a marker only, from 0", entry: markerOnly, known: true, epoch: 2, first: 0, last: 0, wantNoAction: true},
+		{name: "epoch from a marker only, not 0", entry: markerOnly, known: true, epoch: 2, first: 1, last: 1, wantErr: kerr.OutOfOrderSequenceNumber},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			chk := pt.check(7, tc.epoch, tc.first, tc.last)
+			chk := checkSequence(tc.entry, tc.known, 7, tc.epoch, tc.first, tc.last)
 			switch {
 			case tc.wantErr != nil:
 				if chk.err != tc.wantErr {
@@ -114,39 +139,13 @@ func TestProducerTableWindow(t *testing.T) {
 					t.Fatalf("got %+v, want append", chk)
 				}
 			default:
-				if chk.dup == nil || chk.dup.firstOffset != tc.wantDupAt {
+				if chk.dup == nil || chk.dup.FirstOffset != tc.wantDupAt {
 					t.Fatalf("got %+v, want duplicate at %d", chk, tc.wantDupAt)
 				}
 			}
 		})
 	}
-	if chk := pt.check(99, 0, 3, 3); chk.err != kerr.OutOfOrderSequenceNumber {
-		t.Fatalf("unknown producer not at 0: %+v", chk)
-	}
-	pt.truncate(10)
-	if chk := pt.check(7, 0, 10, 11); chk.err != nil || chk.dup != nil {
-		t.Fatalf("after truncation to 10 the next batch is 10: %+v", chk)
-	}
-}
-
-func TestLaggingReplicas(t *testing.T) {
-	now := time.Unix(1000, 0)
-	fs := map[int32]*followerState{
-		2: {lastCaughtUp: now.Add(-time.Second)},
-		3: {lastCaughtUp: now.Add(-31 * time.Second)},
-	}
-	cases := []struct {
-		isr  []int32
-		want []int32
-	}{
-		{[]int32{1, 2, 3}, []int32{3}},
-		{[]int32{1, 2}, nil},
-		{[]int32{1, 2, 4}, []int32{4}}, // no fetch state at all
-	}
-	for _, tc := range cases {
-		got := laggingReplicas(tc.isr, 1, fs, now, 30*time.Second)
-		if len(got) != len(tc.want) || (len(got) > 0 && got[0] != tc.want[0]) {
-			t.Errorf("isr %v: lagging %v, want %v", tc.isr, got, tc.want)
-		}
+	if chk := checkSequence(kafkalog.ProducerEntry{}, false, -1, -1, -1, -1); chk.err != nil || chk.dup != nil {
+		t.Fatalf("non-idempotent batch: %+v", chk)
 	}
 }

@@ -20,6 +20,15 @@ type requestCounters struct {
 	produce, fetchConsumer, fetchReplica, fetchFallback atomic.Int64
 }
 
+// eventCounters count things worth watching that are not requests.
+type eventCounters struct {
+	// idempotentDuplicates: batches answered with their original offsets
+	// because the producer had appended them already (resends).
+	idempotentDuplicates atomic.Int64
+	// retentionSegments: segments deleted by local retention.
+	retentionSegments atomic.Int64
+}
+
 // Collector exposes a broker's state as Prometheus metrics, read at scrape
 // time from the components' own counters: produce and fetch rates,
 // purgatory sizes, object-store requests, replicas' log ends and high
@@ -43,11 +52,13 @@ var (
 	descStoreBytes = prometheus.NewDesc("kwal_objstore_bytes_total", "Object-store bytes, by direction.", []string{"direction"}, nil)
 	descLogEnd     = prometheus.NewDesc("kwal_partition_log_end_offset", "Log end offset of each local replica.", []string{"topic", "partition", "role"}, nil)
 	descHW         = prometheus.NewDesc("kwal_partition_high_watermark", "High watermark of each local replica.", []string{"topic", "partition", "role"}, nil)
+	descDuplicates = prometheus.NewDesc("kwal_idempotent_duplicate_batches_total", "Idempotent batches already in the log, answered with their original offsets.", nil, nil)
+	descRetention  = prometheus.NewDesc("kwal_retention_deleted_segments_total", "Segments deleted by local retention (retention.ms, retention.bytes).", nil, nil)
 )
 
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRequests, descTransfer, descPurgatory, descWatchers, descExpired, descStore,
-		descStoreBytes, descLogEnd, descHW} {
+		descStoreBytes, descLogEnd, descHW, descDuplicates, descRetention} {
 		ch <- d
 	}
 	if rc, ok := c.b.cfg.Replicator.(prometheus.Collector); ok {
@@ -67,6 +78,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRequests, float64(b.reqs.fetchConsumer.Load()), "fetch", "consumer")
 	counter(descRequests, float64(b.reqs.fetchReplica.Load()), "fetch", "replica")
 	counter(descRequests, float64(b.reqs.fetchFallback.Load()), "fetch", "fallback")
+	counter(descDuplicates, float64(b.events.idempotentDuplicates.Load()))
+	counter(descRetention, float64(b.events.retentionSegments.Load()))
 
 	snap := b.ledger.Snapshot()
 	type key struct {

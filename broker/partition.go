@@ -3,48 +3,49 @@ package broker
 import (
 	"errors"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/replica"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// followerState is what a leader knows of one follower replica.
-type followerState struct {
-	leo                int64 // -1: not fetched since this broker became leader
-	lastCaughtUp       time.Time
-	lastFetchLeaderLEO int64
-	lastFetchTime      time.Time
-	lastSentHW         int64
-	lastSentLEO        int64 // remotewal: the leader log end last told
-}
-
-// partition is one replica of a partition on this broker.
+// partition is one replica of a partition on this broker. The
+// replication decisions (HW, ISR, follower progress) are the
+// replica.Leader machine's; the partition carries out its actions on the
+// log and hands the follower driver (fetcher.go) a small handle
+// (followerLog) instead of its locks.
 type partition struct {
-	tp     TopicPartition
-	self   int32
-	log    *kafkalog.Log
-	mode   ReplicationMode
-	minISR int
-	clock  clock.Clock
-	logger *slog.Logger
+	tp   TopicPartition
+	self int32
+	log  *kafkalog.Log
+	// validator checks produced batches (shared by the broker's partitions).
+	validator *kafkalog.BatchValidator
+	mode      ReplicationMode
+	minISR    int
+	lagMax    time.Duration // replica.lag.time.max.ms
+	clock     clock.Clock
+	logger    *slog.Logger
 
 	// appendMu serialises appends, truncations and role changes; it is
-	// taken before mu. The producer table is guarded by it.
-	appendMu  sync.Mutex
-	producers producerTable
+	// taken before mu. Holding it, a producer's entry in the log cannot
+	// change between the sequence check and the append.
+	appendMu sync.Mutex
+
+	// hwMu serialises setting the log's high watermark from the leader
+	// machine's AdvanceHW actions. It is taken after mu is released: the
+	// log's write lock, which setting the HW takes, is held by appends,
+	// and follower fetches must not queue on mu behind them.
+	hwMu sync.Mutex
 
 	mu struct {
 		sync.Mutex
-		known       bool // state was set at least once
-		state       PartitionState
-		leader      bool
-		epochStart  int64 // log end when this broker became leader
-		followers   map[int32]*followerState
-		isrInflight bool
+		known bool // state was set at least once
+		state PartitionState
+		// leader is the leader-side machine while this broker leads.
+		leader *replica.Leader
 	}
 }
 
@@ -60,6 +61,8 @@ const (
 
 // applyState installs a controller state; stale states are ignored.
 func (p *partition) applyState(ps PartitionState) roleChange {
+	hw := int64(-1)
+	defer func() { p.publishHW(hw) }() // runs after the unlocks below
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	p.mu.Lock()
@@ -72,49 +75,72 @@ func (p *partition) applyState(ps PartitionState) roleChange {
 	epochChanged := first || ps.LeaderEpoch != p.mu.state.LeaderEpoch
 	p.mu.known = true
 	p.mu.state = clonePartition(ps)
-	p.mu.isrInflight = false
-	wasLeader := p.mu.leader
-	p.mu.leader = ps.Leader == p.self
+	wasLeader := p.mu.leader != nil
+	leader := ps.Leader == p.self
 	switch {
-	case p.mu.leader && (epochChanged || !wasLeader):
-		now := p.clock.Now()
-		p.mu.epochStart = p.log.LogEndOffset()
-		p.mu.followers = map[int32]*followerState{}
-		for _, r := range ps.Replicas {
-			if r != p.self {
-				p.mu.followers[r] = &followerState{leo: -1, lastCaughtUp: now, lastFetchTime: now, lastSentHW: -1, lastSentLEO: -1}
-			}
-		}
+	case leader && (epochChanged || !wasLeader):
+		p.mu.leader = replica.NewLeader(replica.LeaderState{
+			Self: p.self, LeaderEpoch: ps.LeaderEpoch, PartitionEpoch: ps.PartitionEpoch,
+			Replicas: ps.Replicas, ISR: ps.ISR,
+		}, p.log.LogEndOffset(), p.log.HighWatermark(), p.clock.Now(), p.lagMax, p.minISR)
 		return roleLeader
-	case !p.mu.leader && (epochChanged || wasLeader):
-		p.mu.followers = nil
+	case !leader && (epochChanged || wasLeader):
+		p.mu.leader = nil
 		return roleFollower
+	case leader:
+		hw, _ = leaderActions(p.mu.leader.ISRChanged(ps.PartitionEpoch, ps.Replicas, ps.ISR, p.log.LogEndOffset(), p.clock.Now()))
 	}
 	return roleISR
+}
+
+// leaderActions sorts a leader machine's actions: the HW to publish (-1:
+// none) and the ISR to propose (nil: none).
+func leaderActions(acts []replica.Action) (hw int64, propose []int32) {
+	hw = -1
+	for _, a := range acts {
+		switch a := a.(type) {
+		case replica.AdvanceHW:
+			hw = max(hw, a.HW)
+		case replica.ProposeISR:
+			propose = a.ISR
+		}
+	}
+	return hw, propose
+}
+
+// publishHW sets the log's high watermark to hw (an AdvanceHW of the
+// leader machine; -1: nothing) unless a later advance got there first, and
+// reports whether it moved. Caller does not hold mu.
+func (p *partition) publishHW(hw int64) bool {
+	if hw < 0 {
+		return false
+	}
+	p.hwMu.Lock()
+	defer p.hwMu.Unlock()
+	if hw <= p.log.HighWatermark() {
+		return false
+	}
+	if err := p.log.SetHighWatermark(hw); err != nil {
+		p.logger.Error("set high watermark", "partition", p.tp, "hw", hw, "err", err)
+		return false
+	}
+	return true
 }
 
 func (p *partition) snapshot() (PartitionState, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return clonePartition(p.mu.state), p.mu.leader
+	return clonePartition(p.mu.state), p.mu.leader != nil
 }
 
 // checkEpoch fences a client's or follower's current leader epoch (-1:
 // not given).
-func checkEpoch(current, ours int32) *kerr.Error {
-	switch {
-	case current < 0 || current == ours:
-		return nil
-	case current < ours:
-		return kerr.FencedLeaderEpoch
-	default:
-		return kerr.UnknownLeaderEpoch
-	}
-}
+func checkEpoch(current, ours int32) *kerr.Error { return replica.CheckEpoch(current, ours) }
 
 // appendResult is a leader append's outcome for the response.
 type appendResult struct {
 	firstOffset, lastOffset int64
+	duplicate               bool // already in the log: nothing appended
 	err                     *kerr.Error
 	msg                     string
 }
@@ -123,39 +149,46 @@ type appendResult struct {
 // idempotent sequences.
 func (p *partition) appendAsLeader(records []byte, acks int16) appendResult {
 	// Kafka: v3+ produce carries exactly one batch per partition;
-	// ValidateBatch refuses anything else.
-	h, err := kafkalog.ValidateBatch(records)
+	// Validate refuses anything else. The batch is validated once, here:
+	// AppendValidatedAsLeader does not look again.
+	vb, err := p.validator.Validate(records)
 	if err != nil {
 		return appendResult{err: logErrorCode(err), msg: err.Error()}
 	}
+	h := vb.Header()
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	p.mu.Lock()
-	leader, epoch, isr := p.mu.leader, p.mu.state.LeaderEpoch, len(p.mu.state.ISR)
+	l, epoch := p.mu.leader, p.mu.state.LeaderEpoch
+	var refused *kerr.Error
+	if l != nil {
+		refused = l.CheckProduce(acks)
+	}
 	p.mu.Unlock()
-	if !leader {
+	if l == nil {
 		return appendResult{err: kerr.NotLeaderForPartition}
 	}
-	if acks == -1 && isr < p.minISR {
-		return appendResult{err: kerr.NotEnoughReplicas, msg: "ISR is smaller than min.insync.replicas"}
+	if refused != nil {
+		return appendResult{err: refused, msg: "ISR is smaller than min.insync.replicas"}
 	}
-	lastSeq := lastSeqOf(h.BaseSequence, h.LastOffsetDelta+1)
-	chk := p.producers.check(h.ProducerID, h.ProducerEpoch, h.BaseSequence, lastSeq)
+	lastSeq := kafkalog.IncrementSequence(h.BaseSequence, h.LastOffsetDelta)
+	var chk seqCheck
+	if h.ProducerID >= 0 {
+		e, known := p.log.ProducerEntry(h.ProducerID)
+		chk = checkSequence(e, known, h.ProducerID, h.ProducerEpoch, h.BaseSequence, lastSeq)
+	}
 	if chk.err != nil {
 		return appendResult{err: chk.err}
 	}
 	if chk.dup != nil {
 		p.logger.Debug("duplicate idempotent batch answered with its original offsets",
-			"partition", p.tp, "producer_id", h.ProducerID, "first_seq", h.BaseSequence, "offset", chk.dup.firstOffset)
-		return appendResult{firstOffset: chk.dup.firstOffset, lastOffset: chk.dup.lastOffset}
+			"partition", p.tp, "producer_id", h.ProducerID, "first_seq", h.BaseSequence, "offset", chk.dup.FirstOffset)
+		return appendResult{firstOffset: chk.dup.FirstOffset, lastOffset: chk.dup.LastOffset, duplicate: true}
 	}
-	info, err := p.log.AppendAsLeader(records, epoch)
+	info, err := p.log.AppendValidatedAsLeader(vb, epoch)
 	if err != nil {
 		return appendResult{err: logErrorCode(err), msg: err.Error()}
 	}
-	p.producers.record(h.ProducerID, h.ProducerEpoch, producerBatch{
-		firstSeq: h.BaseSequence, lastSeq: lastSeq, firstOffset: info.FirstOffset, lastOffset: info.LastOffset,
-	})
 	return appendResult{firstOffset: info.FirstOffset, lastOffset: info.LastOffset}
 }
 
@@ -164,6 +197,8 @@ func logErrorCode(err error) *kerr.Error {
 	switch {
 	case errors.Is(err, kafkalog.ErrCorruptBatch):
 		return kerr.CorruptMessage
+	case errors.Is(err, kafkalog.ErrInvalidRecord):
+		return kerr.InvalidRecord
 	case errors.Is(err, kafkalog.ErrBatchTooLarge):
 		return kerr.MessageTooLarge
 	case errors.Is(err, kafkalog.ErrOffsetOutOfRange):
@@ -175,188 +210,125 @@ func logErrorCode(err error) *kerr.Error {
 	}
 }
 
-// appendAsFollower appends replicated batches and learns their producer
-// state, so that this replica can check sequences once it leads.
+// appendAsFollower appends replicated batches; the log learns their
+// producer state, so that this replica can check sequences once it leads.
 func (p *partition) appendAsFollower(records []byte, epoch int32) (kafkalog.AppendInfo, error) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	p.mu.Lock()
-	ok := !p.mu.leader && p.mu.state.LeaderEpoch == epoch
+	ok := p.mu.leader == nil && p.mu.state.LeaderEpoch == epoch
 	p.mu.Unlock()
 	if !ok {
 		return kafkalog.AppendInfo{}, errFetchStale
 	}
-	info, err := p.log.AppendAsFollower(records)
-	if err != nil {
-		return info, err
-	}
-	// The append validated every batch; only the headers are needed here.
-	_ = kafkalog.WalkHeaders(records, func(h kafkalog.BatchHeader) error {
-		p.producers.record(h.ProducerID, h.ProducerEpoch, producerBatch{
-			firstSeq: h.BaseSequence, lastSeq: lastSeqOf(h.BaseSequence, h.LastOffsetDelta+1),
-			firstOffset: h.BaseOffset, lastOffset: h.LastOffset(),
-		})
-		return nil
-	})
-	return info, nil
+	return p.log.AppendAsFollower(records)
 }
 
-var errFetchStale = errors.New("broker: partition state changed during fetch")
+var errFetchStale = replica.ErrStale
 
-// truncate cuts the log (follower side, KIP-101) and the producer state.
+// truncate cuts the log (follower side, KIP-101); the log rebuilds its
+// producer state.
 func (p *partition) truncate(to int64) error {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
-	if err := p.log.Truncate(to); err != nil {
-		return err
-	}
-	p.producers.truncate(to)
-	return nil
+	return p.log.Truncate(to)
 }
 
-// maybeAdvanceHW moves the leader's high watermark to the smallest log end
-// over the ISR and reports whether it moved.
+// truncateFully empties the log and starts it at start (a follower behind
+// the leader's log start); the log forgets its producer state with it.
+func (p *partition) truncateFully(start int64) error {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	return p.log.TruncateFullyAndStartAt(start)
+}
+
+// followerView is the log as the follower machine reads it; the epoch
+// cache is copied only when withEpochs (truncation needs it).
+func (p *partition) followerView(withEpochs bool) replica.LogView {
+	v := replica.LogView{LogStart: p.log.LogStartOffset(), LEO: p.log.LogEndOffset(), HW: p.log.HighWatermark()}
+	if withEpochs {
+		v.Epochs = p.log.EpochEntries()
+	}
+	return v
+}
+
+// setFollowerHW sets a follower's high watermark (the machine bounded it
+// by the log end); it reports whether it moved.
+func (p *partition) setFollowerHW(hw int64) (bool, error) {
+	if hw <= p.log.HighWatermark() {
+		return false, nil
+	}
+	return true, p.log.SetHighWatermark(hw)
+}
+
+// maybeAdvanceHW feeds the leader machine the log end and carries out the
+// HW advance it decides; it reports whether the HW moved.
 func (p *partition) maybeAdvanceHW() bool {
 	p.mu.Lock()
-	if !p.mu.leader {
+	if p.mu.leader == nil {
 		p.mu.Unlock()
 		return false
 	}
-	hw := p.log.LogEndOffset()
-	for _, r := range p.mu.state.ISR {
-		if r == p.self {
-			continue
-		}
-		f := p.mu.followers[r]
-		if f == nil || f.leo < 0 {
-			p.mu.Unlock()
-			return false
-		}
-		hw = min(hw, f.leo)
-	}
+	hw, _ := leaderActions(p.mu.leader.MaybeAdvanceHW(p.log.LogEndOffset()))
 	p.mu.Unlock()
-	if hw <= p.log.HighWatermark() {
-		return false
-	}
-	if err := p.log.SetHighWatermark(hw); err != nil {
-		p.logger.Error("set high watermark", "partition", p.tp, "hw", hw, "err", err)
-		return false
-	}
-	return true
+	return p.publishHW(hw)
 }
 
-// followerFetched records a follower's fetch offset as its log end
-// (Kafka's updateFollowerFetchState). It returns an ISR to propose when
-// the follower caught up and is not in the ISR (nil otherwise).
-func (p *partition) followerFetched(replica int32, fetchOffset int64, now time.Time) (*kerr.Error, []int32) {
+// followerFetched feeds the leader machine a follower's fetch offset (its
+// log end). It returns the error for the response and the ISR to propose
+// when the follower caught up outside the ISR (nil otherwise); the caller
+// then calls maybeAdvanceHW.
+func (p *partition) followerFetched(replicaID int32, fetchOffset int64, now time.Time) (*kerr.Error, []int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.mu.leader {
+	if p.mu.leader == nil {
 		return kerr.NotLeaderForPartition, nil
 	}
-	f := p.mu.followers[replica]
-	if f == nil {
-		return kerr.NotLeaderForPartition, nil
+	err, acts := p.mu.leader.FollowerFetch(now, replicaID, -1, fetchOffset, p.log.LogEndOffset())
+	if err != nil {
+		return err, nil
 	}
-	leaderLEO := p.log.LogEndOffset()
-	if fetchOffset > leaderLEO {
-		return kerr.OffsetOutOfRange, nil
-	}
-	switch {
-	case fetchOffset >= leaderLEO:
-		f.lastCaughtUp = now
-	case fetchOffset >= f.lastFetchLeaderLEO && f.lastFetchLeaderLEO >= 0:
-		if f.lastFetchTime.After(f.lastCaughtUp) {
-			f.lastCaughtUp = f.lastFetchTime
-		}
-	}
-	f.leo, f.lastFetchLeaderLEO, f.lastFetchTime = fetchOffset, leaderLEO, now
-	if slices.Contains(p.mu.state.ISR, replica) || p.mu.isrInflight {
-		return nil, nil
-	}
-	if fetchOffset >= p.log.HighWatermark() && fetchOffset >= p.mu.epochStart {
-		isr := append(slices.Clone(p.mu.state.ISR), replica)
-		slices.Sort(isr)
-		p.mu.isrInflight = true
-		return nil, isr
-	}
-	return nil, nil
+	_, isr := leaderActions(acts)
+	return nil, isr
 }
 
-// laggingReplicas returns the ISR members (other than the leader) whose
-// last caught-up time is more than lagMax before now: Kafka's
-// getOutOfSyncReplicas. Pure.
-func laggingReplicas(isr []int32, leader int32, followers map[int32]*followerState, now time.Time, lagMax time.Duration) []int32 {
-	var out []int32
-	for _, r := range isr {
-		if r == leader {
-			continue
-		}
-		f := followers[r]
-		if f == nil || now.Sub(f.lastCaughtUp) > lagMax {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// shrinkProposal returns the ISR without lagging followers, or nil.
-func (p *partition) shrinkProposal(now time.Time, lagMax time.Duration) []int32 {
+// shrinkProposal ticks the leader machine's ISR expiration: it returns
+// the ISR without lagging followers, or nil.
+func (p *partition) shrinkProposal(now time.Time) []int32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.mu.leader || p.mu.isrInflight {
+	if p.mu.leader == nil {
 		return nil
 	}
-	lag := laggingReplicas(p.mu.state.ISR, p.self, p.mu.followers, now, lagMax)
-	if len(lag) == 0 {
-		return nil
-	}
-	var isr []int32
-	for _, r := range p.mu.state.ISR {
-		if !slices.Contains(lag, r) {
-			isr = append(isr, r)
-		}
-	}
-	p.mu.isrInflight = true
+	_, isr := leaderActions(p.mu.leader.Tick(now))
 	return isr
 }
 
+// isrDone ends an ISR proposal the controller refused.
 func (p *partition) isrDone() {
 	p.mu.Lock()
-	p.mu.isrInflight = false
+	if p.mu.leader != nil {
+		p.mu.leader.ISRRefused()
+	}
 	p.mu.Unlock()
 }
 
 // hwChangedFor reports whether the follower has not yet been told the
 // current high watermark; sent records that it now has been.
-func (p *partition) hwChangedFor(replica int32, sent bool) bool {
+func (p *partition) hwChangedFor(replicaID int32, sent bool) bool {
+	hw := p.log.HighWatermark()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	f := p.mu.followers[replica]
-	if f == nil {
-		return false
-	}
-	hw := p.log.HighWatermark()
-	changed := f.lastSentHW != hw
-	if sent {
-		f.lastSentHW = hw
-	}
-	return changed
+	return p.mu.leader != nil && p.mu.leader.HWToSend(replicaID, hw, sent)
 }
 
 // leoChangedFor reports whether the leader's log end differs from the one
 // last told to replica (remotewal FollowerFetch), and records leo as told:
 // a caller that sees true answers the fetch at once.
-func (p *partition) leoChangedFor(replica int32, leo int64) bool {
+func (p *partition) leoChangedFor(replicaID int32, leo int64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	f := p.mu.followers[replica]
-	if f == nil {
-		return false
-	}
-	changed := f.lastSentLEO != leo
-	f.lastSentLEO = leo
-	return changed
+	return p.mu.leader != nil && p.mu.leader.LEOToSend(replicaID, leo)
 }
 
 // PartitionStatus is a replica's view of its partition, for tests and
@@ -376,14 +348,11 @@ func (p *partition) status() PartitionStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := PartitionStatus{
-		State: clonePartition(p.mu.state), IsLeader: p.mu.leader,
+		State: clonePartition(p.mu.state), IsLeader: p.mu.leader != nil,
 		LogStart: p.log.LogStartOffset(), LogEnd: p.log.LogEndOffset(), HighWatermark: p.log.HighWatermark(),
 	}
-	if p.mu.leader {
-		st.FollowerLEO = map[int32]int64{}
-		for r, f := range p.mu.followers {
-			st.FollowerLEO[r] = f.leo
-		}
+	if p.mu.leader != nil {
+		st.FollowerLEO = p.mu.leader.FollowerLEOs()
 	}
 	return st
 }

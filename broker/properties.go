@@ -2,8 +2,10 @@ package broker
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"sort"
@@ -178,6 +180,29 @@ type ServerConfig struct {
 	// stand-in until the controller keeps its state in the metadata Kafka
 	// cluster: every broker derives the same assignment from this list.
 	Cluster []BrokerInfo
+
+	// retention holds log.retention.{ms,minutes,hours} in ms (-2: unset),
+	// resolved after parsing as Kafka does: ms over minutes over hours.
+	retention [3]int64
+}
+
+// retentionKey returns the setter of one of the log.retention time keys:
+// index 0 ms, 1 minutes, 2 hours.
+func retentionKey(i int, unit int64) func(sc *ServerConfig, v string) error {
+	return func(sc *ServerConfig, v string) error {
+		var n int64
+		if err := parseInt64(v, &n); err != nil {
+			return err
+		}
+		if n < -1 || n > math.MaxInt64/unit {
+			return fmt.Errorf("must be -1 (unlimited) or more, and fit in int64 ms")
+		}
+		if n > 0 {
+			n *= unit
+		}
+		sc.retention[i] = n
+		return nil
+	}
 }
 
 // serverKeys lists every key ServerConfigFromProperties accepts, with the
@@ -200,6 +225,34 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 	"flush.messages":              func(sc *ServerConfig, v string) error { return parseInt64(v, &sc.Broker.FlushMessages) },
 	"log.flush.interval.messages": func(sc *ServerConfig, v string) error { return parseInt64(v, &sc.Broker.FlushMessages) },
 	"num.partitions":              func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.NumPartitions) },
+	"log.retention.bytes": func(sc *ServerConfig, v string) error {
+		if err := parseInt64(v, &sc.Broker.RetentionBytes); err != nil {
+			return err
+		}
+		if sc.Broker.RetentionBytes < -1 || sc.Broker.RetentionBytes == 0 {
+			return fmt.Errorf("must be -1 (unlimited) or a positive size")
+		}
+		return nil
+	},
+	"log.retention.ms":      retentionKey(0, 1),
+	"log.retention.minutes": retentionKey(1, 60_000),
+	"log.retention.hours":   retentionKey(2, 3_600_000),
+	"log.retention.check.interval.ms": func(sc *ServerConfig, v string) error {
+		if err := parseMs(v, &sc.Broker.RetentionCheckInterval); err != nil {
+			return err
+		}
+		if sc.Broker.RetentionCheckInterval == 0 {
+			return fmt.Errorf("must be positive")
+		}
+		return nil
+	},
+	// kwal.producer.state.rebuild.enable=false reproduces issue 11 item 8
+	// (duplicates after a restart) for the tests that show it.
+	"kwal.producer.state.rebuild.enable": func(sc *ServerConfig, v string) error {
+		b, err := strconv.ParseBool(v)
+		sc.Broker.ProducerStateRebuildDisabled = !b
+		return err
+	},
 	"default.replication.factor": func(sc *ServerConfig, v string) error {
 		var n int32
 		err := parseInt32(v, &n)
@@ -215,7 +268,13 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 		sc.Broker.MinInsyncReplicas = int(n)
 		return err
 	},
-	"replica.lag.time.max.ms":   func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaLagTimeMax) },
+	"replica.lag.time.max.ms": func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaLagTimeMax) },
+	"log.cleaner.backoff.ms":  func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.LogCleanerBackoff) },
+	"log.cleaner.enable": func(sc *ServerConfig, v string) error {
+		on, err := strconv.ParseBool(v)
+		sc.Broker.LogCleanerDisable = !on
+		return err
+	},
 	"replica.fetch.wait.max.ms": func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaFetchWaitMax) },
 	"replica.fetch.backoff.ms":  func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaFetchBackoff) },
 	"replica.fetch.max.bytes":   func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.ReplicaFetchMaxBytes) },
@@ -271,12 +330,32 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 	},
 }
 
-// ServerPropertyKeys returns every accepted server.properties key, sorted.
+// RackStorageURLKey + <rack> is the server.properties key of one rack's
+// remote WAL store (see rwnode.StoreSet).
+const RackStorageURLKey = "remote.wal.storage.url."
+
+func setRackStorageURL(sc *ServerConfig, rack, v string) error {
+	if rack == "" || strings.ContainsAny(rack, "\x00/{}") {
+		return fmt.Errorf("bad rack name %q in the key", rack)
+	}
+	if v == "" {
+		return errors.New("empty store URL")
+	}
+	if sc.Broker.RemoteWAL.RackStorageURLs == nil {
+		sc.Broker.RemoteWAL.RackStorageURLs = map[string]string{}
+	}
+	sc.Broker.RemoteWAL.RackStorageURLs[rack] = v
+	return nil
+}
+
+// ServerPropertyKeys returns every accepted server.properties key, sorted;
+// remote.wal.storage.url.<rack> stands for one key per rack.
 func ServerPropertyKeys() []string {
-	keys := make([]string, 0, len(serverKeys))
+	keys := make([]string, 0, len(serverKeys)+1)
 	for k := range serverKeys {
 		keys = append(keys, k)
 	}
+	keys = append(keys, RackStorageURLKey+"<rack>")
 	keys = append(keys, securityKeys()...)
 	sort.Strings(keys)
 	return keys
@@ -295,12 +374,16 @@ func ServerConfigFromProperties(props []Property) (ServerConfig, error) {
 func ServerConfigFromPropertiesEnv(props []Property, getenv func(string) string) (ServerConfig, error) {
 	var sc ServerConfig
 	sc.Broker.LogDir = "/tmp/kwal-logs"
+	sc.retention = [3]int64{-2, -2, -2}
 	sec := securityProps{}
 	for _, p := range props {
 		set, ok := serverKeys[p.Key]
 		if !ok && isSecurityKey(p.Key) {
 			sec[p.Key] = p
 			continue
+		}
+		if rack, isRack := strings.CutPrefix(p.Key, RackStorageURLKey); !ok && isRack {
+			ok, set = true, func(sc *ServerConfig, v string) error { return setRackStorageURL(sc, rack, v) }
 		}
 		if !ok {
 			return ServerConfig{}, fmt.Errorf("%w: line %d: unknown key %q", ErrConfig, p.Line, p.Key)
@@ -311,6 +394,17 @@ func ServerConfigFromPropertiesEnv(props []Property, getenv func(string) string)
 	}
 	if err := sec.apply(&sc, getenv); err != nil {
 		return ServerConfig{}, err
+	}
+	for _, ms := range sc.retention {
+		if ms != -2 {
+			// 0 would read as "the default" to Config; 1 ms is as good as
+			// Kafka's "delete at once".
+			sc.Broker.RetentionMs = max(ms, 1)
+			if ms == -1 {
+				sc.Broker.RetentionMs = -1
+			}
+			break
+		}
 	}
 	if len(sc.Cluster) > 0 {
 		found := false

@@ -106,6 +106,14 @@ cluster.brokers=1@127.0.0.1:9092#az1, 2@127.0.0.1:9093#az2
 				t.Errorf("defaults: %+v", c)
 			}
 		}},
+		{name: "rack stores", in: "remote.wal.storage.url=mem://\nremote.wal.storage.url.az1=file:///a\nremote.wal.storage.url.az-2=mem://\n", check: func(t *testing.T, sc ServerConfig) {
+			got := sc.Broker.RemoteWAL.RackStorageURLs
+			if len(got) != 2 || got["az1"] != "file:///a" || got["az-2"] != "mem://" || sc.Broker.RemoteWAL.StorageURL != "mem://" {
+				t.Errorf("rack stores %v", got)
+			}
+		}},
+		{name: "rack store without rack", in: "remote.wal.storage.url.=mem://\n", wantErr: "bad rack name"},
+		{name: "rack store empty url", in: "remote.wal.storage.url.az1=\n", wantErr: "empty store URL"},
 		{name: "unknown key", in: "broker.id=1\nlog.retention.hourz=3\n", wantErr: `line 2: unknown key "log.retention.hourz"`},
 		{name: "bad number", in: "num.partitions=many\n", wantErr: "num.partitions"},
 		{name: "ssl listener without keystore", in: "listeners=SSL://:9093\n", wantErr: "no keystore"},

@@ -9,9 +9,10 @@ import (
 var errInvalidConfig = errors.New("broker: invalid topic config")
 
 // Topic configs the broker accepts, with how to check a value.
-// segment.bytes and min.insync.replicas are applied per partition;
-// retention.ms is stored and reported (retention is not enforced yet);
-// cleanup.policy accepts only "delete".
+// segment.bytes, min.insync.replicas, retention.ms and retention.bytes
+// are applied per partition (retention by the broker's retention check,
+// every log.retention.check.interval.ms); cleanup.policy is delete,
+// compact or both (compact runs the log cleaner, cleaner.go).
 var topicConfigCheck = map[string]func(v string) error{
 	TopicConfigRemoteWAL: func(v string) error { _, err := strconv.ParseBool(v); return err },
 	"min.insync.replicas": func(v string) error {
@@ -35,11 +36,37 @@ var topicConfigCheck = map[string]func(v string) error{
 		}
 		return err
 	},
-	"cleanup.policy": func(v string) error {
-		if v != "delete" {
-			return fmt.Errorf("only delete is supported")
+	"retention.bytes": func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err == nil && n < -1 {
+			err = fmt.Errorf("must be -1 or more")
 		}
-		return nil
+		return err
+	},
+	"cleanup.policy": func(v string) error {
+		_, _, err := cleanupPolicy(v)
+		return err
+	},
+	"min.cleanable.dirty.ratio": func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err == nil && !(f >= 0 && f <= 1) {
+			err = fmt.Errorf("must be in [0, 1]")
+		}
+		return err
+	},
+	"delete.retention.ms": func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err == nil && n < 0 {
+			err = fmt.Errorf("must be 0 or more")
+		}
+		return err
+	},
+	"min.compaction.lag.ms": func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err == nil && n < 0 {
+			err = fmt.Errorf("must be 0 or more")
+		}
+		return err
 	},
 }
 
@@ -50,11 +77,15 @@ func (b *Broker) topicConfigDefaults() map[string]string {
 		seg = 1 << 30
 	}
 	return map[string]string{
-		TopicConfigRemoteWAL:  "false",
-		"min.insync.replicas": strconv.Itoa(b.cfg.MinInsyncReplicas),
-		"segment.bytes":       strconv.FormatInt(seg, 10),
-		"retention.ms":        "604800000",
-		"cleanup.policy":      "delete",
+		TopicConfigRemoteWAL:        "false",
+		"min.insync.replicas":       strconv.Itoa(b.cfg.MinInsyncReplicas),
+		"segment.bytes":             strconv.FormatInt(seg, 10),
+		"retention.ms":              strconv.FormatInt(b.cfg.RetentionMs, 10),
+		"retention.bytes":           strconv.FormatInt(b.cfg.RetentionBytes, 10),
+		"cleanup.policy":            "delete",
+		"min.cleanable.dirty.ratio": "0.5",
+		"delete.retention.ms":       "86400000",
+		"min.compaction.lag.ms":     "0",
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/replica"
 )
 
 // This file holds the follower's decision logic. Nothing here does I/O or
@@ -31,27 +32,19 @@ const (
 )
 
 // judge fences a slice of epoch e.LeaderEpoch covering [base, last]:
-// the current leader epoch is always usable; an older epoch is usable only
-// when the leader's history has that very epoch ending after last; a newer
-// one waits; one older than the local log's latest epoch can never be
-// appended (AppendAsFollower would refuse the regression).
+// replica.JudgeSlice, the one model of remote-WAL fencing, with the
+// leader's answer for that epoch looked up in fence.
 func judge(epoch int32, last int64, leaderEpoch, localEpoch int32, fence map[int32]epochEnd) verdict {
-	switch {
-	case epoch > leaderEpoch:
-		return wait
-	case epoch < localEpoch:
-		return fenced
-	case epoch == leaderEpoch:
-		return usable
-	}
 	a, ok := fence[epoch]
-	if !ok {
+	switch replica.JudgeSlice(epoch, last, leaderEpoch, localEpoch, replica.EpochAnswer{Epoch: a.found, EndOffset: a.end}, ok) {
+	case replica.Wait:
+		return wait
+	case replica.Fenced:
+		return fenced
+	case replica.Ask:
 		return ask
 	}
-	if a.found == epoch && last < a.end {
-		return usable
-	}
-	return fenced
+	return usable
 }
 
 // slotState is what the driver is doing with one slice.
@@ -331,41 +324,11 @@ func cutBefore(data []byte, end int64) []byte {
 	return data[:pos]
 }
 
-// truncationOffset is the follower's half of KIP-101/KIP-279: walking the
-// local leader-epoch cache from its latest entry down, it asks the leader
-// for the end of each epoch; the first epoch the leader knows gives the
-// offset to truncate to (bounded by the local end of the epoch the leader
-// answered with, when that is older). It returns leo when nothing needs
-// truncating.
+// truncationOffset is the follower's half of KIP-101/KIP-279:
+// replica.TruncationOffset, the one truncation rule the classic fetcher
+// uses too. It returns leo when nothing needs truncating.
 func truncationOffset(entries []kafkalog.EpochEntry, leo int64, askLeader func(epoch int32) (int32, int64, error)) (int64, error) {
-	for i := len(entries) - 1; i >= 0; i-- {
-		found, end, err := askLeader(entries[i].Epoch)
-		if err != nil {
-			return 0, err
-		}
-		if found == kafkalog.UndefinedEpoch {
-			continue // the leader never had this epoch: look further back
-		}
-		if found < entries[i].Epoch {
-			end = min(end, localEnd(entries, found, leo))
-		}
-		return min(end, leo), nil
-	}
-	if len(entries) == 0 {
-		return leo, nil
-	}
-	return min(entries[0].StartOffset, leo), nil
-}
-
-// localEnd is where epoch ends in the local cache: the start of the first
-// later epoch, or leo.
-func localEnd(entries []kafkalog.EpochEntry, epoch int32, leo int64) int64 {
-	for _, e := range entries {
-		if e.Epoch > epoch {
-			return e.StartOffset
-		}
-	}
-	return leo
+	return replica.TruncationOffset(entries, leo, askLeader)
 }
 
 // bucket is a token bucket of bytes on the caller's clock. A read may take

@@ -237,7 +237,7 @@ func TestTruncationOffset(t *testing.T) {
 		{"same history", map[int32]epochEnd{4: {4, 120}}, leo},
 		{"leader ended our latest epoch early", map[int32]epochEnd{4: {4, 90}}, 90},
 		{"leader never had our latest epoch", map[int32]epochEnd{4: {-1, -1}, 3: {3, 60}}, 60},
-		{"leader answers an older epoch: bounded by our end of it", map[int32]epochEnd{4: {2, 70}}, 50},
+		{"leader answers an older epoch: bounded by our end of it", map[int32]epochEnd{4: {2, 70}, 1: {1, 60}}, 50},
 		{"leader knows none of our epochs", map[int32]epochEnd{4: {-1, -1}, 3: {-1, -1}, 1: {-1, -1}}, 0},
 	}
 	for _, tt := range tests {

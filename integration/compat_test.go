@@ -56,18 +56,10 @@ func TestCompat(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer emb.Close()
-	store := url.URL{Scheme: "s3", Host: env.Bucket, Path: "/compat-" + objstoretest.RandomPrefix()}
-	store.RawQuery = url.Values{
-		"endpoint": {env.Endpoint}, "region": {"us-east-1"}, "path_style": {"true"}, "create_bucket": {"true"},
-	}.Encode()
-	c := startCompatCluster(t, bin, []string{"az1", "az2", "az1"}, map[string]string{
-		"default.replication.factor":            "3",
-		"min.insync.replicas":                   "2",
-		"replica.lag.time.max.ms":               "3000",
-		"remote.log.wal.storage.system.enable":  "true",
-		"remote.wal.storage.url":                store.String(),
-		"remote.wal.metadata.bootstrap.servers": strings.Join(emb.Bootstrap(), ","),
-	})
+	store := s3StoreURL(env, "compat")
+	c := startCompatCluster(t, bin, []string{"az1", "az2", "az1"}, clusterProps(store, emb.Bootstrap(), map[string]string{
+		"replica.lag.time.max.ms": "3000",
+	}))
 	defer c.stopAll(t)
 
 	for _, mode := range []string{"classic", "remotewal"} {
@@ -84,7 +76,7 @@ func TestCompat(t *testing.T) {
 				p := c.partitionLedIn(t, topic, "az1")
 				testKillFollower(t, c, kcat, topic, p, 1) // broker 2, az2
 				// classic runs first: only remotewal topics upload objects.
-				n := countStoreObjects(t, store.String())
+				n := countStoreObjects(t, store)
 				if (mode == "remotewal") != (n > 0) {
 					t.Fatalf("%d objects in the remote WAL store after the %s run", n, mode)
 				}
@@ -142,6 +134,33 @@ func TestCompat(t *testing.T) {
 			})
 		})
 	}
+}
+
+// s3StoreURL is a remote.wal.storage.url for the test S3 server, under a
+// fresh prefix starting with name.
+func s3StoreURL(env objstoretest.Env, name string) string {
+	store := url.URL{Scheme: "s3", Host: env.Bucket, Path: "/" + name + "-" + objstoretest.RandomPrefix()}
+	store.RawQuery = url.Values{
+		"endpoint": {env.Endpoint}, "region": {"us-east-1"}, "path_style": {"true"}, "create_bucket": {"true"},
+	}.Encode()
+	return store.String()
+}
+
+// clusterProps are the server.properties of a three-broker RF 3 cluster
+// with the remote WAL enabled on store and the metadata Kafka at
+// bootstrap, with extra on top.
+func clusterProps(store string, bootstrap []string, extra map[string]string) map[string]string {
+	props := map[string]string{
+		"default.replication.factor":            "3",
+		"min.insync.replicas":                   "2",
+		"remote.log.wal.storage.system.enable":  "true",
+		"remote.wal.storage.url":                store,
+		"remote.wal.metadata.bootstrap.servers": strings.Join(bootstrap, ","),
+	}
+	for k, v := range extra {
+		props[k] = v
+	}
+	return props
 }
 
 // testKillFollower produces 100,000 records to tp with acks=all, kills the

@@ -124,6 +124,15 @@ func SetPartitionLeaderEpoch(b []byte, epoch int32) {
 	binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(epoch))
 }
 
+// setMaxTimestamp overwrites the batch's maxTimestamp, which the CRC
+// covers, and rewrites the CRC; it returns the new CRC.
+func setMaxTimestamp(b []byte, ts int64) uint32 {
+	binary.BigEndian.PutUint64(b[offMaxTimestamp:], uint64(ts))
+	crc := BatchCRC(b)
+	binary.BigEndian.PutUint32(b[offCRC:], crc)
+	return crc
+}
+
 // ValidateBatch checks that b is exactly one valid v2 batch of at most
 // DefaultMaxBatchBytes bytes and returns its header. See ValidateBatchMax.
 func ValidateBatch(b []byte) (BatchHeader, error) {
@@ -143,21 +152,9 @@ func ValidateBatch(b []byte) (BatchHeader, error) {
 //
 // Other errors are *CorruptBatchError with Position 0.
 func ValidateBatchMax(b []byte, maxBytes int) (BatchHeader, error) {
-	h, err := ParseBatchHeader(b)
+	h, err := validateStructure(b, maxBytes)
 	if err != nil {
 		return h, err
-	}
-	if h.Size() != len(b) {
-		return h, corruptf(0, "batch length says %d bytes, have %d", h.Size(), len(b))
-	}
-	if len(b) > maxBytes {
-		return h, fmt.Errorf("%w: %d bytes, max %d", ErrBatchTooLarge, len(b), maxBytes)
-	}
-	if got := BatchCRC(b); got != h.CRC {
-		return h, corruptf(0, "crc32c %#08x, header says %#08x", got, h.CRC)
-	}
-	if h.Attributes&^0x3f != 0 {
-		return h, corruptf(0, "unknown attribute bits %#04x", h.Attributes)
 	}
 	if h.RecordCount < 1 {
 		return h, corruptf(0, "record count %d", h.RecordCount)
@@ -165,46 +162,24 @@ func ValidateBatchMax(b []byte, maxBytes int) (BatchHeader, error) {
 	if h.LastOffsetDelta < h.RecordCount-1 {
 		return h, corruptf(0, "lastOffsetDelta %d with %d records", h.LastOffsetDelta, h.RecordCount)
 	}
-	switch c := h.Compression(); {
-	case c > 4:
-		return h, corruptf(0, "unknown compression codec %d", c)
-	case c != 0:
+	if h.Compression() != CodecNone {
 		return h, nil
 	}
 	if h.LastOffsetDelta != h.RecordCount-1 {
 		return h, corruptf(0, "lastOffsetDelta %d, want %d for %d uncompressed records", h.LastOffsetDelta, h.RecordCount-1, h.RecordCount)
 	}
-	if err := checkRecords(b[BatchHeaderSize:], h); err != nil {
+	if _, err := walkRecords(b[BatchHeaderSize:], h); err != nil {
 		return h, err
 	}
 	return h, nil
 }
 
-// checkRecords walks uncompressed records. Record layout (varints are
-// zigzag, as encoding/binary.Varint reads them):
+// Record layout (varints are zigzag, as encoding/binary.Varint reads
+// them):
 //
 //	length varint | attributes int8 | timestampDelta varlong |
 //	offsetDelta varint | keyLen varint | key | valueLen varint | value |
 //	headerCount varint | (hKeyLen varint | hKey | hValLen varint | hVal)*
-func checkRecords(recs []byte, h BatchHeader) error {
-	pos := int64(BatchHeaderSize)
-	for i := int32(0); i < h.RecordCount; i++ {
-		length, n := binary.Varint(recs)
-		if n <= 0 || length < 0 || length > int64(len(recs)-n) || length > math.MaxInt32 {
-			return corruptf(pos, "record %d: bad length", i)
-		}
-		r := recs[n : n+int(length)]
-		if err := checkRecord(r, i, h); err != "" {
-			return corruptf(pos, "record %d: %s", i, err)
-		}
-		recs = recs[n+int(length):]
-		pos += int64(n) + length
-	}
-	if len(recs) != 0 {
-		return corruptf(pos, "%d bytes after the last of %d records", len(recs), h.RecordCount)
-	}
-	return nil
-}
 
 type recReader struct {
 	b   []byte
@@ -237,40 +212,42 @@ func (r *recReader) bytes(nullable bool) {
 	r.b = r.b[l:]
 }
 
-func checkRecord(b []byte, i int32, h BatchHeader) string {
+// checkRecord checks one record's fields (b is the record after its
+// length) and returns its timestamp delta, or why it is bad.
+func checkRecord(b []byte, i int32, h BatchHeader) (int64, string) {
 	if len(b) < 1 {
-		return "empty"
+		return 0, "empty"
 	}
 	r := recReader{b: b[1:]} // attributes byte is unused in v2
 	tsDelta := r.varint(math.MaxInt64)
 	offDelta := r.varint(math.MaxInt32)
 	if r.bad {
-		return "bad timestamp or offset delta"
+		return 0, "bad timestamp or offset delta"
 	}
 	if offDelta != int64(i) {
-		return fmt.Sprintf("offsetDelta %d, want %d", offDelta, i)
+		return 0, fmt.Sprintf("offsetDelta %d, want %d", offDelta, i)
 	}
 	if (tsDelta > 0 && h.BaseTimestamp > math.MaxInt64-tsDelta) ||
 		(tsDelta < 0 && h.BaseTimestamp < math.MinInt64-tsDelta) {
-		return "timestamp overflows"
+		return 0, "timestamp overflows"
 	}
 	r.bytes(true) // key
 	r.bytes(true) // value
 	nh := r.varint(math.MaxInt32)
 	if r.bad || nh < 0 {
-		return "bad key, value or header count"
+		return 0, "bad key, value or header count"
 	}
 	for j := int64(0); j < nh && !r.bad; j++ {
 		r.bytes(false)
 		r.bytes(true)
 	}
 	if r.bad {
-		return "bad header"
+		return 0, "bad header"
 	}
 	if len(r.b) != 0 {
-		return fmt.Sprintf("%d trailing bytes", len(r.b))
+		return 0, fmt.Sprintf("%d trailing bytes", len(r.b))
 	}
-	return ""
+	return tsDelta, ""
 }
 
 // SplitBatches walks b, a concatenation of whole batches, validating each

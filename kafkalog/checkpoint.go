@@ -30,13 +30,22 @@ func writeCheckpoint(fsys FS, dir, name string, lines []string) error {
 		sb.WriteString(l)
 		sb.WriteByte('\n')
 	}
+	if err := writeFileAtomic(fsys, dir, name, []byte(sb.String())); err != nil {
+		return fmt.Errorf("write checkpoint %s: %w", name, err)
+	}
+	return nil
+}
+
+// writeFileAtomic replaces dir/name with data: temp file, fsync, rename,
+// directory fsync.
+func writeFileAtomic(fsys FS, dir, name string, data []byte) error {
 	final := filepath.Join(dir, name)
 	tmp := final + ".tmp"
 	f, err := fsys.Create(tmp)
 	if err != nil {
-		return fmt.Errorf("write checkpoint %s: %w", name, err)
+		return err
 	}
-	_, err = f.WriteAt([]byte(sb.String()), 0)
+	_, err = f.WriteAt(data, 0)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -49,10 +58,7 @@ func writeCheckpoint(fsys FS, dir, name string, lines []string) error {
 	if err == nil {
 		err = fsys.SyncDir(dir)
 	}
-	if err != nil {
-		return fmt.Errorf("write checkpoint %s: %w", name, err)
-	}
-	return nil
+	return err
 }
 
 // readCheckpoint reads a checkpoint written by writeCheckpoint. A missing

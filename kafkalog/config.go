@@ -16,6 +16,7 @@ const (
 	DefaultRetentionMs               = 7 * 24 * 3600_000 // log.retention.ms
 	DefaultIndexIntervalBytes        = 4096              // log.index.interval.bytes
 	DefaultHighWatermarkCheckpointMs = 5000              // replica.high.watermark.checkpoint.interval.ms
+	DefaultProducerSnapshots         = 2
 )
 
 // Config configures a Log. Zero fields take defaults in Validate; a zero
@@ -50,6 +51,21 @@ type Config struct {
 	// when this long has passed since the last write; Flush and Close
 	// always write it. Default 5000; -1 writes on every change.
 	HighWatermarkCheckpointMs int64
+	// ProducerSnapshots: how many producer-state snapshots (taken at each
+	// roll and at Close) to keep, newest first. Default 2; at least 1.
+	ProducerSnapshots int
+	// ProducerStateRebuildDisabled makes Open start with an empty
+	// producer table and write no snapshots: the behaviour before producer
+	// state was rebuilt, kept only so that tests can show the duplicates
+	// an idempotent producer then gets after a restart. Never set it in
+	// production.
+	ProducerStateRebuildDisabled bool
+
+	// Compacted: the topic's cleanup.policy includes compact. Its sealed
+	// segments may be rewritten by the cleaner (Compact), and a follower
+	// accepts the leader's compacted batches (offset gaps, batches with
+	// fewer records than their offset range).
+	Compacted bool
 
 	Clock  clock.Clock  // default clock.Real{}
 	Logger *slog.Logger // default slog.Default()
@@ -75,6 +91,9 @@ func (c *Config) Validate() error {
 	def(&c.HighWatermarkCheckpointMs, DefaultHighWatermarkCheckpointMs)
 	if c.IndexIntervalBytes == 0 {
 		c.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if c.ProducerSnapshots == 0 {
+		c.ProducerSnapshots = DefaultProducerSnapshots
 	}
 	if c.MaxBatchBytes == 0 {
 		c.MaxBatchBytes = DefaultMaxBatchBytes
@@ -105,6 +124,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: IndexIntervalBytes %d", errConfig, c.IndexIntervalBytes)
 	case c.MaxBatchBytes < BatchHeaderSize:
 		return fmt.Errorf("%w: MaxBatchBytes %d below the batch header size", errConfig, c.MaxBatchBytes)
+	case c.ProducerSnapshots < 1:
+		return fmt.Errorf("%w: ProducerSnapshots %d", errConfig, c.ProducerSnapshots)
 	case c.HighWatermarkCheckpointMs < -1:
 		return fmt.Errorf("%w: HighWatermarkCheckpointMs %d", errConfig, c.HighWatermarkCheckpointMs)
 	}

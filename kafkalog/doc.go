@@ -1,7 +1,8 @@
 // Package kafkalog is one Kafka partition's log on disk: segments of
 // RecordBatch v2 bytes in Kafka's layout, the sparse offset index, the
 // leader-epoch cache, the high-watermark and recovery-point checkpoints,
-// recovery of a torn tail at open, truncation and retention. It also
+// recovery of a torn tail at open, truncation, retention and the producer
+// table of idempotent producers with its snapshots. It also
 // exports the RecordBatch v2 codec (ParseBatchHeader, ValidateBatch,
 // SplitBatches) for the follower, combiner and broker.
 //
@@ -17,6 +18,7 @@
 //	<dir>/leader-epoch-checkpoint        "0\n<n>\n<epoch> <startOffset>\n"...
 //	<dir>/replication-offset-checkpoint  "0\n1\n<high watermark>\n"
 //	<dir>/recovery-point-offset-checkpoint "0\n1\n<offset>\n"
+//	<dir>/00000000000000004711.snapshot  producer state as of offset 4711 (below)
 //
 // Checkpoints are Kafka's text format, written atomically: temp file,
 // fsync, rename, directory fsync.
@@ -50,6 +52,40 @@
 // headers from there. The index is kept in memory and written at roll and
 // Close; at Open it is rebuilt from the segment (the recovery scan reads
 // every header anyway), so a stale or missing .index file is harmless.
+//
+// # Producer state (Kafka's ProducerStateManager, without transactions)
+//
+// The log keeps, per producer id, its latest epoch and its last
+// ProducerBatchWindow (5) batches: sequences and offsets, what a leader
+// needs to find a resent batch and to check the next sequence. Every
+// append updates it (leader and follower alike, from the headers the
+// append already parsed; AppendInfo.Batches hands the same headers to the
+// caller). It is snapshotted at each roll (named by the new segment's
+// base offset) and at Close (named by the log end), keeping the newest
+// ProducerSnapshots files. Open deletes snapshots outside [log start, log
+// end], loads the newest one that decodes (a corrupt one is logged with
+// slog.Warn, deleted, and the next older one tried; with none the whole
+// log is replayed) and replays batch headers from its offset to the log
+// end. Truncate deletes snapshots above the truncation point and rebuilds
+// the same way; retention deletes snapshots below the new log start (the
+// one at the log start stays, so producers whose batches were all deleted
+// survive); TruncateFullyAndStartAt forgets every producer. Producers are
+// not expired (Kafka's producer.id.expiration.ms): the table grows with
+// the number of producer ids the partition has seen.
+//
+// Snapshot file, version 1 (big-endian):
+//
+//	+-------+---------+--------+--------+-------+------------------------------------------+
+//	| "KWPS"| version | crc32c | offset | count | entries (ascending producer id) ...      |
+//	| 4 B   | u16 = 1 | u32    | i64    | u32   |                                          |
+//	+-------+---------+--------+--------+-------+------------------------------------------+
+//	 entry: producerId i64 | epoch i16 | n u8 (0..5) | n x batch
+//	 batch: firstSeq i32 | lastSeq i32 | firstOffset i64 | lastOffset i64 | maxTimestamp i64
+//
+// The CRC32C (Castagnoli) covers everything after itself. A decoder
+// refuses an unknown version, a bad CRC, a wrong length, ids not
+// ascending, more than 5 batches, or batches out of order or at or above
+// the snapshot's offset (*CorruptSnapshotError).
 //
 // # Durability and recovery
 //

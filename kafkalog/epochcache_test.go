@@ -82,6 +82,11 @@ func TestRetentionVictims(t *testing.T) {
 		{"bytes two", 35, 0, -1, 150, 2},
 		{"bytes and time take max", 35, 2500, 1000, 150, 2},
 		{"time and bytes take max", 35, 3500, 1000, 300, 2},
+		{"bound below the first segment's end keeps all", 9, 100000, 1, 0, 0},
+		{"bound at a segment end allows it", 20, 100000, 1, 0, 2},
+		{"bound inside a segment stops before it", 29, 100000, 1, 0, 2},
+		{"unlimited time and bytes", 35, 100000, -1, -1, 0},
+		{"one byte keeps only the active segment", 35, 0, -1, 1, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

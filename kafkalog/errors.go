@@ -74,3 +74,25 @@ func offsetMismatch(expected, got int64) *OffsetError {
 	}
 	return &OffsetError{Err: ErrOffsetOverlap, Expected: expected, Got: got}
 }
+
+// ErrInvalidRecord matches every *InvalidRecordError.
+var ErrInvalidRecord = errors.New("kafkalog: invalid record batch")
+
+// InvalidRecordError is a well-formed batch that breaks one of the rules
+// Kafka's leader applies to a client's batch (LogValidator.validateBatch:
+// record count against the offset range, control batches, sequences);
+// Kafka answers INVALID_RECORD.
+type InvalidRecordError struct {
+	Reason string
+}
+
+func (e *InvalidRecordError) Error() string {
+	return "kafkalog: invalid record batch: " + e.Reason
+}
+
+// Is makes errors.Is(err, ErrInvalidRecord) true.
+func (e *InvalidRecordError) Is(target error) bool { return target == ErrInvalidRecord }
+
+func invalidf(format string, args ...any) *InvalidRecordError {
+	return &InvalidRecordError{Reason: fmt.Sprintf(format, args...)}
+}

@@ -25,6 +25,50 @@ type AppendInfo struct {
 	// LastMaxTimestamp is the maxTimestamp of the last batch, so a caller
 	// need not walk the batches to find it.
 	LastMaxTimestamp int64
+	// Batches are the headers of the appended batches, in offset order,
+	// with the offsets and leader epoch the log gave them: what a caller
+	// needs for producer state without walking the bytes again. The slice
+	// is the caller's.
+	Batches []BatchInfo
+}
+
+// BatchInfo is the part of one appended batch's header that producer
+// state and callers need.
+type BatchInfo struct {
+	BaseOffset    int64
+	LastOffset    int64
+	LeaderEpoch   int32
+	MaxTimestamp  int64
+	ProducerID    int64 // -1: not idempotent
+	ProducerEpoch int16
+	BaseSequence  int32
+	// LastOffsetDelta is lastOffsetDelta; RecordCount the header's count
+	// (they differ only in compressed batches compacted by a cleaner).
+	LastOffsetDelta int32
+	RecordCount     int32
+	Transactional   bool
+	Control         bool
+}
+
+// LastSequence is the sequence number of the batch's last record,
+// wrapping at math.MaxInt32 as Kafka's DefaultRecordBatch.incrementSequence does.
+func (b BatchInfo) LastSequence() int32 { return IncrementSequence(b.BaseSequence, b.LastOffsetDelta) }
+
+// IncrementSequence is seq+n wrapping past math.MaxInt32 to 0.
+func IncrementSequence(seq, n int32) int32 {
+	if seq > math.MaxInt32-n {
+		return n - (math.MaxInt32 - seq) - 1
+	}
+	return seq + n
+}
+
+func batchInfoOf(h BatchHeader) BatchInfo {
+	return BatchInfo{
+		BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), LeaderEpoch: h.PartitionLeaderEpoch,
+		MaxTimestamp: h.MaxTimestamp, ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch,
+		BaseSequence: h.BaseSequence, LastOffsetDelta: h.LastOffsetDelta, RecordCount: h.RecordCount,
+		Transactional: h.Transactional(), Control: h.Control(),
+	}
 }
 
 // SegmentPosition is where in which segment a batch starts.
@@ -71,6 +115,7 @@ type Log struct {
 		lastHWCkpt    time.Time
 		ckptHW        int64 // last high watermark written, -1 none
 		recoveryPoint int64
+		compacted     bool // the cleaner has rewritten (or may have) segments
 		failed        error
 		buf           []byte
 		refs          []batchRef
@@ -84,8 +129,10 @@ type Log struct {
 		leo    int64
 		hw     int64
 		epochs epochCache
-		notify chan struct{}
-		closed bool
+		// producers is the producer table; the writer changes it.
+		producers producerState
+		notify    chan struct{}
+		closed    bool
 	}
 }
 
@@ -135,6 +182,13 @@ func (l *Log) load() error {
 		}
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	// A cleaner checkpoint says the log may hold compacted segments.
+	_, l.w.compacted, err = readOffsetCheckpoint(l.fs, l.dir, cleanerCheckpointFile)
+	if err != nil {
+		l.logger.Warn("kafkalog: unreadable cleaner checkpoint; treating the log as compacted", "err", err)
+		l.w.compacted = true
+	}
+	l.w.compacted = l.w.compacted || l.cfg.Compacted
 	rp, _, err := readOffsetCheckpoint(l.fs, l.dir, recoveryPointCheckpointFile)
 	if err != nil {
 		l.logger.Warn("kafkalog: ignoring unreadable recovery point; recovering every segment", "err", err)
@@ -159,7 +213,7 @@ func (l *Log) load() error {
 			return err
 		}
 		verify := i == len(bases)-1 || bases[i+1] > rp
-		res, err := scanSegment(s.file, size, base, l.cfg.IndexIntervalBytes, verify)
+		res, err := scanSegment(s.file, size, base, l.cfg.IndexIntervalBytes, verify, l.w.compacted)
 		if err != nil {
 			return fmt.Errorf("scan segment %d: %w", base, err)
 		}
@@ -219,7 +273,7 @@ func (l *Log) load() error {
 	l.mu.hw = min(max(hw, l.logStartOffset()), l.mu.leo)
 	l.w.ckptHW = hw
 	l.w.lastFlush, l.w.lastHWCkpt = now, now
-	return nil
+	return l.loadProducerState()
 }
 
 // removeFiles deletes the files of the given segments, newest first so
@@ -306,14 +360,8 @@ func (l *Log) writable() error {
 func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
-	if err := l.writable(); err != nil {
+	if err := l.leaderAppendable(leaderEpoch); err != nil {
 		return AppendInfo{}, err
-	}
-	if leaderEpoch < 0 {
-		return AppendInfo{}, fmt.Errorf("kafkalog: append as leader: %w: negative epoch %d", ErrEpochRegression, leaderEpoch)
-	}
-	if latest, ok := l.mu.epochs.latest(); ok && leaderEpoch < latest.Epoch {
-		return AppendInfo{}, fmt.Errorf("kafkalog: append as leader: %w: epoch %d, latest %d", ErrEpochRegression, leaderEpoch, latest.Epoch)
 	}
 	refs := l.w.refs[:0]
 	err := splitBatches(batches, l.cfg.MaxBatchBytes, func(h BatchHeader, b []byte) error {
@@ -324,7 +372,55 @@ func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, err
 	if err != nil {
 		return AppendInfo{}, fmt.Errorf("kafkalog: append as leader: %w", err)
 	}
-	buf := append(l.w.buf[:0], batches...)
+	return l.assignAndAppend(append(l.w.buf[:0], batches...), refs, leaderEpoch)
+}
+
+// AppendValidatedAsLeader appends one batch a BatchValidator accepted, as
+// AppendAsLeader does, without validating it again (the produce path
+// validates each batch once). Like Kafka's leader, it sets the header's
+// maxTimestamp to the records' largest timestamp (and the CRC with it)
+// when the client's differs and the batch is CreateTime.
+//
+// Errors: as AppendAsLeader; ErrBatchTooLarge if the batch is over this
+// log's MaxBatchBytes.
+func (l *Log) AppendValidatedAsLeader(vb ValidBatch, leaderEpoch int32) (AppendInfo, error) {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	if err := l.leaderAppendable(leaderEpoch); err != nil {
+		return AppendInfo{}, err
+	}
+	if len(vb.bytes) > l.cfg.MaxBatchBytes {
+		return AppendInfo{}, fmt.Errorf("kafkalog: append as leader: %w: %d bytes, max %d", ErrBatchTooLarge, len(vb.bytes), l.cfg.MaxBatchBytes)
+	}
+	buf := append(l.w.buf[:0], vb.bytes...)
+	h := vb.header
+	if !h.LogAppendTime() && h.MaxTimestamp != vb.maxTimestamp {
+		h.MaxTimestamp, h.CRC = vb.maxTimestamp, setMaxTimestamp(buf, vb.maxTimestamp)
+	}
+	refs := append(l.w.refs[:0], batchRef{h: h})
+	l.w.refs = refs
+	return l.assignAndAppend(buf, refs, leaderEpoch)
+}
+
+// leaderAppendable checks the log and the epoch of a leader append.
+// Caller holds writeMu.
+func (l *Log) leaderAppendable(leaderEpoch int32) error {
+	if err := l.writable(); err != nil {
+		return err
+	}
+	if leaderEpoch < 0 {
+		return fmt.Errorf("kafkalog: append as leader: %w: negative epoch %d", ErrEpochRegression, leaderEpoch)
+	}
+	if latest, ok := l.mu.epochs.latest(); ok && leaderEpoch < latest.Epoch {
+		return fmt.Errorf("kafkalog: append as leader: %w: epoch %d, latest %d", ErrEpochRegression, leaderEpoch, latest.Epoch)
+	}
+	return nil
+}
+
+// assignAndAppend stamps offsets from the log end and leaderEpoch into
+// buf (validated batches, the log's own copy, described by refs) and
+// appends it. Caller holds writeMu.
+func (l *Log) assignAndAppend(buf []byte, refs []batchRef, leaderEpoch int32) (AppendInfo, error) {
 	l.w.buf = buf
 	next := l.mu.leo
 	pos := 0
@@ -367,8 +463,14 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 		latest = e.Epoch
 	}
 	pos := 0
-	err := splitBatches(batches, math.MaxInt32, func(h BatchHeader, b []byte) error {
-		if h.BaseOffset != expected {
+	split, gapsOK := splitBatches, false
+	if l.cfg.Compacted {
+		// A compacted leader's sealed segments have gaps and sparse
+		// batches; a follower catching up copies them as they are.
+		split, gapsOK = splitStoredBatches, true
+	}
+	err := split(batches, math.MaxInt32, func(h BatchHeader, b []byte) error {
+		if h.BaseOffset < expected || (!gapsOK && h.BaseOffset != expected) {
 			return offsetMismatch(expected, h.BaseOffset)
 		}
 		if h.PartitionLeaderEpoch < latest && h.PartitionLeaderEpoch >= 0 {
@@ -424,6 +526,7 @@ func (l *Log) appendValidated(data []byte, refs []batchRef) (AppendInfo, error) 
 	if len(refs) == 0 {
 		return info, nil
 	}
+	info.Batches = make([]BatchInfo, 0, len(refs))
 	now := l.clock.Now()
 	if act := l.active(); act.size > 0 && !act.firstAppend.IsZero() && now.Sub(act.firstAppend).Milliseconds() >= l.cfg.SegmentMs {
 		if err := l.roll(refs[0].h.BaseOffset); err != nil {
@@ -459,6 +562,7 @@ func (l *Log) appendValidated(data []byte, refs []batchRef) (AppendInfo, error) 
 		pos := act.size
 		var records int64
 		for _, r := range refs[i:j] {
+			info.Batches = append(info.Batches, batchInfoOf(r.h))
 			if act.bytesSinceIndex > l.cfg.IndexIntervalBytes {
 				idx = append(idx, indexEntry{rel: uint32(r.h.LastOffset() - act.base), pos: uint32(pos)})
 				act.bytesSinceIndex = 0
@@ -477,6 +581,9 @@ func (l *Log) appendValidated(data []byte, refs []batchRef) (AppendInfo, error) 
 		act.maxTimestamp = maxTS
 		act.lastModified = now
 		l.mu.leo = act.next
+		for _, b := range info.Batches[len(info.Batches)-(j-i):] {
+			l.mu.producers.update(b)
+		}
 		l.notifyLocked()
 		l.mu.Unlock()
 		info.LastOffset = last.LastOffset()
@@ -541,6 +648,7 @@ func (l *Log) roll(base int64) error {
 		return fmt.Errorf("kafkalog: roll: %w", err)
 	}
 	l.w.recoveryPoint = base
+	l.takeSnapshot()
 	return nil
 }
 
@@ -696,6 +804,24 @@ func (l *Log) segmentFor(offset int64) *segment {
 	return segs[max(i-1, 0)]
 }
 
+// find returns the first batch whose last offset is at or above offset
+// (LogStartOffset <= offset < leo): in the segment holding offset, or, where
+// compaction left the rest of that segment (or all of it) without batches,
+// in the next segment that has one. Caller holds mu.
+func (l *Log) find(offset int64) (*segment, int64, liteHeader, error) {
+	segs := l.mu.segs
+	i := max(sort.Search(len(segs), func(i int) bool { return segs[i].base > offset })-1, 0)
+	for ; ; i++ {
+		s := segs[i]
+		r := l.reader(s)
+		pos, h, err := locate(r, s, max(offset, s.base))
+		l.release(r)
+		if err == nil || !errors.Is(err, ErrOffsetOutOfRange) || i == len(segs)-1 {
+			return s, pos, h, err
+		}
+	}
+}
+
 func (l *Log) reader(s *segment) *segReader {
 	r, _ := l.bufs.Get().(*segReader)
 	if r == nil {
@@ -743,10 +869,7 @@ func (l *Log) ReadInto(dst []byte, offset int64, maxBytes int) ([]byte, error) {
 		}
 		return dst[:0], nil
 	}
-	s := l.segmentFor(offset)
-	r := l.reader(s)
-	pos, h, err := locate(r, s, offset)
-	l.release(r)
+	s, pos, h, err := l.find(offset)
 	if err != nil {
 		return nil, fmt.Errorf("kafkalog: read %d: %w", offset, err)
 	}
@@ -797,10 +920,7 @@ func (l *Log) PositionOf(offset int64) (SegmentPosition, error) {
 		act := l.active()
 		return SegmentPosition{SegmentBaseOffset: act.base, Position: act.size}, nil
 	}
-	s := l.segmentFor(offset)
-	r := l.reader(s)
-	defer l.release(r)
-	pos, _, err := locate(r, s, offset)
+	s, pos, _, err := l.find(offset)
 	if err != nil {
 		return SegmentPosition{}, fmt.Errorf("kafkalog: position of %d: %w", offset, err)
 	}
@@ -906,6 +1026,8 @@ func (l *Log) Close() error {
 		if l.w.recoveryPoint < act.base {
 			errs = append(errs, writeOffsetCheckpoint(l.fs, l.dir, recoveryPointCheckpointFile, act.base))
 		}
+		// Kafka snapshots at a clean shutdown too: the next open replays nothing.
+		l.takeSnapshot()
 	}
 	l.mu.Lock()
 	l.mu.closed = true

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -110,7 +112,11 @@ func TestAppendAsLeaderAssignsOffsetsAndEpoch(t *testing.T) {
 		t.Fatal("caller's bytes modified")
 	}
 	want := AppendInfo{FirstOffset: 0, LastOffset: 4, LastEpoch: 5, NumBatches: 2, NumRecords: 5, Bytes: len(in), LastMaxTimestamp: t0.UnixMilli()}
-	if info != want {
+	if len(info.Batches) != 2 || info.Batches[1].BaseOffset != 3 || info.Batches[1].LeaderEpoch != 5 {
+		t.Fatalf("batches %+v", info.Batches)
+	}
+	info.Batches = nil
+	if !reflect.DeepEqual(info, want) {
 		t.Fatalf("info %+v want %+v", info, want)
 	}
 	info = mustAppendLeader(t, e.log, batch(1, 10), 5)
@@ -406,12 +412,12 @@ func TestRetention(t *testing.T) {
 	}
 	e.log.SetHighWatermark(1)
 	e.clk.Advance(75 * time.Second) // batches 0 and 1 are older than 60 s
-	n, err := e.log.DeleteRetentionExpired()
+	n, err := e.log.DeleteRetentionExpired(math.MaxInt64)
 	if err != nil || n != 1 {
 		t.Fatalf("deleted %d, %v; want 1 (the high watermark holds the second)", n, err)
 	}
 	e.log.SetHighWatermark(5)
-	if n, err := e.log.DeleteRetentionExpired(); err != nil || n != 1 {
+	if n, err := e.log.DeleteRetentionExpired(math.MaxInt64); err != nil || n != 1 {
 		t.Fatalf("deleted %d, %v", n, err)
 	}
 	if e.log.LogStartOffset() != 2 {
@@ -421,7 +427,7 @@ func TestRetention(t *testing.T) {
 		t.Fatalf("read below start: %v", err)
 	}
 	e.clk.Advance(time.Hour)
-	if n, _ := e.log.DeleteRetentionExpired(); n != 2 || len(e.log.Segments()) != 1 {
+	if n, _ := e.log.DeleteRetentionExpired(math.MaxInt64); n != 2 || len(e.log.Segments()) != 1 {
 		t.Fatalf("deleted %d, active must stay", n)
 	}
 	e.reopen()
@@ -429,12 +435,23 @@ func TestRetention(t *testing.T) {
 		t.Fatalf("after reopen start %d end %d", e.log.LogStartOffset(), e.log.LogEndOffset())
 	}
 
+	// A bound below the high watermark (the remote-WAL upload) holds segments too.
+	c := newEnv(t, Config{SegmentBytes: int64(one), RetentionMs: 1})
+	for i := 0; i < 4; i++ {
+		mustAppendLeader(t, c.log, batch(1, 50), 0)
+	}
+	c.log.SetHighWatermark(4)
+	c.clk.Advance(time.Hour)
+	if n, err := c.log.DeleteRetentionExpired(2); err != nil || n != 2 || c.log.LogStartOffset() != 2 {
+		t.Fatalf("bounded at 2: deleted %d, %v, start %d", n, err, c.log.LogStartOffset())
+	}
+
 	b := newEnv(t, Config{SegmentBytes: int64(one), RetentionBytes: int64(2 * one), RetentionMs: -1})
 	for i := 0; i < 5; i++ {
 		mustAppendLeader(t, b.log, batch(1, 50), 0)
 	}
 	b.log.SetHighWatermark(5)
-	if n, _ := b.log.DeleteRetentionExpired(); n != 3 || b.log.LogStartOffset() != 3 {
+	if n, _ := b.log.DeleteRetentionExpired(math.MaxInt64); n != 3 || b.log.LogStartOffset() != 3 {
 		t.Fatalf("bytes retention deleted %d, start %d", n, b.log.LogStartOffset())
 	}
 }
@@ -607,3 +624,63 @@ func TestCheckpointFormat(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func TestAppendInfoBatches(t *testing.T) {
+	l := newEnv(t, Config{}).log
+	a := testBatchP(t, 7, 3, 10, 2)
+	b := testBatchP(t, -1, -1, -1, 1)
+	info, err := l.AppendAsLeader(append(append([]byte{}, a...), b...), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []BatchInfo{
+		{BaseOffset: 0, LastOffset: 1, LeaderEpoch: 4, ProducerID: 7, ProducerEpoch: 3, BaseSequence: 10, LastOffsetDelta: 1, RecordCount: 2},
+		{BaseOffset: 2, LastOffset: 2, LeaderEpoch: 4, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, LastOffsetDelta: 0, RecordCount: 1},
+	}
+	for i := range want {
+		want[i].MaxTimestamp = info.Batches[i].MaxTimestamp
+	}
+	if !reflect.DeepEqual(info.Batches, want) {
+		t.Fatalf("batches\n got %+v\nwant %+v", info.Batches, want)
+	}
+	if got := want[0]; got.LastSequence() != 11 {
+		t.Fatalf("last sequence %d", got.LastSequence())
+	}
+	// The follower path reports the same headers for the same bytes.
+	f := newEnv(t, Config{}).log
+	data, _ := l.Read(0, 1<<20)
+	finfo, err := f.AppendAsFollower(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(finfo.Batches, info.Batches) {
+		t.Fatalf("follower batches %+v, leader %+v", finfo.Batches, info.Batches)
+	}
+}
+
+func TestIncrementSequenceWraps(t *testing.T) {
+	for _, c := range []struct{ seq, n, want int32 }{
+		{0, 0, 0}, {5, 4, 9}, {math.MaxInt32, 0, math.MaxInt32}, {math.MaxInt32, 1, 0},
+		{math.MaxInt32 - 1, 3, 1}, {math.MaxInt32 - 4, 4, math.MaxInt32},
+	} {
+		if got := IncrementSequence(c.seq, c.n); got != c.want {
+			t.Errorf("IncrementSequence(%d, %d) = %d, want %d", c.seq, c.n, got, c.want)
+		}
+	}
+}
+
+// testBatchP is a batch of n records by producer pid (-1: none) at epoch
+// and base sequence seq.
+func testBatchP(tb testing.TB, pid int64, epoch int16, seq int32, n int) []byte {
+	tb.Helper()
+	recs := make([]kafkalogtest.Record, n)
+	for i := range recs {
+		recs[i] = kafkalogtest.Record{Value: []byte{byte(i), byte(seq)}}
+	}
+	if pid < 0 {
+		pid = 0 // Encode writes 0 as -1
+	}
+	return kafkalogtest.Encode(kafkalogtest.BatchSpec{
+		BaseTimestamp: t0.UnixMilli(), ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, Records: recs,
+	})
+}

@@ -14,13 +14,14 @@ type retentionInput struct {
 
 // retentionVictims is Kafka's retention policy, pure: how many of the
 // oldest segments to delete. The active (last) segment is never deleted,
-// nor a segment with offsets at or above the high watermark. Time:
+// nor a segment with offsets at or above upTo (the high watermark, or
+// less: what the remote-WAL task has uploaded). Time:
 // delete from the oldest while now-largestMs > retentionMs. Size: delete
 // from the oldest while the log stays at or above retentionBytes without
 // the segment.
-func retentionVictims(segs []retentionInput, hw, nowMs, retentionMs, retentionBytes int64) int {
+func retentionVictims(segs []retentionInput, upTo, nowMs, retentionMs, retentionBytes int64) int {
 	limit := 0 // segments eligible at all
-	for limit < len(segs)-1 && segs[limit].next <= hw {
+	for limit < len(segs)-1 && segs[limit].next <= upTo {
 		limit++
 	}
 	byTime := 0
@@ -46,10 +47,12 @@ func retentionVictims(segs []retentionInput, hw, nowMs, retentionMs, retentionBy
 
 // DeleteRetentionExpired deletes the oldest segments that retention
 // (RetentionMs, RetentionBytes, by the clock) allows, never the active
-// one nor one reaching the high watermark, and advances the log start
-// offset. It returns how many segments it deleted.
+// one nor one holding an offset at or above the high watermark or upTo
+// (math.MaxInt64: no bound beyond the high watermark), advances the log
+// start offset and deletes the producer-state snapshots below it. It
+// returns how many segments it deleted.
 // Errors: ErrClosed, ErrFailed, I/O errors.
-func (l *Log) DeleteRetentionExpired() (int, error) {
+func (l *Log) DeleteRetentionExpired(upTo int64) (int, error) {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.writable(); err != nil {
@@ -63,7 +66,7 @@ func (l *Log) DeleteRetentionExpired() (int, error) {
 		}
 		in[i] = retentionInput{next: s.next, size: s.size, largestMs: ts}
 	}
-	n := retentionVictims(in, l.mu.hw, l.clock.Now().UnixMilli(), l.cfg.RetentionMs, l.cfg.RetentionBytes)
+	n := retentionVictims(in, min(l.mu.hw, upTo), l.clock.Now().UnixMilli(), l.cfg.RetentionMs, l.cfg.RetentionBytes)
 	if n == 0 {
 		return 0, nil
 	}
@@ -87,6 +90,10 @@ func (l *Log) DeleteRetentionExpired() (int, error) {
 		}
 	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
+		return n, fmt.Errorf("kafkalog: retention: %w", err)
+	}
+	start := victims[n-1].next
+	if err := l.removeSnapshots(func(o int64) bool { return o >= start }); err != nil {
 		return n, fmt.Errorf("kafkalog: retention: %w", err)
 	}
 	l.logger.Info("kafkalog: deleted segments by retention", "count", n, "logStartOffset", victims[n-1].next)
@@ -127,7 +134,7 @@ func (l *Log) Truncate(to int64) error {
 		return fmt.Errorf("kafkalog: truncate to %d: batch starts at %d: %w", to, h.base, ErrNotBatchBoundary)
 	}
 	// Recompute what the cut segment keeps, before taking the lock.
-	res, err := scanSegment(s.file, pos, s.base, l.cfg.IndexIntervalBytes, false)
+	res, err := scanSegment(s.file, pos, s.base, l.cfg.IndexIntervalBytes, false, l.w.compacted)
 	if err != nil {
 		return fmt.Errorf("kafkalog: truncate to %d: %w", to, err)
 	}
@@ -182,6 +189,11 @@ func (l *Log) Truncate(to int64) error {
 	if err := l.checkpointHW(l.clock.Now()); err != nil {
 		return fail(err)
 	}
+	// Kafka's truncateAndReload: snapshots above to go, and the table is
+	// rebuilt from the newest one left plus the batches after it.
+	if err := l.loadProducerState(); err != nil {
+		return fail(err)
+	}
 	return nil
 }
 
@@ -233,6 +245,12 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	if err := l.checkpointHW(l.clock.Now()); err != nil {
 		return fail(err)
 	}
+	if err := l.removeSnapshots(func(int64) bool { return false }); err != nil {
+		return fail(err)
+	}
+	l.mu.Lock()
+	l.mu.producers = newProducerState(offset)
+	l.mu.Unlock()
 	return nil
 }
 

@@ -47,8 +47,11 @@ type segment struct {
 func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
 
 // parseSegmentName returns the base offset of a "<20 digits>.log" name.
-func parseSegmentName(name string) (int64, bool) {
-	stem, ok := strings.CutSuffix(name, ".log")
+func parseSegmentName(name string) (int64, bool) { return parseOffsetName(name, ".log") }
+
+// parseOffsetName returns the offset of a "<20 digits><suffix>" name.
+func parseOffsetName(name, suffix string) (int64, bool) {
+	stem, ok := strings.CutSuffix(name, suffix)
 	if !ok || len(stem) != 20 {
 		return 0, false
 	}
@@ -191,9 +194,13 @@ type scanResult struct {
 
 // scanSegment walks a segment file from the start. With verify it
 // validates every batch fully (CRC, records); without, only the framing,
-// magic and offsets. It stops at the first torn or bad batch and reports
-// the valid prefix; only I/O errors are returned as errors.
-func scanSegment(f File, size int64, base int64, interval int, verify bool) (scanResult, error) {
+// magic and offsets. The offsets of a log that was never compacted are
+// contiguous; a compacted log (compacted) may have gaps between batches
+// and batches with fewer records than their offset range, so verify then
+// checks the stored-batch rules of validateStoredBatch and offsets need
+// only increase. It stops at the first torn or bad batch and reports the
+// valid prefix; only I/O errors are returned as errors.
+func scanSegment(f File, size int64, base int64, interval int, verify, compacted bool) (scanResult, error) {
 	res := scanResult{next: base, maxTimestamp: -1}
 	r := &segReader{f: f, size: size, chunk: 1 << 20}
 	pos := int64(0)
@@ -219,7 +226,9 @@ func scanSegment(f File, size int64, base int64, interval int, verify bool) (sca
 			return res, err
 		}
 		var h BatchHeader
-		if verify {
+		if verify && compacted {
+			h, err = validateStoredBatch(b)
+		} else if verify {
 			h, err = ValidateBatchMax(b, math.MaxInt32)
 		} else {
 			h, err = ParseBatchHeader(b)
@@ -231,7 +240,7 @@ func scanSegment(f File, size int64, base int64, interval int, verify bool) (sca
 			res.problem = err.Error()
 			break
 		}
-		if h.BaseOffset != res.next {
+		if h.BaseOffset < res.next || (!compacted && h.BaseOffset != res.next) {
 			res.problem = fmt.Sprintf("batch base offset %d, expected %d", h.BaseOffset, res.next)
 			break
 		}

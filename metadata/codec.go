@@ -7,7 +7,19 @@ import (
 )
 
 // Version is the newest event format this package writes and reads.
-const Version uint8 = 1
+// Version 2 added the DeadRange and ReplicatedOffset types and changed
+// nothing else; an event is written with the lowest version that has its
+// type (EventVersion), so a version-1 reader still reads every object event
+// and refuses only the new types, clearly (*UnsupportedVersionError).
+const Version uint8 = 2
+
+// EventVersion is the format version an event of type t is written with.
+func EventVersion(t EventType) uint8 {
+	if t == TypeDeadRange || t == TypeReplicatedOffset {
+		return 2
+	}
+	return 1
+}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -27,7 +39,7 @@ func Encode(dst []byte, ev Event) ([]byte, error) {
 		return dst, err
 	}
 	start := len(dst)
-	dst = append(dst, Version, byte(ev.Type()))
+	dst = append(dst, EventVersion(ev.Type()), byte(ev.Type()))
 	switch e := ev.(type) {
 	case *ObjectMetadata:
 		dst = encodeObject(dst, e)
@@ -43,6 +55,10 @@ func Encode(dst []byte, ev Event) ([]byte, error) {
 		dst = append(dst, byte(e.State))
 		dst = binary.AppendVarint(dst, e.EventTimestampMs)
 		dst = binary.AppendVarint(dst, int64(e.BrokerID))
+	case *DeadRange:
+		dst = appendPartitionOffset(dst, e.TopicPartition, e.LeaderEpoch, e.StartOffset, e.BrokerID, e.EventTimestampMs)
+	case *ReplicatedOffset:
+		dst = appendPartitionOffset(dst, e.TopicPartition, e.LeaderEpoch, e.Offset, e.BrokerID, e.EventTimestampMs)
 	default:
 		return dst[:start], malformed("%s events have no encoding", ev.Type())
 	}
@@ -91,6 +107,29 @@ func encodeObject(dst []byte, m *ObjectMetadata) []byte {
 	return dst
 }
 
+// appendPartitionOffset is the payload of the partition-offset events
+// (DeadRange, ReplicatedOffset): topic:str partition:uv leader_epoch:uv
+// offset:uv broker:v timestamp_ms:v.
+func appendPartitionOffset(dst []byte, tp TopicPartition, epoch int32, offset int64, broker int32, ts int64) []byte {
+	dst = appendString(dst, tp.Topic)
+	dst = binary.AppendUvarint(dst, uint64(tp.Partition))
+	dst = binary.AppendUvarint(dst, uint64(epoch))
+	dst = binary.AppendUvarint(dst, uint64(offset))
+	dst = binary.AppendVarint(dst, int64(broker))
+	return binary.AppendVarint(dst, ts)
+}
+
+// partitionOffset reads what appendPartitionOffset wrote.
+func (r *reader) partitionOffset() (tp TopicPartition, epoch int32, offset int64, broker int32, ts int64) {
+	tp.Topic = r.string()
+	tp.Partition = r.uint31()
+	epoch = r.uint31()
+	offset = r.uint63()
+	broker = r.int32()
+	ts = r.varint()
+	return tp, epoch, offset, broker, ts
+}
+
 func appendString(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
 	return append(dst, s...)
@@ -104,7 +143,7 @@ func Decode(b []byte) (Event, error) {
 	if len(b) < 1 {
 		return nil, malformed("empty value")
 	}
-	if b[0] != Version {
+	if b[0] < 1 || b[0] > Version {
 		return nil, &UnsupportedVersionError{Got: b[0], Max: Version}
 	}
 	if len(b) < headerLen+trailerLen {
@@ -117,6 +156,9 @@ func Decode(b []byte) (Event, error) {
 	}
 	r := reader{b: body[headerLen:]}
 	var ev Event
+	if t := EventType(body[1]); EventVersion(t) > b[0] {
+		return nil, malformed("%s event in format version %d (it needs %d)", t, b[0], EventVersion(t))
+	}
 	switch EventType(body[1]) {
 	case TypeObject:
 		ev = decodeObject(&r)
@@ -136,6 +178,14 @@ func Decode(b []byte) (Event, error) {
 		d.EventTimestampMs = r.varint()
 		d.BrokerID = r.int32()
 		ev = d
+	case TypeDeadRange:
+		d := &DeadRange{}
+		d.TopicPartition, d.LeaderEpoch, d.StartOffset, d.BrokerID, d.EventTimestampMs = r.partitionOffset()
+		ev = d
+	case TypeReplicatedOffset:
+		v := &ReplicatedOffset{}
+		v.TopicPartition, v.LeaderEpoch, v.Offset, v.BrokerID, v.EventTimestampMs = r.partitionOffset()
+		ev = v
 	default:
 		return nil, malformed("unknown event type %d", body[1])
 	}
@@ -338,10 +388,21 @@ func (r *reader) string() string {
 // value under it (a Tombstone) removes the part. A partition deletion's key is
 //
 //	'p' | partition (u32 BE) | topic bytes
+//
+// a dead range's (one per partition and leader epoch, so compaction keeps
+// every epoch's)
+//
+//	'd' | partition (u32 BE) | leader epoch (u32 BE) | topic bytes
+//
+// and a replicated offset's (the latest per partition)
+//
+//	'v' | partition (u32 BE) | topic bytes
 const (
-	keyObject    = 'o'
-	keyPartition = 'p'
-	objectKeyLen = 1 + 16 + 4
+	keyObject           = 'o'
+	keyPartition        = 'p'
+	keyDeadRange        = 'd'
+	keyReplicatedOffset = 'v'
+	objectKeyLen        = 1 + 16 + 4
 )
 
 // ObjectRecordKey is the record key of an object part's events.
@@ -360,6 +421,23 @@ func PartitionDeleteRecordKey(tp TopicPartition) []byte {
 	return append(k, tp.Topic...)
 }
 
+// DeadRangeRecordKey is the record key of tp's dead range of leaderEpoch.
+func DeadRangeRecordKey(tp TopicPartition, leaderEpoch int32) []byte {
+	k := make([]byte, 0, 9+len(tp.Topic))
+	k = append(k, keyDeadRange)
+	k = binary.BigEndian.AppendUint32(k, uint32(tp.Partition))
+	k = binary.BigEndian.AppendUint32(k, uint32(leaderEpoch))
+	return append(k, tp.Topic...)
+}
+
+// ReplicatedOffsetRecordKey is the record key of tp's replicated offsets.
+func ReplicatedOffsetRecordKey(tp TopicPartition) []byte {
+	k := make([]byte, 0, 5+len(tp.Topic))
+	k = append(k, keyReplicatedOffset)
+	k = binary.BigEndian.AppendUint32(k, uint32(tp.Partition))
+	return append(k, tp.Topic...)
+}
+
 // RecordKey returns the record key ev is published under.
 func RecordKey(ev Event) []byte {
 	switch e := ev.(type) {
@@ -371,6 +449,10 @@ func RecordKey(ev Event) []byte {
 		return ObjectRecordKey(e.ObjectRef)
 	case *PartitionDelete:
 		return PartitionDeleteRecordKey(e.TopicPartition)
+	case *DeadRange:
+		return DeadRangeRecordKey(e.TopicPartition, e.LeaderEpoch)
+	case *ReplicatedOffset:
+		return ReplicatedOffsetRecordKey(e.TopicPartition)
 	}
 	return nil
 }

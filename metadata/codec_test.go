@@ -37,6 +37,10 @@ func codecCases() []struct {
 			EventTimestampMs: 1_700_000_000_123, BrokerID: 2}},
 		{"partition_delete", &PartitionDelete{TopicPartition: TopicPartition{Topic: "orders", Partition: 4},
 			State: DeletePartitionStarted, EventTimestampMs: 1_700_000_000_456, BrokerID: 3}},
+		{"dead_range", &DeadRange{TopicPartition: TopicPartition{Topic: "orders", Partition: 4},
+			LeaderEpoch: 7, StartOffset: 6, BrokerID: 2, EventTimestampMs: 1_700_000_000_789}},
+		{"replicated_offset", &ReplicatedOffset{TopicPartition: TopicPartition{Topic: "orders", Partition: math.MaxInt32},
+			LeaderEpoch: math.MaxInt32, Offset: math.MaxInt64, BrokerID: math.MinInt32, EventTimestampMs: math.MinInt64}},
 	}
 }
 
@@ -117,6 +121,11 @@ func TestDecodeRefuses(t *testing.T) {
 			1,                                     // one entry
 			5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // topic index 5
 		}), false},
+		// A version-1 writer never wrote the new types: such bytes are garbage.
+		{"dead_range_in_version_1", withCRC([]byte{1, byte(TypeDeadRange), 1, 't', 0, 1, 6, 2, 0}), false},
+		{"replicated_offset_in_version_1", withCRC([]byte{1, byte(TypeReplicatedOffset), 1, 't', 0, 1, 6, 2, 0}), false},
+		{"dead_range_empty_topic", withCRC([]byte{2, byte(TypeDeadRange), 0, 0, 1, 6, 2, 0}), false},
+		{"dead_range_epoch_over_int32", withCRC([]byte{2, byte(TypeDeadRange), 1, 't', 0, 0x80, 0x80, 0x80, 0x80, 0x08, 6, 2, 0}), false},
 		{"mp_over_int32", withCRC([]byte{Version, byte(TypeStateUpdate),
 			1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 0x80, 0x80, 0x80, 0x80, 0x08, 1, 0, 0}), false},
 	}
@@ -154,6 +163,11 @@ func TestEncodeRefusesInvalid(t *testing.T) {
 		&ObjectMetadata{ID: testID(1)},
 		&StateUpdate{State: 4},
 		&PartitionDelete{TopicPartition: TopicPartition{Topic: "t", Partition: 0}, State: 3},
+		&DeadRange{TopicPartition: TopicPartition{Topic: "t", Partition: 0}, LeaderEpoch: -1},
+		&DeadRange{TopicPartition: TopicPartition{Topic: "t", Partition: 0}, StartOffset: -1},
+		&DeadRange{TopicPartition: TopicPartition{Partition: 0}},
+		&ReplicatedOffset{TopicPartition: TopicPartition{Topic: "t", Partition: -1}},
+		&ReplicatedOffset{TopicPartition: TopicPartition{Topic: "t", Partition: 0}, Offset: -1},
 		&Tombstone{},
 	}
 	for i, ev := range bad {
@@ -181,6 +195,25 @@ func TestDecodeRecordKeys(t *testing.T) {
 	}
 }
 
+// TestVersionsOfEvents: object, update and partition-delete events keep
+// format version 1 (so a version-1 reader reads them), the new types are
+// written as version 2, and a version-1 reader refuses those clearly.
+func TestVersionsOfEvents(t *testing.T) {
+	for _, c := range codecCases() {
+		b, err := Encode(nil, c.ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := uint8(1)
+		if c.ev.Type() == TypeDeadRange || c.ev.Type() == TypeReplicatedOffset {
+			want = 2
+		}
+		if b[0] != want {
+			t.Errorf("%s written as version %d, want %d", c.name, b[0], want)
+		}
+	}
+}
+
 func FuzzDecodeEvent(f *testing.F) {
 	for _, c := range codecCases() {
 		b, _ := Encode(nil, c.ev)
@@ -188,6 +221,7 @@ func FuzzDecodeEvent(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte{Version, byte(TypeObject)})
+	f.Add(appendCRC([]byte{1, byte(TypeDeadRange), 1, 't', 0, 1, 6, 2, 0}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ev, err := Decode(b)
 		if err != nil {

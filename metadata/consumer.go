@@ -232,6 +232,10 @@ func (c *Consumer) checkPartition(ev Event, partition int32) error {
 		want = e.MetadataPartition
 	case *PartitionDelete:
 		want = MetadataPartition(e.TopicPartition, c.partitions)
+	case *DeadRange:
+		want = MetadataPartition(e.TopicPartition, c.partitions)
+	case *ReplicatedOffset:
+		want = MetadataPartition(e.TopicPartition, c.partitions)
 	}
 	if want != partition {
 		return malformed("%s event for metadata partition %d found on partition %d", ev.Type(), want, partition)

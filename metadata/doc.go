@@ -35,10 +35,28 @@
 // full snapshot under that key, so compaction keeps each part's latest
 // state with its entries, and a nil value (tombstone) removes the part.
 //
-//	object part key:      'o' | object id [16] | metadata partition u32 BE
-//	partition delete key: 'p' | partition u32 BE | topic bytes
+//	object part key:       'o' | object id [16] | metadata partition u32 BE
+//	partition delete key:  'p' | partition u32 BE | topic bytes
+//	dead range key:        'd' | partition u32 BE | leader epoch u32 BE | topic bytes
+//	replicated offset key: 'v' | partition u32 BE | topic bytes
 //
-// # Event encoding (Version 1)
+// Dead ranges and replicated offsets go to their user partition's metadata
+// partition, like its entries, so a follower sees them in order with them.
+//
+// # Leader changes (the KIP's reconciliation)
+//
+// A broker elected leader at epoch E with log end S publishes a DeadRange
+// (E, S): every entry of an epoch below E at or past S is dead ("B2
+// publishes DELETE for 6–10"). An entry of epoch e is dead from the least S
+// of the dead ranges with E > e; State drops dead entries from the index,
+// whether the dead range arrives before or after them, so a deposed leader
+// that keeps uploading is never indexed. Retention deletes an object whose
+// entries are all dead at once, and counts only the live part of an entry
+// straddling S. Leaders also publish ReplicatedOffset (their high
+// watermark), so any broker can tell that an object is no longer needed,
+// whoever uploaded it.
+//
+// # Event encoding (Versions 1 and 2)
 //
 // Integers are unsigned LEB128 varints (uv), zig-zag varints (v) or fixed
 // big-endian; str is uv length then bytes.
@@ -57,6 +75,15 @@
 //	                codec:u8 crc32c:u32
 //	type 2 update:  id[16] mp:uv state:u8 timestamp_ms:v broker:v
 //	type 3 pdelete: topic:str partition:uv state:u8 timestamp_ms:v broker:v
+//	type 4 dead range (version 2):
+//	                topic:str partition:uv leader_epoch:uv start_offset:uv broker:v timestamp_ms:v
+//	type 5 replicated offset (version 2):
+//	                topic:str partition:uv leader_epoch:uv offset:uv broker:v timestamp_ms:v
+//
+// Version 2 only added types 4 and 5. Each event is written with the lowest
+// version that has its type (EventVersion), so a version-1 reader still
+// reads every object event and refuses the new ones as unsupported; a type
+// 4 or 5 under version byte 1 is malformed.
 //
 // A reader refuses a version byte it does not know with
 // *UnsupportedVersionError (checked before the CRC, so a future layout can
@@ -78,7 +105,9 @@
 // # Retention
 //
 // DecideRetention is the pure decision (age since COPY_SEGMENT_FINISHED past
-// RetentionPolicy.Retention, every in-sync replica past every entry);
+// RetentionPolicy.Retention, every in-sync replica past the live part of
+// every entry; objects whose entries are all dead at once; the broker
+// that deletes an object is RetentionPolicy.Deletes);
 // Retainer is its driver: DELETE_SEGMENT_STARTED, Delete from the store,
 // DELETE_SEGMENT_FINISHED, tombstones, each step idempotent and resumable.
 //

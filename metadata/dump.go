@@ -161,6 +161,16 @@ func EventJSON(ev Event) any {
 			"topic": e.Topic, "partition": e.Partition, "state": e.State.String(),
 			"event_timestamp_ms": e.EventTimestampMs, "broker_id": e.BrokerID,
 		}
+	case *DeadRange:
+		return map[string]any{
+			"topic": e.Topic, "partition": e.Partition, "leader_epoch": e.LeaderEpoch,
+			"start_offset": e.StartOffset, "event_timestamp_ms": e.EventTimestampMs, "broker_id": e.BrokerID,
+		}
+	case *ReplicatedOffset:
+		return map[string]any{
+			"topic": e.Topic, "partition": e.Partition, "leader_epoch": e.LeaderEpoch,
+			"offset": e.Offset, "event_timestamp_ms": e.EventTimestampMs, "broker_id": e.BrokerID,
+		}
 	case *Tombstone:
 		return map[string]any{"id": e.ID.String(), "metadata_partition": e.MetadataPartition}
 	}

@@ -49,6 +49,10 @@ const (
 	TypeStateUpdate EventType = 2
 	// TypePartitionDelete is a PartitionDelete event.
 	TypePartitionDelete EventType = 3
+	// TypeDeadRange is a DeadRange event (format version 2).
+	TypeDeadRange EventType = 4
+	// TypeReplicatedOffset is a ReplicatedOffset event (format version 2).
+	TypeReplicatedOffset EventType = 5
 	// TypeTombstone is never encoded: a Tombstone is a record with a nil
 	// value, recognised by its key.
 	TypeTombstone EventType = 0
@@ -62,6 +66,10 @@ func (t EventType) String() string {
 		return "state_update"
 	case TypePartitionDelete:
 		return "partition_delete"
+	case TypeDeadRange:
+		return "dead_range"
+	case TypeReplicatedOffset:
+		return "replicated_offset"
 	case TypeTombstone:
 		return "tombstone"
 	}
@@ -69,7 +77,8 @@ func (t EventType) String() string {
 }
 
 // Event is one message of the metadata topic: *ObjectMetadata, *StateUpdate,
-// *PartitionDelete or *Tombstone. The set is closed.
+// *PartitionDelete, *DeadRange, *ReplicatedOffset or *Tombstone. The set is
+// closed.
 type Event interface {
 	Type() EventType
 	// Validate reports a malformed event (wrapping ErrMalformedEvent).
@@ -80,6 +89,8 @@ var (
 	_ Event = (*ObjectMetadata)(nil)
 	_ Event = (*StateUpdate)(nil)
 	_ Event = (*PartitionDelete)(nil)
+	_ Event = (*DeadRange)(nil)
+	_ Event = (*ReplicatedOffset)(nil)
 	_ Event = (*Tombstone)(nil)
 )
 

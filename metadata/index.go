@@ -67,7 +67,17 @@ type StateStats struct {
 //     same way; at STARTED or FINISHED the partition's slices leave the
 //     index. Entries arriving for a partition whose deletion is MARKED or
 //     STARTED are not indexed; entries arriving after FINISHED re-create the
-//     partition (a topic re-created under the same name).
+//     partition (a topic re-created under the same name). STARTED also
+//     forgets the partition's dead ranges and replicated offsets.
+//   - A DeadRange kills, for its partition, every entry of an older leader
+//     epoch that starts at or past DeadFrom (see DeadRange): such entries
+//     leave the index, and entries arriving later are never indexed. A
+//     DeadRange of a known epoch with a lower StartOffset lowers it (the
+//     minimum wins); one with the same or a higher one is a duplicate.
+//     An entry straddling DeadFrom stays indexed: its live part is real
+//     data, and the follower's epoch fencing refuses the rest.
+//   - A ReplicatedOffset replaces the partition's one when its (epoch,
+//     offset) is higher, and is a duplicate otherwise.
 type State struct {
 	mu struct {
 		sync.Mutex
@@ -75,6 +85,10 @@ type State struct {
 		byKey   map[string]map[ObjectRef]struct{}
 		index   map[TopicPartition][]indexed
 		deletes map[TopicPartition]PartitionDelete
+		// dead: per partition, leader epoch → StartOffset of its DeadRange.
+		dead map[TopicPartition]map[int32]int64
+		// vouched: per partition, the highest ReplicatedOffset.
+		vouched map[TopicPartition]ReplicatedOffset
 		changed chan struct{}
 		stats   StateStats
 	}
@@ -96,6 +110,8 @@ func NewState() *State {
 	s.mu.byKey = make(map[string]map[ObjectRef]struct{})
 	s.mu.index = make(map[TopicPartition][]indexed)
 	s.mu.deletes = make(map[TopicPartition]PartitionDelete)
+	s.mu.dead = make(map[TopicPartition]map[int32]int64)
+	s.mu.vouched = make(map[TopicPartition]ReplicatedOffset)
 	s.mu.changed = make(chan struct{})
 	return s
 }
@@ -148,6 +164,15 @@ func (s *State) applyLocked(ev Event) (bool, error) {
 		return true, nil
 	case *PartitionDelete:
 		return s.applyPartitionDelete(e)
+	case *DeadRange:
+		return s.applyDeadRange(e), nil
+	case *ReplicatedOffset:
+		cur, ok := s.mu.vouched[e.TopicPartition]
+		if ok && (e.LeaderEpoch < cur.LeaderEpoch || (e.LeaderEpoch == cur.LeaderEpoch && e.Offset <= cur.Offset)) {
+			return false, nil
+		}
+		s.mu.vouched[e.TopicPartition] = *e
+		return true, nil
 	}
 	return false, malformed("unknown event %T", ev)
 }
@@ -208,8 +233,36 @@ func (s *State) applyPartitionDelete(d *PartitionDelete) (bool, error) {
 	s.mu.deletes[d.TopicPartition] = *d
 	if d.State != DeletePartitionMarked {
 		delete(s.mu.index, d.TopicPartition)
+		delete(s.mu.dead, d.TopicPartition)
+		delete(s.mu.vouched, d.TopicPartition)
 	}
 	return true, nil
+}
+
+func (s *State) applyDeadRange(d *DeadRange) bool {
+	ranges := s.mu.dead[d.TopicPartition]
+	if cur, ok := ranges[d.LeaderEpoch]; ok && cur <= d.StartOffset {
+		return false
+	}
+	if ranges == nil {
+		ranges = make(map[int32]int64)
+		s.mu.dead[d.TopicPartition] = ranges
+	}
+	ranges[d.LeaderEpoch] = d.StartOffset
+	idx := s.mu.index[d.TopicPartition]
+	idx = slices.DeleteFunc(idx, func(x indexed) bool { return s.deadLocked(x.e) })
+	if len(idx) == 0 {
+		delete(s.mu.index, d.TopicPartition)
+	} else {
+		s.mu.index[d.TopicPartition] = idx
+	}
+	return true
+}
+
+// deadLocked reports whether every offset of e is dead.
+func (s *State) deadLocked(e *SliceEntry) bool {
+	from, ok := deadFrom(s.mu.dead[e.TopicPartition], e.LeaderEpoch)
+	return ok && e.BaseOffset >= from
 }
 
 func cloneMeta(m *ObjectMetadata) ObjectMetadata {
@@ -244,6 +297,9 @@ func (s *State) indexPart(p *part) {
 				continue
 			}
 			delete(s.mu.deletes, e.TopicPartition) // re-created partition
+		}
+		if s.deadLocked(e) {
+			continue
 		}
 		x := indexed{p: p, e: e}
 		idx := s.mu.index[e.TopicPartition]
@@ -329,6 +385,35 @@ func (s *State) ObjectState(key string) (SegmentState, bool) {
 		st = min(st, s.mu.parts[r].meta.State)
 	}
 	return st, true
+}
+
+// DeadFrom returns the offset from which tp's entries of leaderEpoch are
+// dead (see DeadRange), and false when none of them is.
+func (s *State) DeadFrom(tp TopicPartition, leaderEpoch int32) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return deadFrom(s.mu.dead[tp], leaderEpoch)
+}
+
+// DeadRanges returns tp's dead ranges by leader epoch (BrokerID and
+// timestamps are not kept).
+func (s *State) DeadRanges(tp TopicPartition) []DeadRange {
+	s.mu.Lock()
+	out := make([]DeadRange, 0, len(s.mu.dead[tp]))
+	for e, start := range s.mu.dead[tp] {
+		out = append(out, DeadRange{TopicPartition: tp, LeaderEpoch: e, StartOffset: start})
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b DeadRange) int { return cmp.Compare(a.LeaderEpoch, b.LeaderEpoch) })
+	return out
+}
+
+// ReplicatedOffset returns the highest vouch of tp's leaders, if any.
+func (s *State) ReplicatedOffset(tp TopicPartition) (ReplicatedOffset, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.mu.vouched[tp]
+	return v, ok
 }
 
 // PartitionDeleteState returns the deletion state of tp, if any.

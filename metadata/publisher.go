@@ -97,7 +97,8 @@ func (p *Publisher) Partitions(ctx context.Context) (int32, error) {
 }
 
 // Publish writes events, each to the metadata partition it names (for a
-// PartitionDelete, the one its user partition maps to), and returns once
+// PartitionDelete, DeadRange or ReplicatedOffset, the one its user
+// partition maps to), and returns once
 // all are acknowledged.
 func (p *Publisher) Publish(ctx context.Context, evs ...Event) error {
 	n, err := p.Partitions(ctx)
@@ -168,6 +169,10 @@ func (p *Publisher) record(ev Event, n int32) (*kgo.Record, error) {
 		}
 		return p.checkPartition(r, n)
 	case *PartitionDelete:
+		r.Partition = MetadataPartition(e.TopicPartition, n)
+	case *DeadRange:
+		r.Partition = MetadataPartition(e.TopicPartition, n)
+	case *ReplicatedOffset:
 		r.Partition = MetadataPartition(e.TopicPartition, n)
 	default:
 		return nil, fmt.Errorf("metadata: cannot publish %T", ev)

@@ -23,8 +23,14 @@ type RetentionPolicy struct {
 	// deleted (STARTED -> DELETE_SEGMENT_STARTED). Default: Retention.
 	AbandonedCopy time.Duration
 	// BrokerID: only objects uploaded by this broker are considered; -1
-	// considers every object.
+	// considers every object. Ignored when Deletes is set.
 	BrokerID int32
+	// Deletes, when set, says whether this broker is the one that deletes
+	// o (it replaces the BrokerID filter). The broker's rule: the current
+	// leader of the object's least user partition deletes it, whoever
+	// uploaded it, so an object is deleted once while its uploader is gone
+	// or no longer leads.
+	Deletes func(o *ObjectSnapshot) bool
 }
 
 // Validate fills defaults and rejects nonsense.
@@ -48,28 +54,41 @@ func (p *RetentionPolicy) Validate() error {
 // already in tiered storage) may return math.MaxInt64.
 type SafeOffsetFunc func(TopicPartition) (int64, bool)
 
+// DeadFromFunc returns where a partition's entries of a leader epoch are
+// dead (State.DeadFrom; see DeadRange). nil means nothing is dead.
+type DeadFromFunc func(tp TopicPartition, leaderEpoch int32) (int64, bool)
+
 // RetentionAction is one object to delete, with why.
 type RetentionAction struct {
 	Object ObjectSnapshot
 	// Resume: a deletion already started (a part is at DELETE_SEGMENT_STARTED
 	// or later) and is carried on without checking age or offsets again.
 	Resume bool
+	// Dead: every entry is dead (see DeadRange); deleted without waiting.
+	Dead bool
 }
 
-// DecideRetention is the pure retention decision: which objects to delete
-// now. An object is deleted when either
+// DecideRetention is the pure retention decision: which of the objects this
+// broker deletes (pol.Deletes, else pol.BrokerID) to delete now. An object
+// is deleted when either
 //   - a part has reached DELETE_SEGMENT_STARTED or later (resume), or
+//   - every part is COPY_SEGMENT_FINISHED and every entry is dead (a
+//     DeadRange killed it: no replica and no reader needs it), at once; or
 //   - every part is COPY_SEGMENT_FINISHED, Retention has passed since the
-//     latest of their event times, and every in-sync replica is past every
-//     entry; or
+//     latest of their event times, and every in-sync replica is past the
+//     live part of every entry (the part below where its epoch is dead); or
 //   - every part is still COPY_SEGMENT_STARTED (or FINISHED) and the newest
 //     part's event is older than AbandonedCopy, with the same offset rule
 //     for the finished parts' entries.
-func DecideRetention(now time.Time, pol RetentionPolicy, objects []ObjectSnapshot, safe SafeOffsetFunc) []RetentionAction {
+func DecideRetention(now time.Time, pol RetentionPolicy, objects []ObjectSnapshot, safe SafeOffsetFunc, dead DeadFromFunc) []RetentionAction {
 	var out []RetentionAction
 	nowMs := now.UnixMilli()
 	for _, o := range objects {
-		if pol.BrokerID >= 0 && o.BrokerID != pol.BrokerID {
+		if pol.Deletes != nil {
+			if !pol.Deletes(&o) {
+				continue
+			}
+		} else if pol.BrokerID >= 0 && o.BrokerID != pol.BrokerID {
 			continue
 		}
 		deleting, started := false, false
@@ -88,11 +107,15 @@ func DecideRetention(now time.Time, pol RetentionPolicy, objects []ObjectSnapsho
 			out = append(out, RetentionAction{Object: o, Resume: true})
 			continue
 		}
+		if !started && allDead(&o, dead) {
+			out = append(out, RetentionAction{Object: o, Dead: true})
+			continue
+		}
 		wait := pol.Retention
 		if started {
 			wait = pol.AbandonedCopy
 		}
-		if nowMs-newest < wait.Milliseconds() || !allPast(&o, safe) {
+		if nowMs-newest < wait.Milliseconds() || !allPast(&o, safe, dead) {
 			continue
 		}
 		out = append(out, RetentionAction{Object: o})
@@ -100,19 +123,55 @@ func DecideRetention(now time.Time, pol RetentionPolicy, objects []ObjectSnapsho
 	return out
 }
 
-func allPast(o *ObjectSnapshot, safe SafeOffsetFunc) bool {
+// liveEnd is the last live offset of e under dead, false when e is dead.
+func liveEnd(e *SliceEntry, dead DeadFromFunc) (int64, bool) {
+	if dead == nil {
+		return e.LastOffset, true
+	}
+	from, ok := dead(e.TopicPartition, e.LeaderEpoch)
+	return LiveEnd(e, from, ok)
+}
+
+func allDead(o *ObjectSnapshot, dead DeadFromFunc) bool {
+	n := 0
+	for i := range o.Parts {
+		for j := range o.Parts[i].Entries {
+			if _, live := liveEnd(&o.Parts[i].Entries[j], dead); live {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
+}
+
+func allPast(o *ObjectSnapshot, safe SafeOffsetFunc, dead DeadFromFunc) bool {
 	for i := range o.Parts {
 		if o.Parts[i].State != CopySegmentFinished {
 			continue // an abandoned copy's entries were never readable
 		}
-		for _, e := range o.Parts[i].Entries {
+		for j := range o.Parts[i].Entries {
+			e := &o.Parts[i].Entries[j]
+			last, live := liveEnd(e, dead)
+			if !live {
+				continue
+			}
 			s, ok := safe(e.TopicPartition)
-			if !ok || e.LastOffset >= s {
+			if !ok || last >= s {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// StoreForBucket resolves an object's Bucket (the id of the store it was
+// uploaded to, one per rack when each AZ has its own) to that store.
+type StoreForBucket func(bucket string) (objstore.Store, error)
+
+// OneStore is the StoreForBucket of a single store holding every object.
+func OneStore(s objstore.Store) StoreForBucket {
+	return func(string) (objstore.Store, error) { return s, nil }
 }
 
 // EventPublisher is what the retention driver publishes through; *Publisher
@@ -133,7 +192,7 @@ type Retainer struct {
 	pol    RetentionPolicy
 	state  *State
 	pub    EventPublisher
-	store  objstore.Store
+	stores StoreForBucket
 	safe   SafeOffsetFunc
 	clk    clock.Clock
 	logger *slog.Logger
@@ -146,18 +205,21 @@ type Retainer struct {
 	}
 }
 
-// NewRetainer returns a retention driver.
-func NewRetainer(pol RetentionPolicy, state *State, pub EventPublisher, store objstore.Store, safe SafeOffsetFunc, clk clock.Clock, logger *slog.Logger) (*Retainer, error) {
+// NewRetainer returns a retention driver; stores says where each object
+// is (OneStore for a single store).
+func NewRetainer(pol RetentionPolicy, state *State, pub EventPublisher, stores StoreForBucket, safe SafeOffsetFunc, clk clock.Clock, logger *slog.Logger) (*Retainer, error) {
 	if err := pol.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Retainer{pol: pol, state: state, pub: pub, store: store, safe: safe, clk: clk, logger: logger}
+	r := &Retainer{pol: pol, state: state, pub: pub, stores: stores, safe: safe, clk: clk, logger: logger}
 	r.mu.done = make(map[ObjectID]bool)
 	return r, nil
 }
 
 // RunOnce deletes every object due now and returns how many it deleted.
-// It stops at the first error (the rest wait for the next run).
+// An object that fails (its store unreachable, say after an AZ outage) is
+// logged and left for the next run; the others go on. The error joins the
+// failures.
 func (r *Retainer) RunOnce(ctx context.Context) (int, error) {
 	objects := r.state.Objects()
 	r.mu.Lock()
@@ -173,7 +235,8 @@ func (r *Retainer) RunOnce(ctx context.Context) (int, error) {
 	r.mu.Unlock()
 
 	n := 0
-	for _, a := range DecideRetention(r.clk.Now(), r.pol, objects, r.safe) {
+	var errs []error
+	for _, a := range DecideRetention(r.clk.Now(), r.pol, objects, r.safe, r.state.DeadFrom) {
 		r.mu.Lock()
 		skip := r.mu.done[a.Object.ID]
 		r.mu.Unlock()
@@ -181,16 +244,21 @@ func (r *Retainer) RunOnce(ctx context.Context) (int, error) {
 			continue
 		}
 		if err := r.deleteObject(ctx, &a.Object); err != nil {
-			return n, err
+			if ctx.Err() != nil {
+				return n, errors.Join(append(errs, err)...)
+			}
+			r.logger.Warn("remote WAL object not deleted; will retry", "object", a.Object.ID, "key", a.Object.Key, "bucket", a.Object.Bucket, "err", err)
+			errs = append(errs, err)
+			continue
 		}
 		r.mu.Lock()
 		r.mu.done[a.Object.ID] = true
 		r.mu.Unlock()
 		n++
 		r.logger.Info("remote WAL object deleted", "object", a.Object.ID, "key", a.Object.Key,
-			"parts", len(a.Object.Parts), "resumed", a.Resume)
+			"parts", len(a.Object.Parts), "resumed", a.Resume, "dead", a.Dead)
 	}
-	return n, nil
+	return n, errors.Join(errs...)
 }
 
 func (r *Retainer) deleteObject(ctx context.Context, o *ObjectSnapshot) error {
@@ -219,7 +287,11 @@ func (r *Retainer) deleteObject(ctx context.Context, o *ObjectSnapshot) error {
 		}
 	}
 	tctx := objstore.WithTags(ctx, objstore.Tags{Component: "retention", Partition: -1})
-	if err := r.store.Delete(tctx, o.Key); err != nil {
+	store, err := r.stores(o.Bucket)
+	if err != nil {
+		return fmt.Errorf("metadata: retention of %s: store %q: %w", o.ID, o.Bucket, err)
+	}
+	if err := store.Delete(tctx, o.Key); err != nil {
 		return fmt.Errorf("metadata: retention of %s: delete %s: %w", o.ID, o.Key, err)
 	}
 	if evs := snapshots(DeleteSegmentFinished); len(evs) > 0 {

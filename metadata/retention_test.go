@@ -47,7 +47,7 @@ func TestDecideRetention(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := DecideRetention(now, pol, []ObjectSnapshot{c.o}, c.safe)
+			got := DecideRetention(now, pol, []ObjectSnapshot{c.o}, c.safe, nil)
 			if (len(got) == 1) != c.want {
 				t.Fatalf("got %d actions, want delete=%v", len(got), c.want)
 			}
@@ -130,7 +130,7 @@ func TestRetainerDeletesInOrder(t *testing.T) {
 		mustApply(t, st, p)
 	}
 	safe := int64(0)
-	r, err := NewRetainer(RetentionPolicy{Retention: time.Minute, BrokerID: -1}, st, pub, store,
+	r, err := NewRetainer(RetentionPolicy{Retention: time.Minute, BrokerID: -1}, st, pub, OneStore(store),
 		func(TopicPartition) (int64, bool) { return safe, true }, clk, quietLogger())
 	if err != nil {
 		t.Fatal(err)

@@ -82,7 +82,12 @@
 //
 // # Time
 //
-// Time is a Clock in nanoseconds. With a ManualClock set Manual: no driver
-// and no executor goroutines exist, and expired tasks run inside Poll on the
-// caller's goroutine, so tests are deterministic and never sleep.
+// Time is the module's clock (package clock) read as nanoseconds: Of adapts
+// any clock.Clock, and the wheel's driver sleeps on that clock's timers, so
+// a purgatory on a clock.Manual expires its operations when the clock is
+// advanced (the broker builds both of its purgatories with Of(cfg.Clock)).
+// RealClock is clock.Real with a one-reading Now. With a ManualClock set
+// Manual: no driver and no executor goroutines exist, and expired tasks run
+// inside Poll on the caller's goroutine, so tests are deterministic and
+// never sleep.
 package purgatory

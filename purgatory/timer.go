@@ -6,6 +6,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/kwal/kwal/clock"
 )
 
 // Errors returned by Timer.Schedule.
@@ -29,7 +31,8 @@ type TimerConfig struct {
 	// Workers is the number of executor goroutines that run expired
 	// entries. Default 2. Ignored when Manual.
 	Workers int
-	// Clock reads the time. Default NewRealClock().
+	// Clock reads the time (see Of for the module's clock). Default
+	// NewRealClock().
 	Clock Clock
 	// Manual starts no goroutine: the caller moves the clock and calls
 	// Poll, which runs expired entries itself. Required with a ManualClock.
@@ -218,20 +221,21 @@ func (t *Timer) poll() (head, tail *bucket, n int, next int64) {
 // higher ones; the executor does the per-entry work.
 func (t *Timer) drive() {
 	defer close(t.done)
-	sleep := time.NewTimer(time.Hour)
+	var sleep clock.Timer
+	if tc, ok := t.clock.(timerClock); ok {
+		sleep = tc.newTimer(time.Hour)
+	} else {
+		sleep = clock.Real{}.NewTimer(time.Hour)
+	}
 	sleep.Stop()
 	for {
 		head, tail, n, next := t.poll()
 		t.dispatch(head, tail, n)
-		if next != math.MaxInt64 {
-			d := next - t.clock.Now()
-			if d <= 0 {
-				continue
-			}
-			sleep.Reset(time.Duration(d))
+		if next != math.MaxInt64 && !t.arm(sleep, next) {
+			continue
 		}
 		select {
-		case <-sleep.C:
+		case <-sleep.C():
 		case <-t.wake:
 			sleep.Stop()
 		case <-t.stop:
@@ -239,6 +243,27 @@ func (t *Timer) drive() {
 			return
 		}
 	}
+}
+
+// arm sets sleep to fire at next on the clock, or reports false when next
+// is already due. A timer counts from the instant it is reset, so a clock
+// that moved between reading it and the reset would arm the timer late:
+// with a manual clock that is a timeout that never fires when the test
+// advances exactly to it. So the reading is checked after the reset and
+// the timer re-armed if the clock moved (a few times at most: a clock that
+// never stands still is a real one, where the lateness is nanoseconds).
+func (t *Timer) arm(sleep clock.Timer, next int64) bool {
+	for range 3 {
+		now := t.clock.Now()
+		if next-now <= 0 {
+			return false
+		}
+		sleep.Reset(time.Duration(next - now))
+		if _, real := t.clock.(*RealClock); real || t.clock.Now() == now {
+			break
+		}
+	}
+	return true
 }
 
 // Close stops the driver, runs the entries already due (on the executor,

@@ -29,6 +29,10 @@ type RemoteWALReplicatorConfig struct {
 	// Store holds the combined objects; decorate it (ledger, latency,
 	// faults) before passing it in.
 	Store objstore.Store
+	// Stores, when set, is one store per rack (see StoreSet): this broker
+	// uploads to Stores.Store(Stores.IDFor(Rack)) and reads every slice
+	// from the store its event names; Store is then unused.
+	Stores StoreResolver
 	// Metadata names the Kafka cluster of __remote_wal_log_metadata.
 	Metadata metadata.TopicConfig
 	// Tasks, Combiner and Follower tune the three parts; their wiring
@@ -41,10 +45,11 @@ type RemoteWALReplicatorConfig struct {
 	// ReadyTimeout bounds the wait for the metadata consumer to catch up
 	// at start. Default 30 s.
 	ReadyTimeout time.Duration
-	// Retention decides when this broker deletes the objects it uploaded
-	// (every in-sync replica past their entries, and the WAL retention
-	// passed): DELETE_SEGMENT_STARTED, delete, DELETE_SEGMENT_FINISHED,
-	// tombstone. BrokerID is set to this broker.
+	// Retention decides when an object is deleted (every in-sync replica
+	// past the live part of its entries, and the WAL retention passed; at
+	// once when every entry is dead): DELETE_SEGMENT_STARTED, delete,
+	// DELETE_SEGMENT_FINISHED, tombstone. This broker deletes the objects
+	// whose least partition it leads, whoever uploaded them (deletes).
 	Retention metadata.RetentionPolicy
 	// OrphanGrace: an object no live metadata references is deleted this
 	// long after its upload. Default 5 minutes (see combiner.OrphanConfig).
@@ -76,16 +81,28 @@ type RemoteWALReplicator struct {
 	orphans  *combiner.OrphanCollector
 	stopMnt  context.CancelFunc
 	mntDone  chan struct{}
+	recon    *reconciler
+	own      objstore.Store // the store this broker uploads to
+	storeID  string         // its id, in the events this broker publishes
+
+	closeOnce sync.Once
+	closeErr  error
 
 	mu struct {
 		sync.Mutex
-		leads   map[metadata.TopicPartition]*kafkalog.Log
+		leads   map[metadata.TopicPartition]leading
 		follows map[metadata.TopicPartition]*followView
 		clients map[int32]*leaderConn
 	}
 }
 
 var _ broker.Replicator = (*RemoteWALReplicator)(nil)
+
+// leading is a partition this broker leads: its log and leader epoch.
+type leading struct {
+	log   *kafkalog.Log
+	epoch int32
+}
 
 type followView struct {
 	tp     broker.TopicPartition
@@ -106,8 +123,11 @@ type leaderConn struct {
 // waits until the consumer has caught up, so followers never act on a
 // partial index), the write path and the follower.
 func NewRemoteWALReplicator(cfg RemoteWALReplicatorConfig) (*RemoteWALReplicator, error) {
-	if cfg.Store == nil {
+	if cfg.Store == nil && cfg.Stores == nil {
 		return nil, errors.New("rwnode: remote WAL replicator needs an object store")
+	}
+	if cfg.Stores == nil {
+		cfg.Stores = oneStore{cfg.Store}
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
@@ -121,11 +141,14 @@ func NewRemoteWALReplicator(cfg RemoteWALReplicatorConfig) (*RemoteWALReplicator
 	if cfg.Ledger == nil {
 		cfg.Ledger = ledger.New()
 	}
-	r := &RemoteWALReplicator{cfg: cfg, log: cfg.Logger.With("component", "remotewal", "broker", cfg.BrokerID)}
-	r.mu.leads = map[metadata.TopicPartition]*kafkalog.Log{}
+	r := &RemoteWALReplicator{cfg: cfg, log: cfg.Logger.With("component", "remotewal", "broker", cfg.BrokerID), recon: newReconciler()}
+	own, err := r.ownStore()
+	if err != nil {
+		return nil, err
+	}
+	r.mu.leads = map[metadata.TopicPartition]leading{}
 	r.mu.follows = map[metadata.TopicPartition]*followView{}
 	r.mu.clients = map[int32]*leaderConn{}
-	var err error
 	if r.pub, err = metadata.NewPublisher(cfg.Metadata, cfg.Clock, r.log); err != nil {
 		return nil, err
 	}
@@ -145,19 +168,20 @@ func NewRemoteWALReplicator(cfg RemoteWALReplicatorConfig) (*RemoteWALReplicator
 	}
 	cc := cfg.Combiner
 	cc.BrokerID = cfg.BrokerID
+	cc.Bucket = r.storeID
 	if cc.Clock == nil {
 		cc.Clock = cfg.Clock
 	}
 	if r.wp, err = remotewal.NewWritePath(remotewal.WritePathConfig{
-		Store: cfg.Store, Publisher: r.pub, Tasks: cfg.Tasks, Combiner: cc, Logger: r.log,
+		Store: own, Publisher: r.pub, Tasks: cfg.Tasks, Combiner: cc, Logger: r.log,
 	}); err != nil {
 		r.cons.Close()
 		r.pub.Close()
 		return nil, err
 	}
 	fc := cfg.Follower
-	fc.Store = cfg.Store
-	fc.Index = follower.StateIndex{State: r.state}
+	fc.Store = &storeRouter{stores: cfg.Stores, log: r.log}
+	fc.Index = routedIndex{state: r.state}
 	fc.Leader = (*leaderState)(r)
 	fc.LeaderClient = (*leaderClient)(r)
 	fc.Reporter = (*logEndReporter)(r)
@@ -192,16 +216,29 @@ func mtp(tp broker.TopicPartition) metadata.TopicPartition {
 	return metadata.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
 }
 
-// StartLeader starts the partition's slice task.
+// StartLeader starts the partition's slice task at fromOffset (the log end)
+// with the new leader epoch, replacing a task of an earlier epoch, and
+// publishes the epoch's dead range (see publishDeadRange).
 func (r *RemoteWALReplicator) StartLeader(tp broker.TopicPartition, log *kafkalog.Log, leaderEpoch int32, fromOffset int64) error {
+	r.wp.Manager.StopPartition(mtp(tp))
 	if err := r.wp.Manager.StartPartition(mtp(tp), log, leaderEpoch, fromOffset); err != nil {
 		return err
 	}
 	r.mu.Lock()
-	r.mu.leads[mtp(tp)] = log
+	r.mu.leads[mtp(tp)] = leading{log: log, epoch: leaderEpoch}
 	r.mu.Unlock()
+	r.publishDeadRange(tp, log, leaderEpoch, fromOffset)
 	return nil
 }
+
+// UploadedOffset is where the partition's published slices end: bytes
+// below it are in object storage, so local retention may delete them.
+func (r *RemoteWALReplicator) UploadedOffset(tp broker.TopicPartition) (int64, bool) {
+	off, err := r.wp.Manager.PublishedOffset(mtp(tp))
+	return off, err == nil
+}
+
+var _ broker.UploadedOffsetReporter = (*RemoteWALReplicator)(nil)
 
 // StopLeader stops the partition's slice task.
 func (r *RemoteWALReplicator) StopLeader(tp broker.TopicPartition) {
@@ -271,7 +308,8 @@ func (r *RemoteWALReplicator) State() *metadata.State { return r.state }
 func (r *RemoteWALReplicator) startMaintenance() error {
 	pol := r.cfg.Retention
 	pol.BrokerID = r.cfg.BrokerID
-	ret, err := metadata.NewRetainer(pol, r.state, r.pub, r.cfg.Store, r.safeOffset, r.cfg.Clock, r.log)
+	pol.Deletes = r.deletes
+	ret, err := metadata.NewRetainer(pol, r.state, r.pub, r.cfg.Stores.Store, r.replicatedOffset, r.cfg.Clock, r.log)
 	if err != nil {
 		return err
 	}
@@ -280,7 +318,7 @@ func (r *RemoteWALReplicator) startMaintenance() error {
 		grace = 5 * time.Minute
 	}
 	oc, err := combiner.NewOrphanCollector(combiner.OrphanConfig{
-		Store: r.cfg.Store, KeyPrefix: r.cfg.Combiner.KeyPrefix, Refs: remotewal.StateReferences{State: r.state},
+		Store: r.own, KeyPrefix: r.cfg.Combiner.KeyPrefix, Refs: remotewal.StateReferences{State: r.state},
 		InFlight: r.wp.Combiner.InFlight, Grace: grace, UploadTimeout: r.cfg.Combiner.UploadTimeout,
 		Clock: r.cfg.Clock, Logger: r.log,
 	})
@@ -304,6 +342,9 @@ func (r *RemoteWALReplicator) startMaintenance() error {
 				return
 			case <-t.C():
 			}
+			if err := r.vouch(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("remote WAL replicated offsets not published; will retry", "err", err)
+			}
 			if n, err := r.retainer.RunOnce(ctx); err != nil && ctx.Err() == nil {
 				r.log.Warn("remote WAL retention run failed; will retry", "err", err)
 			} else if n > 0 {
@@ -324,23 +365,30 @@ func (r *RemoteWALReplicator) startMaintenance() error {
 // the data: the high watermark, known only where this broker leads tp.
 func (r *RemoteWALReplicator) safeOffset(tp metadata.TopicPartition) (int64, bool) {
 	r.mu.Lock()
-	log, ok := r.mu.leads[tp]
+	l, ok := r.mu.leads[tp]
 	r.mu.Unlock()
 	if !ok {
 		return 0, false
 	}
-	return log.HighWatermark(), true
+	return l.log.HighWatermark(), true
 }
 
 // Close stops the follower, then lets the write path upload and publish
-// what it holds until ctx ends, then closes the metadata clients.
+// what it holds until ctx ends, then closes the metadata clients. Later
+// calls return the first call's error.
 func (r *RemoteWALReplicator) Close(ctx context.Context) error {
+	r.closeOnce.Do(func() { r.closeErr = r.close(ctx) })
+	return r.closeErr
+}
+
+func (r *RemoteWALReplicator) close(ctx context.Context) error {
 	if r.stopMnt != nil {
 		r.stopMnt()
 		<-r.mntDone
 	}
 	ferr := r.fol.Close()
 	werr := r.wp.Close(ctx)
+	r.recon.close()
 	r.cons.Close()
 	r.pub.Close()
 	r.mu.Lock()

@@ -14,7 +14,6 @@ import (
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/ledger"
-	"github.com/kwal/kwal/objstore/storeurl"
 	"github.com/kwal/kwal/remotewal"
 )
 
@@ -22,7 +21,10 @@ import (
 // Brokers of one cluster must share both: one object store and one Kafka
 // cluster for __remote_wal_log_metadata.
 type RemoteWALParts struct {
-	Store     objstore.Store
+	Store objstore.Store
+	// Stores, when set, is one store per rack (remote.wal.storage.url.<rack>
+	// or a {rack} template); Store is then the default one, if any.
+	Stores    *StoreSet
 	Bootstrap []string
 	// Close releases what OpenRemoteWALParts started (the embedded
 	// metadata cluster).
@@ -40,19 +42,11 @@ func OpenRemoteWALParts(ctx context.Context, cfg *broker.Config) (*RemoteWALPart
 		return nil, err
 	}
 	rw := cfg.RemoteWAL
-	u := rw.StorageURL
-	if u == "" {
-		abs, err := filepath.Abs(filepath.Join(cfg.LogDir, "remote-wal"))
-		if err != nil {
-			return nil, err
-		}
-		u = "file://" + abs
+	parts := &RemoteWALParts{Close: func() {}}
+	var err error
+	if parts.Store, parts.Stores, err = openRemoteWALStores(ctx, cfg); err != nil {
+		return nil, err
 	}
-	store, err := storeurl.Open(ctx, u, storeurl.WithClock(cfg.Clock))
-	if err != nil {
-		return nil, fmt.Errorf("remote.wal.storage.url=%q: %w", u, err)
-	}
-	parts := &RemoteWALParts{Store: store, Close: func() {}}
 	if bs := strings.TrimSpace(rw.MetadataBootstrapServers); bs != "" {
 		for _, s := range strings.Split(bs, ",") {
 			if s = strings.TrimSpace(s); s != "" {
@@ -74,7 +68,7 @@ func OpenRemoteWALParts(ctx context.Context, cfg *broker.Config) (*RemoteWALPart
 // (the remote.wal.* keys) over shared parts; the store is wrapped with the
 // broker's ledger so every request is counted.
 func NewRemoteWALReplicatorFor(cfg *broker.Config, parts *RemoteWALParts, logger *slog.Logger) (*RemoteWALReplicator, error) {
-	if parts == nil || parts.Store == nil {
+	if parts == nil || (parts.Store == nil && parts.Stores == nil) {
 		return nil, errors.New("rwnode: remote WAL needs a store")
 	}
 	rw := cfg.RemoteWAL
@@ -87,7 +81,12 @@ func NewRemoteWALReplicatorFor(cfg *broker.Config, parts *RemoteWALParts, logger
 	if err != nil {
 		return nil, err
 	}
+	var stores StoreResolver
+	if parts.Stores != nil {
+		stores = newWrappedStores(parts.Stores, func(s objstore.Store) objstore.Store { return ledger.Wrap(s, l) })
+	}
 	return NewRemoteWALReplicator(RemoteWALReplicatorConfig{
+		Stores:   stores,
 		BrokerID: cfg.BrokerID,
 		Rack:     cfg.Rack,
 		Store:    ledger.Wrap(parts.Store, l),

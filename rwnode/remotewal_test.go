@@ -32,6 +32,13 @@ func startRemoteWALCluster(t *testing.T, racks []string, store objstore.Store) *
 
 func startRemoteWALClusterWith(t *testing.T, racks []string, store objstore.Store, tweak func(*RemoteWALReplicatorConfig)) *testCluster {
 	t.Helper()
+	return startRemoteWALClusterBrokers(t, racks, store, tweak, nil)
+}
+
+// startRemoteWALClusterBrokers is startRemoteWALClusterWith with a tweak of
+// each broker's config too.
+func startRemoteWALClusterBrokers(t *testing.T, racks []string, store objstore.Store, tweak func(*RemoteWALReplicatorConfig), brokerTweak func(*broker.Config)) *testCluster {
+	t.Helper()
 	emb, err := metadata.StartEmbedded(t.TempDir(), quietLogger())
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +71,9 @@ func startRemoteWALClusterWith(t *testing.T, racks []string, store objstore.Stor
 		c.replicators = append(c.replicators, r)
 		cfg.Replicator = r
 		cfg.RemoteWAL.SystemEnable = true
+		if brokerTweak != nil {
+			brokerTweak(cfg)
+		}
 	})
 }
 

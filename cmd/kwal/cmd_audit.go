@@ -28,6 +28,7 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	store := fs.String("store", "", "object store URL (remote.wal.storage.url): file:///dir, s3://bucket/prefix?endpoint=…, minio://…")
 	prefix := fs.String("prefix", "", "the combiner's key prefix inside the store")
+	storeID := fs.String("store-id", "", "the store's id in the metadata: its rack with one store per rack (remote.wal.storage.url.<rack>), empty for the default store")
 	bootstrap := fs.String("bootstrap", "", "Kafka with __remote_wal_log_metadata (host:port,…); empty checks the objects alone")
 	topic := fs.String("topic", "__remote_wal_log_metadata", "metadata topic")
 	verify := fs.Bool("verify-slices", false, "also read every slice and check its CRC32C")
@@ -47,7 +48,7 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg := audit.Config{Store: s, Prefix: *prefix, VerifySlices: *verify, Logger: logger, Progress: stderr}
+	cfg := audit.Config{Store: s, Prefix: *prefix, StoreID: *storeID, VerifySlices: *verify, Logger: logger, Progress: stderr}
 	tc, err := mc.topicConfig(*bootstrap, *topic)
 	if err != nil {
 		return err

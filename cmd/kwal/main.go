@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -55,6 +57,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := best.run(args[len(best.words):], stdout, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			// -h or --help: the flag set printed the usage; asking for
+			// help is not a failure.
+			return 0
+		}
 		fmt.Fprintf(stderr, "kwal %s: %v\n", strings.Join(best.words, " "), err)
 		return 1
 	}

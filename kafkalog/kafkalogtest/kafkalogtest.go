@@ -1,8 +1,14 @@
 package kafkalogtest
 
 import (
+	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -119,4 +125,71 @@ func appendBytes(b, v []byte) []byte {
 	}
 	b = binary.AppendVarint(b, int64(len(v)))
 	return append(b, v...)
+}
+
+// Records encodes s.Records as a batch's uncompressed records section.
+func Records(s BatchSpec) []byte {
+	b := Encode(BatchSpec{Records: s.Records})
+	return b[61:]
+}
+
+// Codec ids of the attributes' low bits.
+const (
+	Gzip   = 1
+	Snappy = 2
+	LZ4    = 3
+	Zstd   = 4
+)
+
+// Compress compresses a records section with codec as Kafka clients do
+// (snappy as one raw block; XerialSnappy gives the Java client's framing).
+func Compress(codec int, raw []byte) []byte {
+	var buf bytes.Buffer
+	switch codec {
+	case Gzip:
+		w := gzip.NewWriter(&buf)
+		w.Write(raw)
+		w.Close()
+	case Snappy:
+		return s2.EncodeSnappy(nil, raw)
+	case LZ4:
+		w := lz4.NewWriter(&buf)
+		w.Write(raw)
+		w.Close()
+	case Zstd:
+		w, _ := zstd.NewWriter(&buf, zstd.WithEncoderConcurrency(1))
+		w.Write(raw)
+		w.Close()
+	default:
+		return raw
+	}
+	return buf.Bytes()
+}
+
+// XerialSnappy frames raw as Kafka's Java client does: the xerial magic,
+// version 1, compatible version 1, then chunks of int32 length + raw
+// snappy block of at most chunk input bytes.
+func XerialSnappy(raw []byte, chunk int) []byte {
+	out := []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1}
+	for len(raw) > 0 {
+		n := min(chunk, len(raw))
+		blk := s2.EncodeSnappy(nil, raw[:n])
+		out = binary.BigEndian.AppendUint32(out, uint32(len(blk)))
+		out = append(out, blk...)
+		raw = raw[n:]
+	}
+	return out
+}
+
+// EncodeCompressed encodes s.Records compressed with codec into a valid
+// batch (CRC, counts and max timestamp filled in).
+func EncodeCompressed(s BatchSpec, codec int) []byte {
+	plain := Encode(s)
+	s.RawRecords = Compress(codec, plain[61:])
+	s.RecordCount = int32(len(s.Records))
+	s.LastOffsetDelta = int32(len(s.Records) - 1)
+	s.MaxTimestamp = int64(binary.BigEndian.Uint64(plain[35:]))
+	s.Attributes = s.Attributes&^7 | int16(codec)
+	s.Records = nil
+	return Encode(s)
 }

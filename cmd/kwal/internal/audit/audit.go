@@ -24,6 +24,10 @@ const (
 	Missing        = "missing"
 	EntryMismatch  = "entry-mismatch"
 	DeletedPresent = "deleted-present"
+	// DeadAwaitingDeletion is a note, not a finding: an object still
+	// stored whose every entry is dead (a new leader's DeadRange killed
+	// them) and that retention has not deleted yet. It is not a leak.
+	DeadAwaitingDeletion = "dead-awaiting-deletion"
 )
 
 // Finding is one disagreement.
@@ -43,22 +47,45 @@ type Stored struct {
 
 // Report is an audit's result.
 type Report struct {
-	Objects         int            `json:"objects"`
-	Bytes           int64          `json:"bytes"`
-	Slices          int            `json:"slices"`
-	MetadataObjects int            `json:"metadata_objects"`
-	MetadataChecked bool           `json:"metadata_checked"`
-	Findings        []Finding      `json:"findings"`
-	Counts          map[string]int `json:"counts"`
+	Objects         int       `json:"objects"`
+	Bytes           int64     `json:"bytes"`
+	Slices          int       `json:"slices"`
+	MetadataObjects int       `json:"metadata_objects"`
+	MetadataChecked bool      `json:"metadata_checked"`
+	Findings        []Finding `json:"findings"`
+	// Notes are states that are not faults (DeadAwaitingDeletion).
+	Notes []Finding `json:"notes"`
+	// DeadSlices counts the metadata entries a dead range killed;
+	// DeadGone the objects whose every entry is dead and that are no
+	// longer stored (fine: nothing needs them).
+	DeadSlices int `json:"dead_slices"`
+	DeadGone   int `json:"dead_gone"`
+	// OtherStores counts the metadata objects in other stores than the
+	// audited one (Config.StoreID), left out.
+	OtherStores int            `json:"other_stores"`
+	Counts      map[string]int `json:"counts"`
 }
 
 // OK reports whether the audit found nothing.
 func (r *Report) OK() bool { return len(r.Findings) == 0 }
 
+// Comparison is what Compare found: faults, notes and dead-range counts.
+type Comparison struct {
+	Findings   []Finding
+	Notes      []Finding
+	DeadSlices int
+	DeadGone   int
+}
+
 // Compare checks stored objects against metadata snapshots (nil snaps:
-// only the objects themselves are checked).
-func Compare(stored map[string]Stored, snaps []metadata.ObjectSnapshot, checkMetadata bool) []Finding {
-	var out []Finding
+// only the objects themselves are checked). dead (State.DeadFrom; nil:
+// nothing is dead) accounts for the dead ranges of leader changes: dead
+// entries are left out of the footer-versus-metadata comparison, an
+// object whose every entry is dead is not missing when the store no
+// longer has it, and one still stored is a DeadAwaitingDeletion note.
+func Compare(stored map[string]Stored, snaps []metadata.ObjectSnapshot, checkMetadata bool, dead metadata.DeadFromFunc) Comparison {
+	var c Comparison
+	out := c.Findings
 	keys := make([]string, 0, len(stored))
 	for k := range stored {
 		keys = append(keys, k)
@@ -70,11 +97,22 @@ func Compare(stored map[string]Stored, snaps []metadata.ObjectSnapshot, checkMet
 		}
 	}
 	if !checkMetadata {
-		return out
+		c.Findings = out
+		return c
 	}
 	byKey := map[string]metadata.ObjectSnapshot{}
+	allDead := map[string]bool{}
 	for _, s := range snaps {
 		byKey[s.Key] = s
+		n, d := 0, 0
+		for _, e := range metaEntries(s) {
+			n++
+			if isDead(e, dead) {
+				d++
+			}
+		}
+		c.DeadSlices += d
+		allDead[s.Key] = n > 0 && d == n
 	}
 	for _, k := range keys {
 		st := stored[k]
@@ -86,8 +124,10 @@ func Compare(stored map[string]Stored, snaps []metadata.ObjectSnapshot, checkMet
 		case state == metadata.DeleteSegmentFinished:
 			out = append(out, Finding{DeletedPresent, k, "metadata says DELETE_SEGMENT_FINISHED"})
 		case st.Err == nil:
-			if d := diffEntries(st.Entries, metaEntries(snap)); d != "" {
+			if d := diffEntries(live(st.Entries, dead), live(metaEntries(snap), dead)); d != "" {
 				out = append(out, Finding{EntryMismatch, k, d})
+			} else if allDead[k] && state == metadata.CopySegmentFinished {
+				c.Notes = append(c.Notes, Finding{DeadAwaitingDeletion, k, "every entry is past a new leader's log end (dead range); retention deletes it"})
 			}
 		}
 	}
@@ -101,7 +141,32 @@ func Compare(stored map[string]Stored, snaps []metadata.ObjectSnapshot, checkMet
 			continue
 		}
 		if st := leastState(byKey[k]); st == metadata.CopySegmentFinished {
+			if allDead[k] {
+				c.DeadGone++
+				continue
+			}
 			out = append(out, Finding{Missing, k, "metadata says COPY_SEGMENT_FINISHED but the store has no such object"})
+		}
+	}
+	c.Findings = out
+	return c
+}
+
+func isDead(e metadata.SliceEntry, dead metadata.DeadFromFunc) bool {
+	if dead == nil {
+		return false
+	}
+	from, ok := dead(e.TopicPartition, e.LeaderEpoch)
+	_, live := metadata.LiveEnd(&e, from, ok)
+	return !live
+}
+
+// live drops the dead entries.
+func live(entries []metadata.SliceEntry, dead metadata.DeadFromFunc) []metadata.SliceEntry {
+	var out []metadata.SliceEntry
+	for _, e := range entries {
+		if !isDead(e, dead) {
+			out = append(out, e)
 		}
 	}
 	return out
@@ -163,6 +228,12 @@ type Config struct {
 	Prefix string
 	// Metadata, when set, is the metadata state to compare with.
 	Metadata *metadata.State
+	// StoreID is the id of Store as the brokers name it in the events'
+	// bucket field: its rack with one store per rack
+	// (remote.wal.storage.url.<rack>), "" for the default store. Objects
+	// the metadata places in other stores are left out (counted in
+	// Report.OtherStores).
+	StoreID string
 	// VerifySlices reads every slice's stored bytes and checks its CRC32C.
 	VerifySlices bool
 	Logger       *slog.Logger
@@ -213,14 +284,29 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit: listing the store: %w", err)
 	}
-	var snaps []metadata.ObjectSnapshot
+	var (
+		snaps []metadata.ObjectSnapshot
+		dead  metadata.DeadFromFunc
+	)
 	if cfg.Metadata != nil {
-		snaps = cfg.Metadata.Objects()
+		for _, o := range cfg.Metadata.Objects() {
+			if o.Bucket != cfg.StoreID {
+				rep.OtherStores++
+				continue
+			}
+			snaps = append(snaps, o)
+		}
 		rep.MetadataObjects = len(snaps)
 		rep.MetadataChecked = true
+		dead = cfg.Metadata.DeadFrom
 	}
-	rep.Findings = append(Compare(stored, snaps, cfg.Metadata != nil), sliceFindings...)
+	cmp := Compare(stored, snaps, cfg.Metadata != nil, dead)
+	rep.Findings = append(cmp.Findings, sliceFindings...)
+	rep.Notes, rep.DeadSlices, rep.DeadGone = cmp.Notes, cmp.DeadSlices, cmp.DeadGone
 	for _, f := range rep.Findings {
+		rep.Counts[f.Kind]++
+	}
+	for _, f := range rep.Notes {
 		rep.Counts[f.Kind]++
 	}
 	return rep, nil
@@ -231,10 +317,20 @@ func WriteText(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "audited %d objects (%d bytes, %d slices)", r.Objects, r.Bytes, r.Slices)
 	if r.MetadataChecked {
 		fmt.Fprintf(w, " against %d objects in the metadata", r.MetadataObjects)
+		if r.OtherStores > 0 {
+			fmt.Fprintf(w, " (%d more in other stores, not audited here)", r.OtherStores)
+		}
 	} else {
 		fmt.Fprint(w, " (no metadata given: objects checked alone)")
 	}
 	fmt.Fprintln(w)
+	if r.DeadSlices > 0 {
+		fmt.Fprintf(w, "%d metadata entries are dead (past a new leader's log end); %d objects of only dead entries are already gone, %d await deletion\n",
+			r.DeadSlices, r.DeadGone, len(r.Notes))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note %s %s: %s\n", n.Kind, n.Key, n.Detail)
+	}
 	if r.OK() {
 		fmt.Fprintln(w, "no findings")
 		return

@@ -119,3 +119,86 @@ func TestCleanStoreHasNoFindings(t *testing.T) {
 		t.Fatalf("clean store: %+v", rep)
 	}
 }
+
+// Dead ranges: an object whose every entry a new leader's dead range
+// killed is a note while still stored and fine once gone; a live object
+// missing from the store is still a finding.
+func TestAuditAccountsForDeadRanges(t *testing.T) {
+	s := mem.New()
+	st := metadata.NewState()
+	tp := metadata.TopicPartition{Topic: "t", Partition: 0}
+	apply := func(ev metadata.Event) {
+		if err := st.Apply(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, live, _ := put(t, s, 1, tp) // offsets 10–19, epoch 1
+	apply(live)
+	_, liveMissing, _ := put(t, mem.New(), 2, tp) // 20–29, never stored
+	apply(liveMissing)
+	deadKey, deadStored, _ := put(t, s, 5, tp) // 50–59
+	apply(deadStored)
+	_, deadGone, _ := put(t, mem.New(), 6, tp) // 60–69, its store lost
+	apply(deadGone)
+	// Epoch 2's leader continued at 50: epoch 1 is dead from 50 on.
+	apply(&metadata.DeadRange{TopicPartition: tp, LeaderEpoch: 2, StartOffset: 50, BrokerID: 2})
+
+	rep, err := Run(context.Background(), Config{Store: s, Metadata: st, VerifySlices: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) != 1 || rep.Findings[0].Kind != Missing || rep.Findings[0].Key != liveMissing.Key {
+		t.Fatalf("findings %+v, want only the live missing object", rep.Findings)
+	}
+	if len(rep.Notes) != 1 || rep.Notes[0].Kind != DeadAwaitingDeletion || rep.Notes[0].Key != deadKey {
+		t.Fatalf("notes %+v, want %s awaiting deletion", rep.Notes, deadKey)
+	}
+	if rep.DeadSlices != 2 || rep.DeadGone != 1 {
+		t.Fatalf("dead slices %d, dead gone %d; want 2 and 1", rep.DeadSlices, rep.DeadGone)
+	}
+	// Without the dead range the same store has two missing objects.
+	st2 := metadata.NewState()
+	for _, ev := range []metadata.Event{live, liveMissing, deadStored, deadGone} {
+		if err := st2.Apply(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err = Run(context.Background(), Config{Store: s, Metadata: st2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Counts[Missing] != 2 || len(rep.Notes) != 0 {
+		t.Fatalf("without the dead range: %+v", rep)
+	}
+}
+
+// With one store per rack, an audit of one store leaves out the objects the
+// metadata places in the others instead of calling them missing.
+func TestAuditOneStoreOfMany(t *testing.T) {
+	az1, az2 := mem.New(), mem.New()
+	st := metadata.NewState()
+	tp := metadata.TopicPartition{Topic: "t", Partition: 0}
+	_, a, _ := put(t, az1, 1, tp)
+	a.Bucket = "az1"
+	_, b, _ := put(t, az2, 2, tp)
+	b.Bucket = "az2"
+	for _, ev := range []metadata.Event{a, b} {
+		if err := st.Apply(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := Run(context.Background(), Config{Store: az1, StoreID: "az1", Metadata: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.MetadataObjects != 1 || rep.OtherStores != 1 {
+		t.Fatalf("audit of az1: %+v", rep)
+	}
+	rep, err = Run(context.Background(), Config{Store: az1, StoreID: "az2", Metadata: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Counts[Missing] != 1 || rep.Counts[Orphan] != 1 {
+		t.Fatalf("az1 audited as az2 should show az2's object missing and az1's orphaned: %+v", rep)
+	}
+}

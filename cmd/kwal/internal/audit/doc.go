@@ -13,6 +13,13 @@
 //	entry-mismatch   the footer and the metadata disagree on the slices
 //	deleted-present  DELETE_SEGMENT_FINISHED, yet the object is stored
 //
+// Dead ranges (a new leader's DELETE of every older-epoch entry past its log
+// end, metadata.DeadRange) are accounted for: dead entries are left out of
+// the footer-versus-metadata comparison; an object whose every entry is
+// dead is not missing when the store no longer has it (its AZ's store may
+// be gone, and nothing needs it), and while still stored it is the note
+// dead-awaiting-deletion, not a leak or a finding.
+//
 // Compare is pure; Run lists the store, reads footers with ranged GETs and
 // hands both sides to Compare.
 package audit

@@ -1,0 +1,60 @@
+// Package replica holds kwal's per-partition replication state machines,
+// in the shape of etcd's raft: events in, actions out. Nothing here does
+// I/O, starts a goroutine or reads a clock; time arrives as an argument of
+// the event, and the leader's log end, the follower's log view and the
+// leader's answers are passed in by the driver (package broker), which
+// carries out the actions and holds each machine under its own lock.
+//
+// # Leader
+//
+// Leader keeps, per follower, the log end its last fetch reported and
+// Kafka's lastCaughtUpTime (Partition.scala's updateFollowerFetchState),
+// the committed ISR, the leader epoch and the high watermark.
+//
+//	FollowerFetch(now, replica, epoch, offset, leo) ─► error code, [AdvanceHW] [ProposeISR expand]
+//	MaybeAdvanceHW(leo)  (after a leader append)    ─► [AdvanceHW]
+//	Tick(now)            (ISR expiration)           ─► [ProposeISR shrink]
+//	ISRChanged / ISRRefused (controller's answer)   ─► [AdvanceHW]
+//	CheckProduce(acks), AckDone(required)           ─► NOT_ENOUGH_REPLICAS(_AFTER_APPEND) or done
+//
+// The high watermark advances only in Leader.MaybeAdvanceHW: to the
+// smallest log end over the maximal ISR (the ISR plus a follower whose
+// expansion is in flight), bounded by the leader's log end, never back,
+// and not while an ISR member has not fetched from this leader yet. The
+// driver turns AdvanceHW into kafkalog SetHighWatermark and purgatory
+// CheckAndComplete calls, which answer the waiting acks=all produces
+// (AckDone) and long-poll fetches.
+//
+// The ISR shrinks only through Leader.Tick: a member that last caught up
+// more than replica.lag.time.max.ms ago is proposed out (LaggingReplicas,
+// Kafka's getOutOfSyncReplicas; see there how it differs). It
+// expands in FollowerFetch once the follower's log end reaches both the HW
+// and the start offset of this leader's epoch. One proposal is in flight
+// at a time; the controller's answer ends it.
+//
+// # Follower
+//
+// Follower is one partition following one leader epoch (a leader change is
+// a new Follower):
+//
+//	Next(now, log)                   ─► SendEpochQuery | [StartRemote] SendFetch
+//	EpochAnswered(now, log, e, ans)  ─► [Truncate] (again SendEpochQuery until complete)
+//	Fetched(now, log, answer)        ─► Append | SetHW | TruncateFully | ObserveLeaderLogEnd | Backoff
+//	AppendDone(now, log, err)        ─► SetHW, or back to truncation on divergence
+//
+// In Classic mode fetched records are appended; in RemoteWAL mode the fetch
+// carries offsets, the HW and the leader's log end, and StartRemote hands
+// the log to the remote-WAL reader (package follower), whose per-slice
+// fencing is JudgeSlice. A follower's HW is min(leader HW, its log end).
+//
+// Truncation is decided in one place, Truncation (one step) and
+// TruncationOffset (the steps to the end), KIP-101 with KIP-279's repeated
+// queries: the classic fetcher calls Truncation through Follower, the
+// remote-WAL follower calls TruncationOffset. See Truncation for the rules
+// and where they differ from Kafka's UNDEFINED_EPOCH_OFFSET handling.
+//
+// # Concurrency
+//
+// None: a machine is a plain value for one goroutine at a time; drivers
+// guard it with the partition's (or fetcher's) mutex.
+package replica

@@ -1,0 +1,336 @@
+package replica
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Action is something a state machine asks its driver to carry out.
+type Action interface {
+	fmt.Stringer
+	action()
+}
+
+// AdvanceHW: the high watermark advanced to HW. The driver sets it on the
+// log, then completes the waiting acks=all produces and fetches of the
+// partition (purgatory CheckAndComplete).
+type AdvanceHW struct{ HW int64 }
+
+// ProposeISR: ask the controller for this ISR (AlterPartition). Until the
+// driver calls ISRCommitted or ISRRefused no other proposal is made.
+type ProposeISR struct {
+	ISR    []int32
+	Expand bool // a follower caught up; else lagging followers leave
+}
+
+func (AdvanceHW) action()  {}
+func (ProposeISR) action() {}
+
+func (a AdvanceHW) String() string { return fmt.Sprintf("advance-hw %d", a.HW) }
+func (a ProposeISR) String() string {
+	kind := "shrink"
+	if a.Expand {
+		kind = "expand"
+	}
+	return fmt.Sprintf("propose-isr %s %v", kind, a.ISR)
+}
+
+// LeaderState is the controller's state of the partition as the leader
+// takes it.
+type LeaderState struct {
+	Self           int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	Replicas       []int32
+	ISR            []int32
+}
+
+// Progress is what the leader knows of one follower: Kafka's
+// ReplicaState.
+type Progress struct {
+	// LEO is the follower's last fetch offset (its log end); -1 until it
+	// fetches from this leader.
+	LEO int64
+	// LastCaughtUp is the last time the follower was known to have the
+	// leader's whole log (lastCaughtUpTimeMs).
+	LastCaughtUp       time.Time
+	LastFetchLeaderLEO int64
+	LastFetchTime      time.Time
+	lastSentHW         int64
+	lastSentLEO        int64
+}
+
+// Leader is a partition's leader-side replication state: follower log
+// ends, the ISR, the high watermark. It does no I/O and reads no clock;
+// the driver passes the leader's log end and the time into each event and
+// holds the machine under its own lock.
+type Leader struct {
+	st         LeaderState
+	lagMax     time.Duration
+	minISR     int
+	epochStart int64 // log end when this leader's epoch began
+	hw         int64
+	followers  map[int32]*Progress
+	pending    *ProposeISR // in flight
+}
+
+// NewLeader starts a leader at st.LeaderEpoch whose log ends at leo with
+// high watermark hw. Every follower counts as caught up at now (Kafka
+// resets the followers' state so a new leader does not shrink the ISR at
+// once).
+func NewLeader(st LeaderState, leo, hw int64, now time.Time, lagMax time.Duration, minISR int) *Leader {
+	l := &Leader{st: cloneState(st), lagMax: lagMax, minISR: minISR, epochStart: leo, hw: hw, followers: map[int32]*Progress{}}
+	for _, r := range st.Replicas {
+		if r != st.Self {
+			l.followers[r] = &Progress{LEO: -1, LastCaughtUp: now, LastFetchTime: now, lastSentHW: -1, lastSentLEO: -1}
+		}
+	}
+	return l
+}
+
+func cloneState(st LeaderState) LeaderState {
+	st.Replicas, st.ISR = slices.Clone(st.Replicas), slices.Clone(st.ISR)
+	return st
+}
+
+// HighWatermark is the leader's high watermark.
+func (l *Leader) HighWatermark() int64 { return l.hw }
+
+// LeaderEpoch is the epoch this leader leads.
+func (l *Leader) LeaderEpoch() int32 { return l.st.LeaderEpoch }
+
+// ISR is the committed ISR (a copy).
+func (l *Leader) ISR() []int32 { return slices.Clone(l.st.ISR) }
+
+// EpochStart is the leader's log end when its epoch began.
+func (l *Leader) EpochStart() int64 { return l.epochStart }
+
+// Follower returns what the leader knows of replica.
+func (l *Leader) Follower(replica int32) (Progress, bool) {
+	f := l.followers[replica]
+	if f == nil {
+		return Progress{}, false
+	}
+	return *f, true
+}
+
+// FollowerLEOs returns every follower's log end (-1 unknown).
+func (l *Leader) FollowerLEOs() map[int32]int64 {
+	out := make(map[int32]int64, len(l.followers))
+	for r, f := range l.followers {
+		out[r] = f.LEO
+	}
+	return out
+}
+
+// ISRChanged installs a committed ISR change at the same leader epoch
+// (a newer partition epoch); stale ones are ignored. Any proposal in
+// flight is over. The HW may advance (a slow follower left the ISR).
+func (l *Leader) ISRChanged(partitionEpoch int32, replicas, isr []int32, leo int64, now time.Time) []Action {
+	if partitionEpoch <= l.st.PartitionEpoch {
+		return nil
+	}
+	l.st.PartitionEpoch = partitionEpoch
+	l.st.ISR = slices.Clone(isr)
+	l.st.Replicas = slices.Clone(replicas)
+	for _, r := range replicas {
+		if r != l.st.Self && l.followers[r] == nil {
+			l.followers[r] = &Progress{LEO: -1, LastCaughtUp: now, LastFetchTime: now, lastSentHW: -1, lastSentLEO: -1}
+		}
+	}
+	for r := range l.followers {
+		if !slices.Contains(replicas, r) {
+			delete(l.followers, r)
+		}
+	}
+	l.pending = nil
+	return l.MaybeAdvanceHW(leo)
+}
+
+// ISRRefused ends the proposal in flight: the controller said no.
+func (l *Leader) ISRRefused() { l.pending = nil }
+
+// maximalISR is the ISR plus a follower whose expansion is in flight
+// (Kafka's maximalIsr): the HW waits for it as soon as it is proposed, so
+// that the ISR the controller commits is never behind the HW.
+func (l *Leader) maximalISR() []int32 {
+	if l.pending != nil && l.pending.Expand {
+		return l.pending.ISR
+	}
+	return l.st.ISR
+}
+
+// MaybeAdvanceHW moves the high watermark to the smallest log end over
+// the (maximal) ISR, bounded by the leader's log end leo, never back. It
+// waits while an ISR member has not fetched from this leader yet.
+func (l *Leader) MaybeAdvanceHW(leo int64) []Action {
+	hw := leo
+	for _, r := range l.maximalISR() {
+		if r == l.st.Self {
+			continue
+		}
+		f := l.followers[r]
+		if f == nil || f.LEO < 0 {
+			return nil
+		}
+		hw = min(hw, f.LEO)
+	}
+	if hw <= l.hw {
+		return nil
+	}
+	l.hw = hw
+	return []Action{AdvanceHW{HW: hw}}
+}
+
+// FollowerFetch is a follower's fetch at fetchOffset (its log end) with
+// its current leader epoch (-1: not given), the leader's log end being
+// leo: Kafka's updateFollowerFetchState, then maybeExpandIsr. It returns
+// the partition error for the response and, when the follower reached
+// both the HW and the start offset of this leader's epoch while out of the
+// ISR, the expansion to propose. As Kafka does next, the driver then calls
+// MaybeAdvanceHW (so that it knows to wake the waiting operations).
+func (l *Leader) FollowerFetch(now time.Time, replica int32, epoch int32, fetchOffset, leo int64) (*kerr.Error, []Action) {
+	if err := CheckEpoch(epoch, l.st.LeaderEpoch); err != nil {
+		return err, nil
+	}
+	f := l.followers[replica]
+	if f == nil {
+		return kerr.NotLeaderForPartition, nil
+	}
+	if fetchOffset > leo || fetchOffset < 0 {
+		return kerr.OffsetOutOfRange, nil
+	}
+	switch {
+	case fetchOffset >= leo:
+		f.LastCaughtUp = later(f.LastCaughtUp, now)
+	case fetchOffset >= f.LastFetchLeaderLEO:
+		f.LastCaughtUp = later(f.LastCaughtUp, f.LastFetchTime)
+	}
+	f.LEO, f.LastFetchLeaderLEO, f.LastFetchTime = fetchOffset, leo, later(f.LastFetchTime, now)
+	var acts []Action
+	if l.pending == nil && !slices.Contains(l.st.ISR, replica) && fetchOffset >= l.hw && fetchOffset >= l.epochStart {
+		isr := append(slices.Clone(l.st.ISR), replica)
+		slices.Sort(isr)
+		l.pending = &ProposeISR{ISR: isr, Expand: true}
+		acts = append(acts, *l.pending)
+	}
+	return nil, acts
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// Tick is the ISR-expiration check (Kafka runs it every half
+// replica.lag.time.max.ms): followers of the ISR that have not caught up
+// for longer than the lag are proposed out.
+func (l *Leader) Tick(now time.Time) []Action {
+	if l.pending != nil {
+		return nil
+	}
+	lag := LaggingReplicas(l.st.ISR, l.st.Self, l.followers, now, l.lagMax)
+	if len(lag) == 0 {
+		return nil
+	}
+	var isr []int32
+	for _, r := range l.st.ISR {
+		if !slices.Contains(lag, r) {
+			isr = append(isr, r)
+		}
+	}
+	l.pending = &ProposeISR{ISR: isr}
+	return []Action{*l.pending}
+}
+
+// LaggingReplicas returns the ISR members other than leader that last
+// caught up more than lagMax before now (Kafka's getOutOfSyncReplicas). A
+// member with no progress at all is lagging.
+//
+// Kafka also keeps a member whose log end equals the leader's, however
+// long ago it fetched: there a follower that stops fetching is removed by
+// the controller when its broker's session expires. kwal's ISR has no such
+// path yet, so a follower that stops fetching leaves by lag alone (one that
+// keeps fetching at the leader's log end is caught up at every fetch).
+func LaggingReplicas(isr []int32, leader int32, followers map[int32]*Progress, now time.Time, lagMax time.Duration) []int32 {
+	var out []int32
+	for _, r := range isr {
+		if r == leader {
+			continue
+		}
+		f := followers[r]
+		if f == nil || now.Sub(f.LastCaughtUp) > lagMax {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// CheckProduce is the leader's check before an append with acks: an
+// acks=all produce is refused with NOT_ENOUGH_REPLICAS while the ISR is
+// smaller than min.insync.replicas.
+func (l *Leader) CheckProduce(acks int16) *kerr.Error {
+	if acks == -1 && len(l.st.ISR) < l.minISR {
+		return kerr.NotEnoughReplicas
+	}
+	return nil
+}
+
+// AckDone says whether an acks=all produce that needs the HW at required
+// is answered, and with which error: NOT_ENOUGH_REPLICAS_AFTER_APPEND when
+// the HW got there but the ISR shrank below min.insync.replicas meanwhile.
+func (l *Leader) AckDone(required int64) (bool, *kerr.Error) {
+	if l.hw < required {
+		return false, nil
+	}
+	if len(l.st.ISR) < l.minISR {
+		return true, kerr.NotEnoughReplicasAfterAppend
+	}
+	return true, nil
+}
+
+// HWToSend reports whether replica has not been told hw (the high
+// watermark the driver puts in its answer, which may trail the machine's
+// while the driver publishes it) yet; sent records that it now has been.
+func (l *Leader) HWToSend(replica int32, hw int64, sent bool) bool {
+	f := l.followers[replica]
+	if f == nil {
+		return false
+	}
+	changed := f.lastSentHW != hw
+	if sent {
+		f.lastSentHW = hw
+	}
+	return changed
+}
+
+// LEOToSend reports whether the leader's log end leo differs from the one
+// last told to replica (remotewal FollowerFetch), and records it as told.
+func (l *Leader) LEOToSend(replica int32, leo int64) bool {
+	f := l.followers[replica]
+	if f == nil {
+		return false
+	}
+	changed := f.lastSentLEO != leo
+	f.lastSentLEO = leo
+	return changed
+}
+
+// CheckEpoch fences a client's or follower's current leader epoch against
+// ours (-1: not given): FENCED_LEADER_EPOCH for an older one,
+// UNKNOWN_LEADER_EPOCH for a newer one.
+func CheckEpoch(current, ours int32) *kerr.Error {
+	switch {
+	case current < 0 || current == ours:
+		return nil
+	case current < ours:
+		return kerr.FencedLeaderEpoch
+	default:
+		return kerr.UnknownLeaderEpoch
+	}
+}
