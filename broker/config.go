@@ -141,6 +141,8 @@ type Config struct {
 	// Listeners: listeners, listener.security.protocol.map and
 	// advertised.listeners. Empty means one PLAINTEXT listener on Listener.
 	Listeners []ListenerConfig
+	// listenersFromListener: Validate made Listeners from Listener.
+	listenersFromListener bool
 	// InterBrokerListenerName: inter.broker.listener.name, the listener
 	// other brokers dial. Default: the only listener, else the one named
 	// PLAINTEXT.

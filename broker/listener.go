@@ -96,7 +96,11 @@ func (c *Config) validateListeners() error {
 	bad := func(key, format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrConfig, key, fmt.Sprintf(format, args...))
 	}
-	if len(c.Listeners) == 0 {
+	if len(c.Listeners) == 0 || c.listenersFromListener {
+		// Derived again on every Validate, so that a validated Config
+		// copied with another Listener (a restart on the same port)
+		// listens there.
+		c.listenersFromListener = true
 		adv := ""
 		if c.AdvertisedHost != "" {
 			adv = net.JoinHostPort(c.AdvertisedHost, "0")

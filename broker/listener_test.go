@@ -108,3 +108,25 @@ func TestParseListeners(t *testing.T) {
 		}
 	}
 }
+
+// A validated Config copied with another Listener listens there (the
+// single PLAINTEXT listener is derived anew), while explicit Listeners
+// stay as given.
+func TestListenerRederived(t *testing.T) {
+	c := Config{LogDir: "/tmp/x", Controller: NewMemController(nil, 0), Listener: "127.0.0.1:0"}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.Listener = "127.0.0.1:9999"
+	if err := c.Validate(); err != nil || len(c.Listeners) != 1 || c.Listeners[0].Addr != "127.0.0.1:9999" {
+		t.Fatalf("%v %+v", err, c.Listeners)
+	}
+	e := Config{LogDir: "/tmp/x", Controller: NewMemController(nil, 0), Listeners: []ListenerConfig{{Name: "A", Addr: "127.0.0.1:1"}}}
+	if err := e.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	e.Listener = "127.0.0.1:2"
+	if err := e.Validate(); err != nil || e.Listeners[0].Addr != "127.0.0.1:1" {
+		t.Fatalf("%v %+v", err, e.Listeners)
+	}
+}
