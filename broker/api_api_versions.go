@@ -19,14 +19,34 @@ const (
 	apiKeyInitProducerID       = 22
 	apiKeyOffsetForLeaderEpoch = 23
 	apiKeyDescribeConfigs      = 32
+	apiKeyOffsetCommit         = 8
+	apiKeyOffsetFetch          = 9
+	apiKeyFindCoordinator      = 10
+	apiKeyJoinGroup            = 11
+	apiKeyHeartbeat            = 12
+	apiKeyLeaveGroup           = 13
+	apiKeySyncGroup            = 14
+	apiKeyDescribeGroups       = 15
+	apiKeyListGroups           = 16
+	apiKeyDeleteGroups         = 42
+	apiKeyOffsetDelete         = 47
 )
 
 // apiRanges is every key served, with its version range, by key.
 var apiRanges = []struct{ key, min, max int16 }{
-	{apiKeyProduce, 3, 9},
+	{apiKeyProduce, 0, 9},
 	{apiKeyFetch, 4, 12},
 	{apiKeyListOffsets, 1, 7},
-	{apiKeyMetadata, 1, 9},
+	{apiKeyMetadata, 0, 9},
+	{apiKeyOffsetCommit, 0, 9},
+	{apiKeyOffsetFetch, 0, 9},
+	{apiKeyFindCoordinator, 0, 5},
+	{apiKeyJoinGroup, 0, 9},
+	{apiKeyHeartbeat, 0, 4},
+	{apiKeyLeaveGroup, 0, 5},
+	{apiKeySyncGroup, 0, 5},
+	{apiKeyDescribeGroups, 0, 5},
+	{apiKeyListGroups, 0, 5},
 	{apiKeyApiVersions, 0, 3},
 	{apiKeyCreateTopics, 0, 5},
 	{apiKeyInitProducerID, 0, 4},
@@ -34,6 +54,8 @@ var apiRanges = []struct{ key, min, max int16 }{
 	{apiKeyDescribeConfigs, 0, 4},
 	{apiKeySASLHandshake, 0, 1},
 	{apiKeySASLAuthenticate, 0, 2},
+	{apiKeyDeleteGroups, 0, 2},
+	{apiKeyOffsetDelete, 0, 0},
 }
 
 func supported(key, version int16) bool {

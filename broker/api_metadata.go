@@ -7,7 +7,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Metadata: v1-9.
+// Metadata: v0-9.
+//
+// v0's empty topic list means every topic (v1+: a null list).
+// __consumer_offsets is marked internal and is created only
+// by the group coordinator (FindCoordinator), never by auto-creation.
 //
 // Brokers are listed with their address on the listener the request came
 // in on (Kafka's behaviour with several listeners); a broker that has no
@@ -56,7 +60,7 @@ func (b *Broker) handleMetadata(cs *connState, req *kmsg.MetadataRequest) kmsg.R
 	resp.AuthorizedOperations = -2147483648
 
 	var topics []TopicState
-	if req.Topics == nil {
+	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
 		topics = b.ctrl.Topics()
 	} else {
 		allowCreate := (req.Version < 4 || req.AllowAutoTopicCreation) && !b.cfg.DisableAutoCreateTopics
@@ -69,7 +73,7 @@ func (b *Broker) handleMetadata(cs *connState, req *kmsg.MetadataRequest) kmsg.R
 			}
 			name := *rt.Topic
 			ts, ok := b.ctrl.Topic(name)
-			if !ok && allowCreate {
+			if !ok && allowCreate && name != OffsetsTopic {
 				var err error
 				ts, err = b.autoCreate(name)
 				ok = err == nil
@@ -98,6 +102,7 @@ func (b *Broker) handleMetadata(cs *connState, req *kmsg.MetadataRequest) kmsg.R
 		name := ts.Name
 		mt := kmsg.NewMetadataResponseTopic()
 		mt.Topic = &name
+		mt.IsInternal = name == OffsetsTopic
 		mt.AuthorizedOperations = -2147483648
 		for _, ps := range ts.Partitions {
 			mp := kmsg.NewMetadataResponseTopicPartition()

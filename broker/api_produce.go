@@ -12,7 +12,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Produce: v3-9.
+// Produce: v0-9.
+//
+// v0-2 are served for RecordBatch v2 (magic 2) payloads only: librdkafka
+// enables gzip, snappy and lz4 only against a broker that lists Produce
+// v0, and sends v3+ itself. A v0/v1 message set (magic 0 or 1) is refused
+// with UNSUPPORTED_FOR_MESSAGE_FORMAT, where Kafka 3.x converts it to v2.
 //
 // Where it differs from Kafka: no transactions (a transactional id gets
 // INVALID_REQUEST); timestamps are kept as the producer set them
@@ -25,6 +30,10 @@ import (
 // the purgatory until the high watermark passes the batch (REQUEST_TIMED_OUT
 // after the request's timeout) and is refused with NOT_ENOUGH_REPLICAS when
 // the ISR is below min.insync.replicas.
+
+// magicOffset is where the magic byte sits in a v0/v1 message and in a
+// v2 RecordBatch alike.
+const magicOffset = 16
 
 // produceWait is one partition of an acks=all produce.
 type produceWait struct {
@@ -156,6 +165,9 @@ func (b *Broker) producePartition(req *kmsg.ProduceRequest, tp TopicPartition, r
 	}
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		return kerr.InvalidRequiredAcks, ""
+	}
+	if req.Version < 3 && len(records) > magicOffset && records[magicOffset] < 2 {
+		return kerr.UnsupportedForMessageFormat, "message format v0/v1 is not supported: send RecordBatch v2 (magic 2)"
 	}
 	p := b.partition(tp)
 	if p == nil {

@@ -39,6 +39,7 @@ type Broker struct {
 	produceWait *purgatory.Purgatory[TopicPartition]
 	fetchWait   *purgatory.Purgatory[TopicPartition]
 	fetchers    *fetcherManager
+	groups      *groups
 	unsubscribe func()
 	reqs        requestCounters
 	events      eventCounters
@@ -111,16 +112,23 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.fetchers = newFetcherManager(b)
+	if err := b.startGroups(); err != nil {
+		closeListeners()
+		b.produceWait.Shutdown()
+		b.fetchWait.Shutdown()
+		return nil, err
+	}
 	b.unsubscribe = b.ctrl.Subscribe(b.applyTopic)
 	for _, ts := range b.ctrl.Topics() {
 		b.applyTopic(ts)
 	}
-	b.wg.Add(2 + len(lns))
+	b.wg.Add(3 + len(lns))
 	for _, l := range lns {
 		go b.acceptLoop(l)
 	}
 	go b.isrLoop()
 	go b.retentionLoop()
+	go b.producerExpirationLoop()
 	if !cfg.LogCleanerDisable {
 		b.wg.Add(1)
 		go b.cleanerLoop()
@@ -201,6 +209,7 @@ func (b *Broker) Close() error {
 	b.fetchers.close()
 	b.produceWait.Shutdown()
 	b.fetchWait.Shutdown()
+	b.closeGroups()
 	b.wg.Wait()
 	b.mu.Lock()
 	parts := b.mu.partitions
@@ -275,9 +284,11 @@ func (b *Broker) applyTopic(ts TopicState) {
 		b.logger.Error("topic config", "topic", ts.Name, "err", err)
 		return
 	}
+	b.offsetsTopicSeen(ts)
 	for _, ps := range ts.Partitions {
 		tp := TopicPartition{Topic: ts.Name, Partition: ps.Partition}
 		if !slices.Contains(ps.Replicas, b.cfg.BrokerID) {
+			b.offsetsRoleChanged(tp, roleFollower, ps)
 			b.dropPartition(tp)
 			continue
 		}
@@ -286,7 +297,9 @@ func (b *Broker) applyTopic(ts TopicState) {
 			b.logger.Error("open partition", "partition", tp, "err", err)
 			continue
 		}
-		switch p.applyState(ps) {
+		role := p.applyState(ps)
+		b.offsetsRoleChanged(tp, role, ps)
+		switch role {
 		case roleLeader:
 			b.fetchers.remove(tp)
 			if b.cfg.Replicator != nil && mode == RemoteWAL {
@@ -329,6 +342,7 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, configs 
 		RetentionMs:                  b.cfg.RetentionMs,
 		RetentionBytes:               b.cfg.RetentionBytes,
 		ProducerStateRebuildDisabled: b.cfg.ProducerStateRebuildDisabled,
+		ProducerIDExpirationMs:       b.cfg.ProducerIDExpiration.Milliseconds(),
 		Clock:                        b.clock,
 		Logger:                       b.logger,
 	}

@@ -44,8 +44,12 @@ const (
 	defaultProducerStateBatchWindow = kafkalog.ProducerBatchWindow // the log keeps Kafka's last 5 batches per producer
 )
 
-// DefaultRetentionCheckInterval is log.retention.check.interval.ms.
-const DefaultRetentionCheckInterval = 5 * time.Minute
+// Defaults of the log-maintenance tasks, Kafka's.
+const (
+	DefaultRetentionCheckInterval            = 5 * time.Minute  // log.retention.check.interval.ms
+	DefaultProducerIDExpiration              = 24 * time.Hour   // producer.id.expiration.ms
+	DefaultProducerIDExpirationCheckInterval = 10 * time.Minute // producer.id.expiration.check.interval.ms
+)
 
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("broker: invalid config")
@@ -177,6 +181,12 @@ type Config struct {
 	// RetentionCheckInterval: log.retention.check.interval.ms, how often
 	// the broker deletes segments retention allows. Default 5 minutes.
 	RetentionCheckInterval time.Duration
+	// ProducerIDExpiration: producer.id.expiration.ms, how long after its
+	// latest batch a producer is forgotten. Default 1 day.
+	ProducerIDExpiration time.Duration
+	// ProducerIDExpirationCheckInterval:
+	// producer.id.expiration.check.interval.ms. Default 10 minutes.
+	ProducerIDExpirationCheckInterval time.Duration
 	// ProducerStateRebuildDisabled opens partitions with an empty producer
 	// table (kafkalog.Config.ProducerStateRebuildDisabled): the behaviour
 	// of issue 11 item 8, where an idempotent producer gets duplicates
@@ -231,6 +241,8 @@ type Config struct {
 	ClusterID string
 	// RemoteWAL holds the KIP-1176 settings.
 	RemoteWAL RemoteWALConfig
+	// Groups holds the group coordinator's settings (groups.go).
+	Groups GroupConfig
 
 	// Controller assigns leaders and replicas. Required.
 	Controller Controller
@@ -243,8 +255,9 @@ type Config struct {
 	Clock  clock.Clock  // default clock.Real{}
 	Logger *slog.Logger // default slog.Default()
 
-	// afterRetention, for tests, runs after each retention pass.
-	afterRetention func()
+	// afterRetention and afterProducerExpiration, for tests, run after
+	// each pass of those tasks.
+	afterRetention, afterProducerExpiration func()
 }
 
 // Validate fills defaults and rejects nonsense; errors wrap ErrConfig and
@@ -289,11 +302,20 @@ func (c *Config) Validate() error {
 	if c.RetentionCheckInterval == 0 {
 		c.RetentionCheckInterval = DefaultRetentionCheckInterval
 	}
+	if c.ProducerIDExpiration == 0 {
+		c.ProducerIDExpiration = DefaultProducerIDExpiration
+	}
+	if c.ProducerIDExpirationCheckInterval == 0 {
+		c.ProducerIDExpirationCheckInterval = DefaultProducerIDExpirationCheckInterval
+	}
 	if c.RetentionMs == 0 {
 		c.RetentionMs = kafkalog.DefaultRetentionMs
 	}
 	if c.RetentionBytes == 0 {
 		c.RetentionBytes = -1
+	}
+	if err := c.Groups.validate(); err != nil {
+		return err
 	}
 	if c.MaxTopicPartitions == 0 {
 		c.MaxTopicPartitions = 4096
@@ -342,6 +364,10 @@ func (c *Config) Validate() error {
 		return bad("log.retention.bytes", c.RetentionBytes)
 	case c.RetentionCheckInterval < 0:
 		return bad("log.retention.check.interval.ms", c.RetentionCheckInterval)
+	case c.ProducerIDExpiration < time.Millisecond:
+		return bad("producer.id.expiration.ms", c.ProducerIDExpiration)
+	case c.ProducerIDExpirationCheckInterval < time.Millisecond:
+		return bad("producer.id.expiration.check.interval.ms", c.ProducerIDExpirationCheckInterval)
 	case c.MaxTopicPartitions < 1:
 		return bad("max topic partitions", c.MaxTopicPartitions)
 	case c.NumPartitions < 1 || c.NumPartitions > c.MaxTopicPartitions:

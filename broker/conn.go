@@ -356,6 +356,9 @@ func (b *Broker) dispatch(cs *connState, req kmsg.Request) (kmsg.Response, bool)
 	case *kmsg.OffsetForLeaderEpochRequest:
 		return b.handleOffsetForLeaderEpoch(r), true
 	}
+	if r := b.dispatchGroups(cs, req); r != nil {
+		return r, true
+	}
 	// supported() and this switch list the same keys.
 	panic(fmt.Sprintf("broker: no handler for supported key %d", req.Key()))
 }

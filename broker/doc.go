@@ -8,7 +8,11 @@
 // retention (retention.go: every log.retention.check.interval.ms, bounded
 // by the high watermark and on a remotewal leader by the remote-WAL
 // upload), long-poll fetches, fetch from follower by rack (KIP-392), the
-// controller seam and the server.properties loader.
+// controller seam, the server.properties loader and the wire side of the
+// group coordinator (package group): FindCoordinator, JoinGroup,
+// SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
+// DescribeGroups, DeleteGroups and OffsetDelete (groups.go and their
+// api_*.go files).
 //
 // It does not own storage formats (kafkalog), the delayed-operation
 // machinery (purgatory), nor the remote WAL: a partition whose topic sets
@@ -84,6 +88,18 @@
 // KIP-101/KIP-279), Append, SetHW, TruncateFully and StartRemote through
 // the partition's followerLog handle, never its locks.
 //
+// # Group coordinator
+//
+// __consumer_offsets is created by the first FindCoordinator for a group
+// (offsets.topic.num.partitions, offsets.topic.replication.factor capped
+// to the brokers, cleanup.policy=compact). applyTopic tells the
+// coordinator when this broker becomes or stops being leader of one of its
+// partitions (offsetsRoleChanged): the coordinator loads that partition's
+// groups and offsets, or drops them, so it moves with leadership. Its
+// appends go through appendAsLeader and wait in the produce purgatory
+// until the high watermark passes them (acks=all), for at most
+// offsets.commit.timeout.ms.
+//
 // # Remote WAL: leader changes and stores
 //
 // A broker elected leader of a RemoteWAL partition restarts its slice task
@@ -126,6 +142,7 @@
 // outside it. Controller notifications run in the goroutine that made the
 // change and must not call the controller back while holding a partition
 // lock. One replica-fetcher goroutine per leader broker; Close
-// stops fetchers, the ISR and retention loops, the accept loop and the connections, then
+// stops fetchers, the ISR, retention and producer-expiration loops, the
+// accept loop and the connections, then
 // completes waiting operations and closes the logs.
 package broker

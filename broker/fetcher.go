@@ -242,8 +242,8 @@ type round struct {
 }
 
 type queryReq struct {
-	st    *followState
-	epoch int32
+	st *followState
+	replica.SendEpochQuery
 }
 
 type fetchReq struct {
@@ -272,7 +272,7 @@ func (f *replicaFetcher) next() (round, time.Duration) {
 		for _, a := range acts {
 			switch a := a.(type) {
 			case replica.SendEpochQuery:
-				r.queries[tp] = queryReq{st: st, epoch: a.Epoch}
+				r.queries[tp] = queryReq{st: st, SendEpochQuery: a}
 			case replica.SendFetch:
 				r.fetches[tp] = fetchReq{st: st, SendFetch: a}
 			case replica.StartRemote:
@@ -282,7 +282,7 @@ func (f *replicaFetcher) next() (round, time.Duration) {
 	}
 	if len(r.queries) > 0 {
 		for _, q := range r.fetches {
-			q.st.fsm.RequestFailed()
+			q.st.fsm.RequestFailed(q.Req)
 		}
 		clear(r.fetches)
 	}
@@ -296,8 +296,8 @@ func (f *replicaFetcher) next() (round, time.Duration) {
 // unsent hands a round's requests back to their machines: they got no
 // answer.
 func (f *replicaFetcher) unsent(r round) {
-	handBack(f, r.queries, nil, func(q queryReq) *followState { return q.st })
-	handBack(f, r.fetches, nil, func(q fetchReq) *followState { return q.st })
+	handBack(f, r.queries, nil, func(q queryReq) (*followState, uint64) { return q.st, q.Req })
+	handBack(f, r.fetches, nil, func(q fetchReq) (*followState, uint64) { return q.st, q.Req })
 }
 
 func (f *replicaFetcher) connect() (*wireClient, error) {
@@ -446,7 +446,7 @@ func (f *replicaFetcher) truncate(conn *wireClient, queries map[TopicPartition]q
 			byTopic[tp.Topic] = i
 		}
 		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = tp.Partition, q.st.fsm.LeaderEpoch(), q.epoch
+		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = tp.Partition, q.st.fsm.LeaderEpoch(), q.Epoch
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	r, err := conn.roundTrip(req, f.b.clock.Now().Add(30*time.Second))
@@ -469,22 +469,22 @@ func (f *replicaFetcher) truncate(conn *wireClient, queries map[TopicPartition]q
 			}
 			ans := replica.EpochAnswer{Epoch: rp.LeaderEpoch, EndOffset: rp.EndOffset}
 			f.event(q.st, func(now time.Time) []replica.Action {
-				return q.st.fsm.EpochAnswered(now, q.st.h.followerView(true), q.epoch, perr, ans)
+				return q.st.fsm.EpochAnswered(now, q.st.h.followerView(true), q.Req, perr, ans)
 			})
 		}
 	}
-	handBack(f, queries, answered, func(q queryReq) *followState { return q.st })
+	handBack(f, queries, answered, func(q queryReq) (*followState, uint64) { return q.st, q.Req })
 	return nil
 }
 
 // handBack returns the requests the leader did not answer to their
 // machines, so they are asked again.
-func handBack[R any](f *replicaFetcher, reqs map[TopicPartition]R, answered map[TopicPartition]bool, stOf func(R) *followState) {
+func handBack[R any](f *replicaFetcher, reqs map[TopicPartition]R, answered map[TopicPartition]bool, of func(R) (*followState, uint64)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for tp, q := range reqs {
-		if st := stOf(q); !answered[tp] && f.mu.parts[tp] == st {
-			st.fsm.RequestFailed()
+		if st, req := of(q); !answered[tp] && f.mu.parts[tp] == st {
+			st.fsm.RequestFailed(req)
 		}
 	}
 }
@@ -538,7 +538,7 @@ func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetc
 		for tp, q := range fetches {
 			answered[tp] = true
 			f.event(q.st, func(now time.Time) []replica.Action {
-				return q.st.fsm.Fetched(now, q.st.h.followerView(false), replica.FetchPartition{Err: topErr, LeaderLEO: -1})
+				return q.st.fsm.Fetched(now, q.st.h.followerView(false), q.Req, replica.FetchPartition{Err: topErr, LeaderLEO: -1})
 			})
 		}
 		return nil
@@ -552,15 +552,16 @@ func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetc
 				continue
 			}
 			answered[tp] = true
-			f.handlePartition(q.st, rp)
+			f.handlePartition(q, rp)
 		}
 	}
-	handBack(f, fetches, answered, func(q fetchReq) *followState { return q.st })
+	handBack(f, fetches, answered, func(q fetchReq) (*followState, uint64) { return q.st, q.Req })
 	return nil
 }
 
 // handlePartition feeds one partition's fetch answer to its machine.
-func (f *replicaFetcher) handlePartition(st *followState, rp *kmsg.FetchResponseTopicPartition) {
+func (f *replicaFetcher) handlePartition(q fetchReq, rp *kmsg.FetchResponseTopicPartition) {
+	st := q.st
 	ans := replica.FetchPartition{
 		Err: kerrOf(rp.ErrorCode), HighWatermark: rp.HighWatermark, LogStart: rp.LogStartOffset,
 		LeaderLEO: -1, Records: rp.RecordBatches,
@@ -574,6 +575,6 @@ func (f *replicaFetcher) handlePartition(st *followState, rp *kmsg.FetchResponse
 		}
 	}
 	f.event(st, func(now time.Time) []replica.Action {
-		return st.fsm.Fetched(now, st.h.followerView(false), ans)
+		return st.fsm.Fetched(now, st.h.followerView(false), q.Req, ans)
 	})
 }

@@ -81,8 +81,49 @@ func seedFrames() [][]byte {
 	oet.Partitions = append(oet.Partitions, kmsg.NewOffsetForLeaderEpochRequestTopicPartition())
 	oe.Topics = append(oe.Topics, oet)
 	out = append(out, frameOf(oe, 4, 9), frameOf(oe, 2, 9))
-	out = append(out, frameOf(kmsg.NewPtrJoinGroupRequest(), 5, 10)) // unsupported key
-	out = append(out, []byte{0, 99, 0, 0, 0, 0, 0, 1, 0xff, 0xff})   // unknown key
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKeys = []string{"g"}
+	out = append(out, frameOf(fc, 4, 11), frameOf(fc, 0, 11))
+	jg := kmsg.NewPtrJoinGroupRequest()
+	jg.Group, jg.ProtocolType, jg.SessionTimeoutMillis = "g", "consumer", 10000
+	jp := kmsg.NewJoinGroupRequestProtocol()
+	jp.Name = "range"
+	jg.Protocols = append(jg.Protocols, jp)
+	out = append(out, frameOf(jg, 9, 12), frameOf(jg, 0, 12))
+	sg := kmsg.NewPtrSyncGroupRequest()
+	sg.Group, sg.MemberID = "g", "m"
+	out = append(out, frameOf(sg, 5, 13))
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Group, hb.MemberID = "g", "m"
+	out = append(out, frameOf(hb, 4, 14))
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group, oc.Generation = "g", -1
+	oct := kmsg.NewOffsetCommitRequestTopic()
+	oct.Topic = "t"
+	oct.Partitions = append(oct.Partitions, kmsg.NewOffsetCommitRequestTopicPartition())
+	oc.Topics = append(oc.Topics, oct)
+	out = append(out, frameOf(oc, 9, 15), frameOf(oc, 0, 15))
+	of := kmsg.NewPtrOffsetFetchRequest()
+	ofg := kmsg.NewOffsetFetchRequestGroup()
+	ofg.Group = "g"
+	of.Groups = append(of.Groups, ofg)
+	out = append(out, frameOf(of, 9, 16))
+	of.Group = "g"
+	out = append(out, frameOf(of, 1, 17))
+	lg := kmsg.NewPtrLeaveGroupRequest()
+	lg.Group = "g"
+	lg.Members = append(lg.Members, kmsg.NewLeaveGroupRequestMember())
+	out = append(out, frameOf(lg, 5, 18))
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{"g"}
+	out = append(out, frameOf(dg, 5, 19), frameOf(kmsg.NewPtrListGroupsRequest(), 5, 20))
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"g"}
+	od := kmsg.NewPtrOffsetDeleteRequest()
+	od.Group = "g"
+	out = append(out, frameOf(del, 2, 21), frameOf(od, 0, 22))
+	out = append(out, frameOf(kmsg.NewPtrDescribeACLsRequest(), 1, 23)) // a key kwal does not serve
+	out = append(out, []byte{0, 99, 0, 0, 0, 0, 0, 1, 0xff, 0xff})      // unknown key
 	return out
 }
 
@@ -141,9 +182,9 @@ func TestSeedFramesAnswered(t *testing.T) {
 			if keep || resp != nil {
 				t.Errorf("seed %d: unknown key kept the connection", i)
 			}
-		case key == 11:
+		case key == 29:
 			// Known to kmsg, not served: an error response, not a drop.
-			r := kmsg.NewPtrJoinGroupResponse()
+			r := kmsg.NewPtrDescribeACLsResponse()
 			r.Version = version
 			if resp == nil || r.ReadFrom(resp[8:]) != nil || r.ErrorCode != 35 {
 				t.Errorf("seed %d: unsupported key not answered with UNSUPPORTED_VERSION", i)

@@ -62,14 +62,20 @@ func initProducerID(t *testing.T, ctx context.Context, cl *kgo.Client) (int64, i
 }
 
 // idemBatch is a batch of producer pid at epoch from sequence seq, one
-// record per value.
+// record per value, stamped now by the real clock (producer expiry goes by
+// batch timestamps).
 func idemBatch(pid int64, epoch int16, seq int32, vals ...string) []byte {
+	return idemBatchAt(time.Now().UnixMilli(), pid, epoch, seq, vals...)
+}
+
+// idemBatchAt is idemBatch with timestamp ts (ms).
+func idemBatchAt(ts int64, pid int64, epoch int16, seq int32, vals ...string) []byte {
 	var recs []kafkalogtest.Record
 	for _, v := range vals {
 		recs = append(recs, kafkalogtest.Record{Value: []byte(v)})
 	}
 	return kafkalogtest.Encode(kafkalogtest.BatchSpec{
-		ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, BaseTimestamp: 1, Records: recs,
+		ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, BaseTimestamp: ts, Records: recs,
 	})
 }
 

@@ -235,7 +235,7 @@ func (p *partition) truncate(to int64) error {
 }
 
 // truncateFully empties the log and starts it at start (a follower behind
-// the leader's log start); the log forgets its producer state with it.
+// the leader's log start); the log forgets its producers with it.
 func (p *partition) truncateFully(start int64) error {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()

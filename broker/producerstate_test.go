@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kwal/kwal/clock"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -275,5 +276,43 @@ func TestFollowerKnowsProducersWhenItLeads(t *testing.T) {
 	}
 	if r := produceBatch(t, ctx, cl.Broker(int(newLeader)), "moves", idemBatch(pid, epoch, 6, "c")); r.ErrorCode != 0 || r.BaseOffset != 6 {
 		t.Fatalf("next batch at the new leader: error %d offset %d", r.ErrorCode, r.BaseOffset)
+	}
+}
+
+// An idle producer is forgotten after producer.id.expiration.ms, checked
+// every producer.id.expiration.check.interval.ms on the broker's clock:
+// its next batch must then start a new sequence (Kafka answers the same).
+func TestProducerExpiration(t *testing.T) {
+	clk := clock.NewManual(time.Now())
+	passes := make(chan struct{}, 16)
+	c := startCluster(t, []string{"az1"}, func(cfg *Config) {
+		cfg.Clock = clk
+		cfg.ProducerIDExpiration = time.Hour
+		cfg.ProducerIDExpirationCheckInterval = time.Minute
+		cfg.afterProducerExpiration = func() { passes <- struct{}{} }
+	})
+	cl := newClient(t, c)
+	createTopic(t, cl, "idle", 1, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pid, epoch := initProducerID(t, ctx, cl)
+	produce := func(seq int32) kmsg.ProduceResponseTopicPartition {
+		return produceBatch(t, ctx, cl.Broker(1), "idle", idemBatchAt(clk.Now().UnixMilli(), pid, epoch, seq, "v"))
+	}
+	pass := func(d time.Duration) { t.Helper(); advanceUntilPass(t, ctx, clk, d, passes, "expiration") }
+	if r := produce(0); r.ErrorCode != 0 {
+		t.Fatalf("first batch: %d", r.ErrorCode)
+	}
+	pass(59 * time.Minute) // 59 min idle: still known
+	if r := produce(0); r.ErrorCode != 0 || r.BaseOffset != 0 {
+		t.Fatalf("resend within the expiration: error %d offset %d, want the original 0", r.ErrorCode, r.BaseOffset)
+	}
+	pass(61 * time.Minute)
+	l, _ := c.brokers[0].PartitionLog(TopicPartition{Topic: "idle"})
+	if _, ok := l.ProducerEntry(pid); ok {
+		t.Fatal("producer still known after an idle hour")
+	}
+	if r := produce(1); r.ErrorCode != kerr.OutOfOrderSequenceNumber.Code {
+		t.Fatalf("next sequence of a forgotten producer: error %d, want OUT_OF_ORDER_SEQUENCE_NUMBER", r.ErrorCode)
 	}
 }

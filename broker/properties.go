@@ -246,6 +246,12 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 		}
 		return nil
 	},
+	"producer.id.expiration.ms": func(sc *ServerConfig, v string) error {
+		return parseMs(v, &sc.Broker.ProducerIDExpiration)
+	},
+	"producer.id.expiration.check.interval.ms": func(sc *ServerConfig, v string) error {
+		return parseMs(v, &sc.Broker.ProducerIDExpirationCheckInterval)
+	},
 	// kwal.producer.state.rebuild.enable=false reproduces issue 11 item 8
 	// (duplicates after a restart) for the tests that show it.
 	"kwal.producer.state.rebuild.enable": func(sc *ServerConfig, v string) error {
@@ -279,6 +285,38 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 	"replica.fetch.backoff.ms":  func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaFetchBackoff) },
 	"replica.fetch.max.bytes":   func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.ReplicaFetchMaxBytes) },
 	"socket.request.max.bytes":  func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.SocketRequestMaxBytes) },
+	"offsets.topic.num.partitions": func(sc *ServerConfig, v string) error {
+		return parseInt32(v, &sc.Broker.Groups.OffsetsTopicPartitions)
+	},
+	"offsets.topic.replication.factor": func(sc *ServerConfig, v string) error {
+		var n int32
+		if err := parseInt32(v, &n); err != nil {
+			return err
+		}
+		if n < 1 || n > 32767 {
+			return fmt.Errorf("out of range")
+		}
+		sc.Broker.Groups.OffsetsTopicReplicationFactor = int16(n)
+		return nil
+	},
+	"offsets.commit.timeout.ms":    func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.Groups.OffsetCommitTimeout) },
+	"group.min.session.timeout.ms": func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.Groups.MinSessionTimeout) },
+	"group.max.session.timeout.ms": func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.Groups.MaxSessionTimeout) },
+	"group.initial.rebalance.delay.ms": func(sc *ServerConfig, v string) error {
+		if err := parseMs(v, &sc.Broker.Groups.InitialRebalanceDelay); err != nil {
+			return err
+		}
+		if sc.Broker.Groups.InitialRebalanceDelay == 0 {
+			sc.Broker.Groups.InitialRebalanceDelay = -1 // none
+		}
+		return nil
+	},
+	"group.max.size": func(sc *ServerConfig, v string) error {
+		var n int32
+		err := parseInt32(v, &n)
+		sc.Broker.Groups.MaxSize = int(n)
+		return err
+	},
 	"auto.create.topics.enable": func(sc *ServerConfig, v string) error {
 		b, err := strconv.ParseBool(v)
 		sc.Broker.DisableAutoCreateTopics = !b

@@ -106,6 +106,33 @@ cluster.brokers=1@127.0.0.1:9092#az1, 2@127.0.0.1:9093#az2
 				t.Errorf("defaults: %+v", c)
 			}
 		}},
+		{name: "group coordinator keys", in: "offsets.topic.num.partitions=7\noffsets.topic.replication.factor=2\noffsets.commit.timeout.ms=900\n" +
+			"group.min.session.timeout.ms=1000\ngroup.max.session.timeout.ms=60000\ngroup.initial.rebalance.delay.ms=0\ngroup.max.size=4\n",
+			check: func(t *testing.T, sc ServerConfig) {
+				c := sc.Broker
+				c.Controller = NewMemController(nil, 0)
+				if err := c.Validate(); err != nil {
+					t.Fatal(err)
+				}
+				want := GroupConfig{OffsetsTopicPartitions: 7, OffsetsTopicReplicationFactor: 2, OffsetCommitTimeout: 900 * time.Millisecond,
+					MinSessionTimeout: time.Second, MaxSessionTimeout: time.Minute, InitialRebalanceDelay: -1, MaxSize: 4}
+				if c.Groups != want {
+					t.Errorf("group settings %+v, want %+v", c.Groups, want)
+				}
+			}},
+		{name: "group defaults", in: "", check: func(t *testing.T, sc ServerConfig) {
+			c := sc.Broker
+			c.Controller = NewMemController(nil, 0)
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			g := c.Groups
+			if g.OffsetsTopicPartitions != 50 || g.OffsetsTopicReplicationFactor != 3 || g.InitialRebalanceDelay != 3*time.Second ||
+				g.MinSessionTimeout != 6*time.Second || g.MaxSessionTimeout != 30*time.Minute || g.OffsetCommitTimeout != 5*time.Second {
+				t.Errorf("group defaults: %+v", g)
+			}
+		}},
+		{name: "offsets replication factor 0", in: "offsets.topic.replication.factor=0\n", wantErr: "offsets.topic.replication.factor"},
 		{name: "rack stores", in: "remote.wal.storage.url=mem://\nremote.wal.storage.url.az1=file:///a\nremote.wal.storage.url.az-2=mem://\n", check: func(t *testing.T, sc ServerConfig) {
 			got := sc.Broker.RemoteWAL.RackStorageURLs
 			if len(got) != 2 || got["az1"] != "file:///a" || got["az-2"] != "mem://" || sc.Broker.RemoteWAL.StorageURL != "mem://" {

@@ -29,6 +29,19 @@ func (b *Broker) retentionLoop() {
 	b.every(b.cfg.RetentionCheckInterval, func() { b.enforceRetention() }, b.cfg.afterRetention)
 }
 
+// producerExpirationLoop forgets idle producers on every replica every
+// producer.id.expiration.check.interval.ms, as Kafka's
+// PeriodicProducerExpirationCheck does.
+func (b *Broker) producerExpirationLoop() {
+	b.every(b.cfg.ProducerIDExpirationCheckInterval, func() {
+		for _, p := range b.partitionsSnapshot() {
+			if n := p.log.RemoveExpiredProducers(); n > 0 {
+				b.logger.Info("forgot expired producers", "partition", p.tp, "producers", n)
+			}
+		}
+	}, b.cfg.afterProducerExpiration)
+}
+
 // enforceRetention deletes what retention allows on every replica and
 // returns how many segments went.
 func (b *Broker) enforceRetention() int {

@@ -70,15 +70,7 @@ func TestRetentionCheck(t *testing.T) {
 		}
 		return l
 	}
-	pass := func(d time.Duration) {
-		t.Helper()
-		clk.Advance(d)
-		select {
-		case <-passes:
-		case <-ctx.Done():
-			t.Fatal("no retention pass after the clock moved")
-		}
-	}
+	pass := func(d time.Duration) { t.Helper(); advanceUntilPass(t, ctx, clk, d, passes, "retention") }
 
 	// Within retention.ms: the by-time and remote logs keep everything;
 	// the by-size log drops its oldest segments while what stays is at
@@ -160,6 +152,18 @@ func TestRetentionCheck(t *testing.T) {
 	}
 }
 
+// advanceUntilPass moves the manual clock by d and waits for the periodic
+// task (what) to report a pass on passes.
+func advanceUntilPass(t *testing.T, ctx context.Context, clk *clock.Manual, d time.Duration, passes <-chan struct{}, what string) {
+	t.Helper()
+	clk.Advance(d)
+	select {
+	case <-passes:
+	case <-ctx.Done():
+		t.Fatalf("no %s pass after the clock moved %v", what, d)
+	}
+}
+
 func describeTopicConfig(t *testing.T, ctx context.Context, cl *kgo.Client, topic string) map[string]string {
 	t.Helper()
 	req := kmsg.NewPtrDescribeConfigsRequest()
@@ -215,9 +219,13 @@ func TestRetentionProperties(t *testing.T) {
 			t.Errorf("%q: retention %d ms, want %d", tc.props, sc.Broker.RetentionMs, tc.wantMs)
 		}
 	}
-	sc, err := LoadServerProperties(strings.NewReader("log.dirs=/x\nlog.retention.bytes=77\nlog.retention.check.interval.ms=1500\nkwal.producer.state.rebuild.enable=false\n"))
+	sc, err := LoadServerProperties(strings.NewReader("log.dirs=/x\nlog.retention.bytes=77\nlog.retention.check.interval.ms=1500\nkwal.producer.state.rebuild.enable=false\n" +
+		"producer.id.expiration.ms=5000\nproducer.id.expiration.check.interval.ms=700\n"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if b := sc.Broker; b.ProducerIDExpiration != 5*time.Second || b.ProducerIDExpirationCheckInterval != 700*time.Millisecond {
+		t.Fatalf("producer expiration %v, check every %v", b.ProducerIDExpiration, b.ProducerIDExpirationCheckInterval)
 	}
 	if b := sc.Broker; b.RetentionBytes != 77 || b.RetentionCheckInterval != 1500*time.Millisecond || !b.ProducerStateRebuildDisabled {
 		t.Fatalf("parsed bytes %d interval %v rebuild disabled %v", b.RetentionBytes, b.RetentionCheckInterval, b.ProducerStateRebuildDisabled)

@@ -35,7 +35,11 @@ const (
 // replica.JudgeSlice, the one model of remote-WAL fencing, with the
 // leader's answer for that epoch looked up in fence.
 func judge(epoch int32, last int64, leaderEpoch, localEpoch int32, fence map[int32]epochEnd) verdict {
-	a, ok := fence[epoch]
+	var a epochEnd
+	ok := false
+	if epoch < leaderEpoch { // only an older epoch's verdict reads the answer
+		a, ok = fence[epoch]
+	}
 	switch replica.JudgeSlice(epoch, last, leaderEpoch, localEpoch, replica.EpochAnswer{Epoch: a.found, EndOffset: a.end}, ok) {
 	case replica.Wait:
 		return wait

@@ -17,6 +17,7 @@ const (
 	DefaultIndexIntervalBytes        = 4096              // log.index.interval.bytes
 	DefaultHighWatermarkCheckpointMs = 5000              // replica.high.watermark.checkpoint.interval.ms
 	DefaultProducerSnapshots         = 2
+	DefaultProducerIDExpirationMs    = 86_400_000 // producer.id.expiration.ms
 )
 
 // Config configures a Log. Zero fields take defaults in Validate; a zero
@@ -54,6 +55,10 @@ type Config struct {
 	// ProducerSnapshots: how many producer-state snapshots (taken at each
 	// roll and at Close) to keep, newest first. Default 2; at least 1.
 	ProducerSnapshots int
+	// ProducerIDExpirationMs: a producer whose latest batch timestamp is
+	// this old is forgotten by RemoveExpiredProducers and when the table
+	// is loaded (producer.id.expiration.ms). Default 86400000 (1 day).
+	ProducerIDExpirationMs int64
 	// ProducerStateRebuildDisabled makes Open start with an empty
 	// producer table and write no snapshots: the behaviour before producer
 	// state was rebuilt, kept only so that tests can show the duplicates
@@ -89,6 +94,7 @@ func (c *Config) Validate() error {
 	def(&c.FlushMessages, math.MaxInt64)
 	def(&c.FlushMs, math.MaxInt64)
 	def(&c.HighWatermarkCheckpointMs, DefaultHighWatermarkCheckpointMs)
+	def(&c.ProducerIDExpirationMs, DefaultProducerIDExpirationMs)
 	if c.IndexIntervalBytes == 0 {
 		c.IndexIntervalBytes = DefaultIndexIntervalBytes
 	}
@@ -124,6 +130,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: IndexIntervalBytes %d", errConfig, c.IndexIntervalBytes)
 	case c.MaxBatchBytes < BatchHeaderSize:
 		return fmt.Errorf("%w: MaxBatchBytes %d below the batch header size", errConfig, c.MaxBatchBytes)
+	case c.ProducerIDExpirationMs < 1:
+		return fmt.Errorf("%w: ProducerIDExpirationMs %d", errConfig, c.ProducerIDExpirationMs)
 	case c.ProducerSnapshots < 1:
 		return fmt.Errorf("%w: ProducerSnapshots %d", errConfig, c.ProducerSnapshots)
 	case c.HighWatermarkCheckpointMs < -1:

@@ -69,9 +69,11 @@
 // end. Truncate deletes snapshots above the truncation point and rebuilds
 // the same way; retention deletes snapshots below the new log start (the
 // one at the log start stays, so producers whose batches were all deleted
-// survive); TruncateFullyAndStartAt forgets every producer. Producers are
-// not expired (Kafka's producer.id.expiration.ms): the table grows with
-// the number of producer ids the partition has seen.
+// survive); TruncateFullyAndStartAt forgets every producer. A producer
+// whose latest batch timestamp is ProducerIDExpirationMs old (Kafka's
+// producer.id.expiration.ms, 1 day) is dropped by RemoveExpiredProducers,
+// which the broker runs periodically, and when the table is loaded, so
+// the table holds the producers active within that time.
 //
 // Snapshot file, version 1 (big-endian):
 //
@@ -79,7 +81,7 @@
 //	| "KWPS"| version | crc32c | offset | count | entries (ascending producer id) ...      |
 //	| 4 B   | u16 = 1 | u32    | i64    | u32   |                                          |
 //	+-------+---------+--------+--------+-------+------------------------------------------+
-//	 entry: producerId i64 | epoch i16 | n u8 (0..5) | n x batch
+//	 entry: producerId i64 | epoch i16 | lastTimestamp i64 | n u8 (0..5) | n x batch
 //	 batch: firstSeq i32 | lastSeq i32 | firstOffset i64 | lastOffset i64 | maxTimestamp i64
 //
 // The CRC32C (Castagnoli) covers everything after itself. A decoder

@@ -30,7 +30,11 @@ type ProducerBatch struct {
 type ProducerEntry struct {
 	ProducerID int64
 	Epoch      int16
-	Batches    []ProducerBatch
+	// LastTimestamp is the largest maxTimestamp of the producer's batches
+	// (control batches included): what expiry goes by, as Kafka's
+	// ProducerStateEntry.lastTimestamp.
+	LastTimestamp int64
+	Batches       []ProducerBatch
 }
 
 // producerState is the partition's producer table (Kafka's
@@ -58,12 +62,13 @@ func (s *producerState) update(b BatchInfo) {
 	}
 	e := s.m[b.ProducerID]
 	if e == nil {
-		e = &ProducerEntry{ProducerID: b.ProducerID, Epoch: b.ProducerEpoch}
+		e = &ProducerEntry{ProducerID: b.ProducerID, Epoch: b.ProducerEpoch, LastTimestamp: b.MaxTimestamp}
 		s.m[b.ProducerID] = e
 	}
 	if b.ProducerEpoch != e.Epoch {
 		e.Epoch, e.Batches = b.ProducerEpoch, e.Batches[:0]
 	}
+	e.LastTimestamp = max(e.LastTimestamp, b.MaxTimestamp)
 	if b.Control {
 		return
 	}
@@ -83,7 +88,22 @@ func (s *producerState) entry(pid int64) (ProducerEntry, bool) {
 	if e == nil {
 		return ProducerEntry{}, false
 	}
-	return ProducerEntry{ProducerID: e.ProducerID, Epoch: e.Epoch, Batches: slices.Clone(e.Batches)}, true
+	c := *e
+	c.Batches = slices.Clone(e.Batches)
+	return c, true
+}
+
+// removeExpired forgets producers whose LastTimestamp is expirationMs or
+// more before nowMs (Kafka's removeExpiredProducers) and returns how many.
+func (s *producerState) removeExpired(nowMs, expirationMs int64) int {
+	n := 0
+	for id, e := range s.m {
+		if nowMs-e.LastTimestamp >= expirationMs {
+			delete(s.m, id)
+			n++
+		}
+	}
+	return n
 }
 
 // Snapshot files: "<20-digit offset>.snapshot" beside the segments, the
@@ -94,7 +114,7 @@ const (
 	snapshotMagic      = "KWPS"
 	snapshotVersion    = 1
 	snapshotHeaderSize = 4 + 2 + 4 + 8 + 4 // magic, version, crc, offset, count
-	snapshotEntryFixed = 8 + 2 + 1         // producer id, epoch, batch count
+	snapshotEntryFixed = 8 + 2 + 8 + 1     // producer id, epoch, last timestamp, batch count
 	snapshotBatchSize  = 4 + 4 + 8 + 8 + 8 // first/last seq, first/last offset, max timestamp
 )
 
@@ -134,6 +154,7 @@ func encodeProducerSnapshot(s *producerState) []byte {
 		e := s.m[id]
 		b = be.AppendUint64(b, uint64(e.ProducerID))
 		b = be.AppendUint16(b, uint16(e.Epoch))
+		b = be.AppendUint64(b, uint64(e.LastTimestamp))
 		b = append(b, byte(len(e.Batches)))
 		for _, pb := range e.Batches {
 			b = be.AppendUint32(b, uint32(pb.FirstSeq))
@@ -183,8 +204,8 @@ func decodeProducerSnapshot(b []byte) (producerState, error) {
 		if len(p) < snapshotEntryFixed {
 			return bad("entry %d: torn", i)
 		}
-		e := &ProducerEntry{ProducerID: int64(be.Uint64(p)), Epoch: int16(be.Uint16(p[8:]))}
-		n := int(p[10])
+		e := &ProducerEntry{ProducerID: int64(be.Uint64(p)), Epoch: int16(be.Uint16(p[8:])), LastTimestamp: int64(be.Uint64(p[10:]))}
+		n := int(p[18])
 		p = p[snapshotEntryFixed:]
 		if e.ProducerID < 0 {
 			return bad("entry %d: producer id %d", i, e.ProducerID)
@@ -328,6 +349,7 @@ func (l *Log) loadProducerState() error {
 		return fmt.Errorf("producer state: replay [%d, %d): %w", from, leo, err)
 	}
 	st.end = leo
+	st.removeExpired(l.clock.Now().UnixMilli(), l.cfg.ProducerIDExpirationMs)
 	l.mu.Lock()
 	l.mu.producers = st
 	l.mu.Unlock()
@@ -407,6 +429,19 @@ func (l *Log) ProducerEntry(producerID int64) (ProducerEntry, bool) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.mu.producers.entry(producerID)
+}
+
+// RemoveExpiredProducers forgets the producers whose latest batch
+// timestamp is ProducerIDExpirationMs or more before the clock's now (the
+// check Kafka runs every producer.id.expiration.check.interval.ms), so the
+// table is bounded by the producers active within that time. It returns
+// how many it removed; the next snapshot leaves them out too.
+func (l *Log) RemoveExpiredProducers() int {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.producers.removeExpired(l.clock.Now().UnixMilli(), l.cfg.ProducerIDExpirationMs)
 }
 
 // ProducerCount is the number of producers the table knows.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kwal/kwal/kafkalog/kafkalogtest"
 )
 
 // table returns a copy of the log's producer table.
@@ -288,7 +290,7 @@ func TestProducerSnapshotCodec(t *testing.T) {
 		"torn":           fixCRC(bytes.Clone(b[:len(b)-3])),
 		"trailing":       fixCRC(append(bytes.Clone(b), 0)),
 		"count too big":  mut(func(b []byte) []byte { b[21] = 200; return fixCRC(b) }),
-		"too many batch": mut(func(b []byte) []byte { b[snapshotHeaderSize+10] = 6; return fixCRC(b) }),
+		"too many batch": mut(func(b []byte) []byte { b[snapshotHeaderSize+18] = 6; return fixCRC(b) }),
 		"batch above snapshot offset": mut(func(b []byte) []byte {
 			b[17] = 5 // snapshot offset 5, batches at 10..
 			return fixCRC(b)
@@ -389,5 +391,42 @@ func BenchmarkOpenProducerState(b *testing.B) {
 			}
 			b.ReportMetric(float64(batches), "batches")
 		})
+	}
+}
+
+// Producers whose latest batch is ProducerIDExpirationMs old are
+// forgotten by RemoveExpiredProducers and stay forgotten across a reopen
+// (whether the table comes from the snapshot or from the log).
+func TestProducerExpiry(t *testing.T) {
+	e := newEnv(t, Config{SegmentBytes: 300, ProducerIDExpirationMs: 60_000})
+	old := kafkalogtest.Encode(kafkalogtest.BatchSpec{BaseTimestamp: t0.UnixMilli(), ProducerID: 1, Records: []kafkalogtest.Record{{Value: []byte("a")}}})
+	mustAppendLeader(t, e.log, old, 0)
+	e.clk.Advance(50 * time.Second)
+	recent := kafkalogtest.Encode(kafkalogtest.BatchSpec{BaseTimestamp: e.clk.Now().UnixMilli(), ProducerID: 2, Records: []kafkalogtest.Record{{Value: []byte("b")}}})
+	mustAppendLeader(t, e.log, recent, 0)
+	if n := e.log.RemoveExpiredProducers(); n != 0 {
+		t.Fatalf("removed %d within the expiration", n)
+	}
+	e.clk.Advance(10 * time.Second) // producer 1 is 60 s old, producer 2 10 s
+	if n := e.log.RemoveExpiredProducers(); n != 1 {
+		t.Fatalf("removed %d, want producer 1", n)
+	}
+	if _, ok := e.log.ProducerEntry(1); ok {
+		t.Fatal("producer 1 still known")
+	}
+	e.reopen() // the Close snapshot leaves it out
+	if _, ok := e.log.ProducerEntry(1); ok || e.log.ProducerCount() != 1 {
+		t.Fatalf("after reopen: %d producers", e.log.ProducerCount())
+	}
+	e.log.Close()
+	for _, o := range snapshotFiles(t, e) {
+		e.fs.Remove(e.log.snapshotPath(o))
+	}
+	e.open() // a full replay drops expired producers too
+	if _, ok := e.log.ProducerEntry(1); ok {
+		t.Fatal("replay brought back an expired producer")
+	}
+	if pe, ok := e.log.ProducerEntry(2); !ok || pe.LastTimestamp != t0.Add(50*time.Second).UnixMilli() {
+		t.Fatalf("producer 2: %+v %v", pe, ok)
 	}
 }

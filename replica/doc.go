@@ -11,8 +11,8 @@
 // Kafka's lastCaughtUpTime (Partition.scala's updateFollowerFetchState),
 // the committed ISR, the leader epoch and the high watermark.
 //
-//	FollowerFetch(now, replica, epoch, offset, leo) ─► error code, [AdvanceHW] [ProposeISR expand]
-//	MaybeAdvanceHW(leo)  (after a leader append)    ─► [AdvanceHW]
+//	FollowerFetch(now, replica, epoch, offset, leo) ─► error code, [ProposeISR expand]
+//	MaybeAdvanceHW(leo)  (after an append or fetch) ─► [AdvanceHW]
 //	Tick(now)            (ISR expiration)           ─► [ProposeISR shrink]
 //	ISRChanged / ISRRefused (controller's answer)   ─► [AdvanceHW]
 //	CheckProduce(acks), AckDone(required)           ─► NOT_ENOUGH_REPLICAS(_AFTER_APPEND) or done
@@ -22,8 +22,9 @@
 // expansion is in flight), bounded by the leader's log end, never back,
 // and not while an ISR member has not fetched from this leader yet. The
 // driver turns AdvanceHW into kafkalog SetHighWatermark and purgatory
-// CheckAndComplete calls, which answer the waiting acks=all produces
-// (AckDone) and long-poll fetches.
+// CheckAndComplete calls, which answer the waiting acks=all produces and
+// long-poll fetches. AckDone is the acks=all completion rule (broker's
+// produce operation still applies the same rule to the log's HW itself).
 //
 // The ISR shrinks only through Leader.Tick: a member that last caught up
 // more than replica.lag.time.max.ms ago is proposed out (LaggingReplicas,

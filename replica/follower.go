@@ -45,10 +45,15 @@ func (v LogView) latestEpoch() (int32, bool) {
 // Follower actions.
 type (
 	// SendEpochQuery: ask the leader OffsetForLeaderEpoch about Epoch,
-	// with the followed leader epoch as CurrentLeaderEpoch.
-	SendEpochQuery struct{ Epoch int32 }
+	// with the followed leader epoch as CurrentLeaderEpoch. Req names the
+	// request: the driver gives it back with the answer.
+	SendEpochQuery struct {
+		Epoch int32
+		Req   uint64
+	}
 	// SendFetch: fetch from the leader at Offset (the log end).
 	SendFetch struct {
+		Req              uint64
 		Offset, LogStart int64
 		// ShortPoll: the leader holds bytes this remote-WAL follower
 		// lacks; poll with the short wait so the next log end report
@@ -85,9 +90,11 @@ func (StartRemote) action()         {}
 func (ObserveLeaderLogEnd) action() {}
 func (Backoff) action()             {}
 
-func (a SendEpochQuery) String() string { return fmt.Sprintf("send-epoch-query %d", a.Epoch) }
+func (a SendEpochQuery) String() string {
+	return fmt.Sprintf("send-epoch-query %d req=%d", a.Epoch, a.Req)
+}
 func (a SendFetch) String() string {
-	s := fmt.Sprintf("send-fetch offset=%d log-start=%d", a.Offset, a.LogStart)
+	s := fmt.Sprintf("send-fetch offset=%d log-start=%d req=%d", a.Offset, a.LogStart, a.Req)
 	if a.ShortPoll {
 		s += " short-poll"
 	}
@@ -110,11 +117,13 @@ type Follower struct {
 	epoch     int32
 	backoff   time.Duration
 	truncated bool
-	started   bool  // remotewal: StartRemote given
-	leaderLEO int64 // remotewal: the leader's log end last seen, -1
-	asked     int32 // epoch of the query in flight, -1
-	fetching  bool  // a fetch is in flight
-	pendingHW int64 // the leader HW of the fetch whose append is in flight, -1
+	started   bool   // remotewal: StartRemote given
+	leaderLEO int64  // remotewal: the leader's log end last seen, -1
+	seq       uint64 // the last request's Req
+	inflight  uint64 // Req of the request in flight, 0 none
+	asked     int32  // epoch of the query in flight, -1
+	fetching  bool   // the request in flight is a fetch
+	pendingHW int64  // the leader HW of the fetch whose append is in flight, -1
 	retryAt   time.Time
 }
 
@@ -139,19 +148,20 @@ func (f *Follower) RetryAt() time.Time { return f.retryAt }
 // has nothing to truncate: Next marks it truncated and may return
 // StartRemote before the fetch.
 func (f *Follower) Next(now time.Time, v LogView) []Action {
-	if now.Before(f.retryAt) || f.asked >= 0 || f.fetching || f.pendingHW >= 0 {
+	if now.Before(f.retryAt) || f.inflight != 0 || f.pendingHW >= 0 {
 		return nil
 	}
 	var acts []Action
+	f.seq++
 	if !f.truncated {
 		if e, ok := v.latestEpoch(); ok {
-			f.asked = e
-			return []Action{SendEpochQuery{Epoch: e}}
+			f.asked, f.inflight = e, f.seq
+			return []Action{SendEpochQuery{Epoch: e, Req: f.seq}}
 		}
 		acts = f.truncationDone(acts)
 	}
-	f.fetching = true
-	return append(acts, SendFetch{Offset: v.LEO, LogStart: v.LogStart, ShortPoll: f.mode == RemoteWAL && f.leaderLEO > v.LEO})
+	f.fetching, f.inflight = true, f.seq
+	return append(acts, SendFetch{Req: f.seq, Offset: v.LEO, LogStart: v.LogStart, ShortPoll: f.mode == RemoteWAL && f.leaderLEO > v.LEO})
 }
 
 func (f *Follower) truncationDone(acts []Action) []Action {
@@ -168,20 +178,23 @@ func (f *Follower) backOff(now time.Time, why string) []Action {
 	return []Action{Backoff{Until: f.retryAt, Reason: why}}
 }
 
-// RequestFailed: the request in flight got no answer (the connection
-// failed). The partition asks again when the driver reconnects.
-func (f *Follower) RequestFailed() {
-	f.asked, f.fetching = -1, false
+// RequestFailed: request req got no answer (the connection failed, or
+// the request was not sent). The partition asks again at the next Next.
+func (f *Follower) RequestFailed(req uint64) {
+	if req == f.inflight {
+		f.inflight, f.asked, f.fetching = 0, -1, false
+	}
 }
 
-// EpochAnswered is the leader's answer to the SendEpochQuery in flight:
-// err is its partition error (nil: ans holds). A duplicate or unasked
-// answer is ignored.
-func (f *Follower) EpochAnswered(now time.Time, v LogView, asked int32, err *kerr.Error, ans EpochAnswer) []Action {
-	if f.asked < 0 || asked != f.asked || f.truncated {
+// EpochAnswered is the leader's answer to SendEpochQuery req: err is its
+// partition error (nil: ans holds). An answer to any other request (a
+// duplicate, a late one, a fetch's) is ignored.
+func (f *Follower) EpochAnswered(now time.Time, v LogView, req uint64, err *kerr.Error, ans EpochAnswer) []Action {
+	if req == 0 || req != f.inflight || f.fetching {
 		return nil
 	}
-	f.asked = -1
+	asked := f.asked
+	f.inflight, f.asked = 0, -1
 	if err != nil {
 		return f.backOff(now, "offset for leader epoch: "+err.Message)
 	}
@@ -212,14 +225,14 @@ type FetchPartition struct {
 	Records       []byte
 }
 
-// Fetched applies the answer to the SendFetch in flight. Classic records
-// become an Append (the HW follows in AppendDone); otherwise the HW is
-// min(leader HW, log end).
-func (f *Follower) Fetched(now time.Time, v LogView, r FetchPartition) []Action {
-	if !f.fetching {
+// Fetched applies the answer to SendFetch req; an answer to any other
+// request is ignored. Classic records become an Append (the HW follows in
+// AppendDone); otherwise the HW is min(leader HW, log end).
+func (f *Follower) Fetched(now time.Time, v LogView, req uint64, r FetchPartition) []Action {
+	if req == 0 || req != f.inflight || !f.fetching {
 		return nil
 	}
-	f.fetching = false
+	f.inflight, f.fetching = 0, false
 	switch {
 	case r.Err == nil:
 	case errors.Is(r.Err, kerr.OffsetOutOfRange):

@@ -13,7 +13,8 @@ import (
 // refusing proposals. After every event the HW must not have moved back,
 // must not exceed the leader's log end, and must not exceed the log end of
 // any member of the committed ISR that has fetched (a member that has not
-// fetched holds the HW where it started).
+// fetched holds the HW where it started). Stale controller states and
+// fenced fetches are redelivered along the way and must change nothing.
 func TestLeaderHWProperty(t *testing.T) {
 	for seed := range uint64(300) {
 		rng := rand.New(rand.NewPCG(seed, 0x6b77616c))
@@ -60,6 +61,16 @@ func TestLeaderHWProperty(t *testing.T) {
 				take(l.MaybeAdvanceHW(leo))
 			case k < 8:
 				take(l.Tick(now))
+				// A stale controller state (an older partition epoch) and a
+				// fetch at an older leader epoch, redelivered: both change
+				// nothing.
+				isr, prog := l.ISR(), l.FollowerLEOs()
+				if acts := l.ISRChanged(pe, replicas, []int32{1}, leo, now); len(acts) != 0 || !slices.Equal(l.ISR(), isr) {
+					t.Fatalf("seed %d: stale ISR change applied: %v", seed, acts)
+				}
+				if err, _ := l.FollowerFetch(now, 2, 2, leo, leo); err == nil || l.FollowerLEOs()[2] != prog[2] {
+					t.Fatalf("seed %d: fenced fetch applied (err %v)", seed, err)
+				}
 			default:
 				if proposed == nil {
 					continue

@@ -146,7 +146,7 @@ func runFollower(t *testing.T, b *strings.Builder, leader, fl *simLog, name stri
 			case SendEpochQuery:
 				ans := leader.answer(a.Epoch)
 				fmt.Fprintf(b, "%s asks epoch %d: leader answers %d@%d\n", name, a.Epoch, ans.Epoch, ans.EndOffset)
-				more = append(more, f.EpochAnswered(now, fl.view(), a.Epoch, nil, ans)...)
+				more = append(more, f.EpochAnswered(now, fl.view(), a.Req, nil, ans)...)
 			case SendFetch:
 				var r FetchPartition
 				r.HighWatermark, r.LeaderLEO = leader.hw, -1
@@ -160,7 +160,7 @@ func runFollower(t *testing.T, b *strings.Builder, leader, fl *simLog, name stri
 						r.Records = append(r.Records, byte(e))
 					}
 				}
-				more = append(more, f.Fetched(now, fl.view(), r)...)
+				more = append(more, f.Fetched(now, fl.view(), a.Req, r)...)
 				if r.Err == nil && len(r.Records) == 0 {
 					carry(t, b, f, fl, name, more)
 					return
@@ -207,16 +207,17 @@ func carry(t *testing.T, b *strings.Builder, f *Follower, fl *simLog, name strin
 //	follower mode=classic|remotewal epoch=E backoff=DUR
 //	log leo=N [hw=N] [start=N] epochs=(e@s,..)
 //	next [t=DUR]
-//	epoch-answer asked=E answer=E@END [err=fenced|unknown]
-//	fetched [hw=N] [leader-leo=N] [records=N] [err=out-of-range|fenced|unknown] [log-start=N] [t=DUR]
+//	epoch-answer [req=N] answer=E@END [err=fenced|unknown]
+//	fetched [req=N] [hw=N] [leader-leo=N] [records=N] [err=out-of-range|fenced|unknown] [log-start=N] [t=DUR]
 //	append-done [err=overlap|gap|regression|stale|io] [t=DUR]
-//	failed                                 the connection dropped the request
+//	failed                                 the connection dropped the last request
 //	judge epoch=E last=N leader-epoch=E local-epoch=E [answer=E@END]
 func TestFollowerScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata/follower", func(t *testing.T, path string) {
 		var f *Follower
 		var v LogView
 		var appending int64 // records in the Append in flight
+		var lastReq uint64  // the last request sent; answers go to it unless req= says
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			var b strings.Builder
 			now := argTime(t, d)
@@ -234,11 +235,11 @@ func TestFollowerScripts(t *testing.T) {
 				acts = f.Next(now, v)
 			case "epoch-answer":
 				ans := argEpochs(t, d, "answer")
-				acts = f.EpochAnswered(now, v, int32(argInt(t, d, "asked", 0)), argErr(t, d), EpochAnswer{Epoch: ans[0].Epoch, EndOffset: ans[0].StartOffset})
+				acts = f.EpochAnswered(now, v, uint64(argInt(t, d, "req", int64(lastReq))), argErr(t, d), EpochAnswer{Epoch: ans[0].Epoch, EndOffset: ans[0].StartOffset})
 			case "fetched":
 				r := FetchPartition{Err: argErr(t, d), HighWatermark: argInt(t, d, "hw", 0), LeaderLEO: argInt(t, d, "leader-leo", -1), LogStart: argInt(t, d, "log-start", 0)}
 				r.Records = make([]byte, argInt(t, d, "records", 0))
-				acts = f.Fetched(now, v, r)
+				acts = f.Fetched(now, v, uint64(argInt(t, d, "req", int64(lastReq))), r)
 			case "append-done":
 				var err error
 				var s string
@@ -260,7 +261,7 @@ func TestFollowerScripts(t *testing.T) {
 				appending = 0
 				acts = f.AppendDone(now, v, err)
 			case "failed":
-				f.RequestFailed()
+				f.RequestFailed(lastReq)
 				return "ok\n"
 			case "judge":
 				ans := argEpochs(t, d, "answer")
@@ -284,6 +285,10 @@ func TestFollowerScripts(t *testing.T) {
 					appending = int64(len(a.Records))
 				case SetHW:
 					v.HW = a.HW
+				case SendEpochQuery:
+					lastReq = a.Req
+				case SendFetch:
+					lastReq = a.Req
 				case Backoff:
 					fmt.Fprintf(&b, "backoff until %s: %s\n", a.Until.Sub(t0), a.Reason)
 					continue
