@@ -15,10 +15,12 @@ import (
 //	User:bob      Read               topic:logs-*     (a trailing * is a prefix)
 //	User:*        Describe           topic:*
 //	User:ops      DescribeConfigs    cluster
+//	User:alice    Read               group:alice-app  (consumer groups; also group:PREFIX*)
 //
 // with Kafka's operation names (Read, Write, Create, Describe,
 // DescribeConfigs, IdempotentWrite, ClusterAction, All) and Kafka's
-// implications (Read and Write imply Describe). Rules only allow; there
+// implications (Read and Write imply Describe; Delete exists for groups).
+// Rules only allow; there
 // are no deny rules. super.users (Kafka's key, "User:a;User:b") may do
 // anything, and must include the principal brokers replicate as.
 // allow.everyone.if.no.acl.found (Kafka's key, default false) allows a
@@ -32,13 +34,14 @@ const (
 	OpWrite           = "Write"
 	OpCreate          = "Create"
 	OpDescribe        = "Describe"
+	OpDelete          = "Delete"
 	OpDescribeConfigs = "DescribeConfigs"
 	OpIdempotentWrite = "IdempotentWrite"
 	OpClusterAction   = "ClusterAction"
 	OpAll             = "All"
 )
 
-var aclOps = []string{OpRead, OpWrite, OpCreate, OpDescribe, OpDescribeConfigs, OpIdempotentWrite, OpClusterAction, OpAll}
+var aclOps = []string{OpRead, OpWrite, OpCreate, OpDescribe, OpDelete, OpDescribeConfigs, OpIdempotentWrite, OpClusterAction, OpAll}
 
 // AnonymousPrincipal is the principal of a connection that proved no
 // identity.
@@ -48,7 +51,8 @@ type aclRule struct {
 	principal string // "User:x" or "User:*"
 	ops       []string
 	cluster   bool   // the cluster resource
-	topic     string // name, or prefix when prefix is set; "" with prefix: every topic
+	group     bool   // name is a consumer group's, not a topic's
+	topic     string // name, or prefix when prefix is set; "" with prefix: every one
 	prefix    bool
 }
 
@@ -84,8 +88,10 @@ func ParseACLs(r io.Reader, superUsers []string, allowIfNone bool) (*Authorizer,
 		switch res := f[2]; {
 		case res == "cluster":
 			rule.cluster = true
-		case strings.HasPrefix(res, "topic:") && len(res) > len("topic:"):
-			rule.topic = strings.TrimPrefix(res, "topic:")
+		case strings.HasPrefix(res, "topic:") && len(res) > len("topic:"),
+			strings.HasPrefix(res, "group:") && len(res) > len("group:"):
+			kind, name, _ := strings.Cut(res, ":")
+			rule.group, rule.topic = kind == "group", name
 			if strings.HasSuffix(rule.topic, "*") {
 				rule.topic, rule.prefix = strings.TrimSuffix(rule.topic, "*"), true
 			}
@@ -93,7 +99,7 @@ func ParseACLs(r io.Reader, superUsers []string, allowIfNone bool) (*Authorizer,
 				return fmt.Errorf("acl line %d: %q: '*' only at the end", line, res)
 			}
 		default:
-			return fmt.Errorf("acl line %d: resource %q (want topic:NAME, topic:PREFIX* or cluster)", line, res)
+			return fmt.Errorf("acl line %d: resource %q (want topic:NAME, topic:PREFIX*, group:NAME, group:PREFIX* or cluster)", line, res)
 		}
 		a.rules = append(a.rules, rule)
 		return nil
@@ -123,10 +129,11 @@ func (a *Authorizer) IsSuperUser(principal string) bool {
 	return slices.Contains(a.superUsers, principal)
 }
 
-func (r aclRule) matchesTopic(topic string) bool {
-	if r.cluster {
+func (r aclRule) matches(group bool, name string) bool {
+	if r.cluster || r.group != group {
 		return false
 	}
+	topic := name
 	if r.prefix {
 		return strings.HasPrefix(topic, r.topic)
 	}
@@ -138,7 +145,7 @@ func (r aclRule) grants(principal, op string) bool {
 		return false
 	}
 	for _, o := range r.ops {
-		if o == op || o == OpAll || (op == OpDescribe && (o == OpRead || o == OpWrite)) {
+		if o == op || o == OpAll || (op == OpDescribe && (o == OpRead || o == OpWrite || o == OpDelete)) {
 			return true
 		}
 	}
@@ -147,12 +154,21 @@ func (r aclRule) grants(principal, op string) bool {
 
 // TopicAllowed reports whether principal may do op on topic.
 func (a *Authorizer) TopicAllowed(principal, op, topic string) bool {
+	return a.allowed(principal, op, false, topic)
+}
+
+// GroupAllowed reports whether principal may do op on consumer group.
+func (a *Authorizer) GroupAllowed(principal, op, group string) bool {
+	return a.allowed(principal, op, true, group)
+}
+
+func (a *Authorizer) allowed(principal, op string, group bool, name string) bool {
 	if a.IsSuperUser(principal) {
 		return true
 	}
 	named := false
 	for _, r := range a.rules {
-		if !r.matchesTopic(topic) {
+		if !r.matches(group, name) {
 			continue
 		}
 		named = true

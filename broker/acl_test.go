@@ -22,6 +22,8 @@ User:bob    read            topic:logs-*
 User:*      Describe        topic:public
 User:ops    DescribeConfigs cluster
 User:carol  All             topic:c
+User:dan    Read            group:app-*
+User:dan    Delete          group:old
 `), []string{"User:admin"}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +44,7 @@ User:carol  All             topic:c
 		{"User:carol", OpCreate, "c", true},
 		{"User:admin", OpWrite, "anything", true},
 		{"User:eve", OpRead, "unnamed", false},
+		{"User:dan", OpRead, "app-", false}, // a group rule says nothing of topics
 	} {
 		if got := a.TopicAllowed(tc.who, tc.op, tc.topic); got != tc.ok {
 			t.Errorf("%s %s %s = %v, want %v", tc.who, tc.op, tc.topic, got, tc.ok)
@@ -53,12 +56,16 @@ User:carol  All             topic:c
 	if !a.ClusterAllowed("User:alice", OpIdempotentWrite) || a.ClusterAllowed("User:bob", OpIdempotentWrite) {
 		t.Error("IdempotentWrite must follow Write on any topic")
 	}
+	if !a.GroupAllowed("User:dan", OpRead, "app-1") || !a.GroupAllowed("User:dan", OpDescribe, "old") ||
+		a.GroupAllowed("User:dan", OpRead, "old") || a.GroupAllowed("User:alice", OpRead, "orders") {
+		t.Error("group rules wrong")
+	}
 	open, _ := ParseACLs(strings.NewReader("User:alice Read topic:named\n"), nil, true)
 	if !open.TopicAllowed("User:eve", OpWrite, "other") || open.TopicAllowed("User:eve", OpRead, "named") {
 		t.Error("allow.everyone.if.no.acl.found: only topics no rule names are open")
 	}
 	for _, bad := range []string{
-		"alice Read topic:x", "User: Read topic:x", "User:a Fly topic:x", "User:a Read group:x",
+		"alice Read topic:x", "User: Read topic:x", "User:a Fly topic:x", "User:a Read txn:x", "User:a Read group:",
 		"User:a Read topic:", "User:a Read topic:a*b", "User:a Read",
 	} {
 		if _, err := ParseACLs(strings.NewReader(bad), nil, false); err == nil {
@@ -85,6 +92,7 @@ func TestACLsEndToEnd(t *testing.T) {
 	}
 	acls, err := ParseACLs(strings.NewReader(`
 User:alice Read,Write,Create topic:alice-*
+User:alice Read              group:alice-app
 User:bob   Read              topic:alice-shared
 `), []string{"User:" + brokerUser}, false)
 	if err != nil {
@@ -196,6 +204,38 @@ User:bob   Read              topic:alice-shared
 	if err != nil || fresp.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
 		t.Fatalf("bob's replica fetch: %v %+v", err, fresp)
 	}
+	// Consumer groups: alice's group works; bob may not use one.
+	grp := as(testUser, testPassword, kgo.ConsumerGroup("alice-app"), kgo.ConsumeTopics("alice-shared"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	gfs := grp.PollFetches(ctx)
+	if gfs.NumRecords() == 0 {
+		t.Fatalf("alice's group consumer read nothing: %v", gfs.Errors())
+	}
+	if err := grp.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("alice commits in her group: %v", err)
+	}
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKeys = []string{"bob-app", "alice-app"}
+	fcr, err := fc.RequestWith(ctx, bob)
+	if err != nil || len(fcr.Coordinators) != 2 {
+		t.Fatalf("bob's FindCoordinator: %v %+v", err, fcr)
+	}
+	for _, co := range fcr.Coordinators {
+		if co.ErrorCode != kerr.GroupAuthorizationFailed.Code {
+			t.Fatalf("bob finds the coordinator of %s: code %d", co.Key, co.ErrorCode)
+		}
+	}
+	jg := kmsg.NewPtrJoinGroupRequest()
+	jg.Group, jg.ProtocolType, jg.SessionTimeoutMillis, jg.RebalanceTimeoutMillis = "alice-app", "consumer", 10000, 10000
+	jp := kmsg.NewJoinGroupRequestProtocol()
+	jp.Name = "range"
+	jg.Protocols = append(jg.Protocols, jp)
+	// Straight to a broker, past the coordinator lookup.
+	raw, err := bob.Broker(1).Request(ctx, jg)
+	if err != nil || raw.(*kmsg.JoinGroupResponse).ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Fatalf("bob joins alice-app: %v %+v", err, raw)
+	}
+
 	dc := kmsg.NewPtrDescribeConfigsRequest()
 	dr := kmsg.NewDescribeConfigsRequestResource()
 	dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeBroker, "1"

@@ -176,6 +176,60 @@ func (b *Broker) authorize(cs *connState, req kmsg.Request) (deny kmsg.Response,
 		}
 		resp.ProducerID, resp.ProducerEpoch = -1, -1
 		return resp, nil, true
+	case *kmsg.FindCoordinatorRequest:
+		if r.CoordinatorType != 0 { // transactions: not served anyway
+			break
+		}
+		keys := r.CoordinatorKeys
+		if r.Version < 4 {
+			keys = []string{r.CoordinatorKey}
+		}
+		var out []string
+		keys, out = splitTopics(keys, func(g string) bool { return a.GroupAllowed(who, OpDescribe, g) })
+		if len(out) == 0 {
+			return nil, nil, true
+		}
+		denied("FindCoordinator", out)
+		gcode := kerr.GroupAuthorizationFailed.Code
+		if r.Version < 4 {
+			resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+			resp.ErrorCode, resp.NodeID = gcode, -1
+			return resp, nil, true
+		}
+		r.CoordinatorKeys = keys
+		return nil, func(resp kmsg.Response) {
+			fr := resp.(*kmsg.FindCoordinatorResponse)
+			for _, g := range out {
+				c := kmsg.NewFindCoordinatorResponseCoordinator()
+				c.Key, c.NodeID, c.ErrorCode = g, -1, gcode
+				fr.Coordinators = append(fr.Coordinators, c)
+			}
+		}, true
+	case *kmsg.JoinGroupRequest:
+		return b.authorizeGroup(cs, who, req, r.Group)
+	case *kmsg.SyncGroupRequest:
+		return b.authorizeGroup(cs, who, req, r.Group)
+	case *kmsg.HeartbeatRequest:
+		return b.authorizeGroup(cs, who, req, r.Group)
+	case *kmsg.LeaveGroupRequest:
+		return b.authorizeGroup(cs, who, req, r.Group)
+	case *kmsg.OffsetCommitRequest:
+		return b.authorizeGroup(cs, who, req, r.Group)
+	case *kmsg.OffsetFetchRequest:
+		if r.Version < 8 {
+			return b.authorizeGroup(cs, who, req, r.Group)
+		}
+		var out []kmsg.OffsetFetchRequestGroup
+		r.Groups, out = splitTopics(r.Groups, func(g kmsg.OffsetFetchRequestGroup) bool { return a.GroupAllowed(who, OpDescribe, g.Group) })
+		denied("OffsetFetch", names(out, func(g kmsg.OffsetFetchRequestGroup) string { return g.Group }))
+		return nil, func(resp kmsg.Response) {
+			or := resp.(*kmsg.OffsetFetchResponse)
+			for _, g := range out {
+				rg := kmsg.NewOffsetFetchResponseGroup()
+				rg.Group, rg.ErrorCode = g.Group, kerr.GroupAuthorizationFailed.Code
+				or.Groups = append(or.Groups, rg)
+			}
+		}, true
 	}
 	// No rule for this key: super users only.
 	b.logger.Warn("authorization failed: no ACL rule for this API", "principal", who, "remote", cs.remote, "api", kmsg.NameForKey(req.Key()))
@@ -212,6 +266,22 @@ func (b *Broker) authorizedDispatch(cs *connState, req kmsg.Request) (kmsg.Respo
 		}
 	}
 	return resp, keep
+}
+
+// authorizeGroup lets a one-group request through with Read on the group,
+// else answers it GROUP_AUTHORIZATION_FAILED (topics named in offset
+// commits and fetches are not checked separately).
+func (b *Broker) authorizeGroup(cs *connState, who string, req kmsg.Request, group string) (kmsg.Response, func(kmsg.Response), bool) {
+	if b.cfg.Authorizer.GroupAllowed(who, OpRead, group) {
+		return nil, nil, true
+	}
+	b.logger.Info("authorization failed", "principal", who, "remote", cs.remote, "api", kmsg.NameForKey(req.Key()), "group", group)
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	if !setTopErrorCode(resp, kerr.GroupAuthorizationFailed.Code) {
+		return nil, nil, false
+	}
+	return resp, nil, true
 }
 
 // authorizeMetadata: topics the principal may not describe are left out
