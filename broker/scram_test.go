@@ -334,3 +334,28 @@ func FuzzSASLConnection(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkSASLServerWork is the server's work per login: SCRAM (two
+// HMACs and a hash; the PBKDF2 is the client's) against PLAIN (one PBKDF2
+// of 4096 iterations on the server), which bounds how fast unauthenticated
+// clients can make a broker spend CPU.
+func BenchmarkSASLServerWork(b *testing.B) {
+	salt := []byte("0123456789abcdef")
+	cred, _ := NewScramCredential(mechScramSHA512, "pw", salt, DefaultScramIterations)
+	creds := mapCreds{{"u", mechScramSHA512}: cred}
+	b.Run("mech=PLAIN", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			checkPlain(creds, "u", "wrong")
+		}
+	})
+	b.Run("mech=SCRAM-SHA-512", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s, _ := newScramServer(mechScramSHA512, creds, []byte("k"), nil)
+			s.newNonce = func() (string, error) { return "n", nil }
+			s.step([]byte("n,,n=u,r=abc"))
+			s.step([]byte("c=biws,r=abcn,p=" + base64.StdEncoding.EncodeToString(make([]byte, 64))))
+		}
+	})
+}
