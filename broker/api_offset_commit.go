@@ -15,9 +15,10 @@ import (
 // outside the group (admin tools, simple consumers). The answer comes once
 // the offsets are replicated to the ISR of the group's __consumer_offsets
 // partition. Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION, metadata
-// over offset.metadata.max.bytes (4096) OFFSET_METADATA_TOO_LARGE. Where
-// it differs: v2-4's retention time is ignored and offsets never expire
-// (offsets.retention.minutes is not applied).
+// over offset.metadata.max.bytes (4096) OFFSET_METADATA_TOO_LARGE. The
+// offsets of an empty group expire after offsets.retention.minutes
+// (KIP-211). Where it differs: v2-4's per-request retention time is
+// ignored, as Kafka does since KIP-211 for all but those versions.
 
 const offsetMetadataMaxBytes = 4096
 

@@ -26,6 +26,8 @@ const (
 	DefaultGroupMaxSessionTimeout        = 30 * time.Minute
 	DefaultGroupInitialRebalanceDelay    = 3 * time.Second
 	DefaultOffsetCommitTimeout           = 5 * time.Second
+	DefaultOffsetsRetention              = 7 * 24 * time.Hour // offsets.retention.minutes
+	DefaultOffsetsRetentionCheckInterval = 10 * time.Minute   // offsets.retention.check.interval.ms
 	// groupWaitMargin is added to a request's own bound (commit timeout,
 	// rebalance timeout) before the handler stops waiting.
 	groupWaitMargin = 5 * time.Second
@@ -51,6 +53,12 @@ type GroupConfig struct {
 	// OffsetCommitTimeout: offsets.commit.timeout.ms, how long a commit
 	// waits for the ISR. Default 5 s.
 	OffsetCommitTimeout time.Duration
+	// OffsetsRetention: offsets.retention.minutes, for empty groups
+	// (KIP-211). Default 7 days; negative: never.
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheckInterval: offsets.retention.check.interval.ms.
+	// Default 10 min.
+	OffsetsRetentionCheckInterval time.Duration
 }
 
 func (g *GroupConfig) validate() error {
@@ -72,6 +80,12 @@ func (g *GroupConfig) validate() error {
 	if g.OffsetCommitTimeout == 0 {
 		g.OffsetCommitTimeout = DefaultOffsetCommitTimeout
 	}
+	if g.OffsetsRetention == 0 {
+		g.OffsetsRetention = DefaultOffsetsRetention
+	}
+	if g.OffsetsRetentionCheckInterval == 0 {
+		g.OffsetsRetentionCheckInterval = DefaultOffsetsRetentionCheckInterval
+	}
 	bad := func(k string, v any) error { return fmt.Errorf("%w: %s=%v", ErrConfig, k, v) }
 	switch {
 	case g.OffsetsTopicPartitions < 1:
@@ -86,6 +100,8 @@ func (g *GroupConfig) validate() error {
 		return bad("group.max.size", g.MaxSize)
 	case g.OffsetCommitTimeout < 0:
 		return bad("offsets.commit.timeout.ms", g.OffsetCommitTimeout)
+	case g.OffsetsRetentionCheckInterval < 0:
+		return bad("offsets.retention.check.interval.ms", g.OffsetsRetentionCheckInterval)
 	}
 	return nil
 }
@@ -107,9 +123,10 @@ func (b *Broker) startGroups() error {
 			MinSessionTimeout: gc.MinSessionTimeout, MaxSessionTimeout: gc.MaxSessionTimeout,
 			InitialRebalanceDelay: delay, MaxSize: gc.MaxSize,
 		},
-		Storage: offsetsStorage{b},
-		Clock:   b.clock,
-		Logger:  b.logger.With("component", "group-coordinator"),
+		Storage:          offsetsStorage{b},
+		OffsetsRetention: gc.OffsetsRetention, OffsetsRetentionCheckInterval: gc.OffsetsRetentionCheckInterval,
+		Clock:  b.clock,
+		Logger: b.logger.With("component", "group-coordinator"),
 	})
 	if err != nil {
 		return err

@@ -311,6 +311,20 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 		}
 		return nil
 	},
+	"offsets.retention.minutes": func(sc *ServerConfig, v string) error {
+		var n int64
+		if err := parseInt64(v, &n); err != nil {
+			return err
+		}
+		sc.Broker.Groups.OffsetsRetention = time.Duration(n) * time.Minute
+		if n < 0 {
+			sc.Broker.Groups.OffsetsRetention = -1 // never
+		}
+		return nil
+	},
+	"offsets.retention.check.interval.ms": func(sc *ServerConfig, v string) error {
+		return parseMs(v, &sc.Broker.Groups.OffsetsRetentionCheckInterval)
+	},
 	"group.max.size": func(sc *ServerConfig, v string) error {
 		var n int32
 		err := parseInt32(v, &n)

@@ -107,7 +107,8 @@ cluster.brokers=1@127.0.0.1:9092#az1, 2@127.0.0.1:9093#az2
 			}
 		}},
 		{name: "group coordinator keys", in: "offsets.topic.num.partitions=7\noffsets.topic.replication.factor=2\noffsets.commit.timeout.ms=900\n" +
-			"group.min.session.timeout.ms=1000\ngroup.max.session.timeout.ms=60000\ngroup.initial.rebalance.delay.ms=0\ngroup.max.size=4\n",
+			"group.min.session.timeout.ms=1000\ngroup.max.session.timeout.ms=60000\ngroup.initial.rebalance.delay.ms=0\ngroup.max.size=4\n" +
+			"offsets.retention.minutes=60\noffsets.retention.check.interval.ms=1000\n",
 			check: func(t *testing.T, sc ServerConfig) {
 				c := sc.Broker
 				c.Controller = NewMemController(nil, 0)
@@ -115,7 +116,8 @@ cluster.brokers=1@127.0.0.1:9092#az1, 2@127.0.0.1:9093#az2
 					t.Fatal(err)
 				}
 				want := GroupConfig{OffsetsTopicPartitions: 7, OffsetsTopicReplicationFactor: 2, OffsetCommitTimeout: 900 * time.Millisecond,
-					MinSessionTimeout: time.Second, MaxSessionTimeout: time.Minute, InitialRebalanceDelay: -1, MaxSize: 4}
+					MinSessionTimeout: time.Second, MaxSessionTimeout: time.Minute, InitialRebalanceDelay: -1, MaxSize: 4,
+					OffsetsRetention: time.Hour, OffsetsRetentionCheckInterval: time.Second}
 				if c.Groups != want {
 					t.Errorf("group settings %+v, want %+v", c.Groups, want)
 				}
@@ -128,7 +130,8 @@ cluster.brokers=1@127.0.0.1:9092#az1, 2@127.0.0.1:9093#az2
 			}
 			g := c.Groups
 			if g.OffsetsTopicPartitions != 50 || g.OffsetsTopicReplicationFactor != 3 || g.InitialRebalanceDelay != 3*time.Second ||
-				g.MinSessionTimeout != 6*time.Second || g.MaxSessionTimeout != 30*time.Minute || g.OffsetCommitTimeout != 5*time.Second {
+				g.MinSessionTimeout != 6*time.Second || g.MaxSessionTimeout != 30*time.Minute || g.OffsetCommitTimeout != 5*time.Second ||
+				g.OffsetsRetention != 7*24*time.Hour || g.OffsetsRetentionCheckInterval != 10*time.Minute {
 				t.Errorf("group defaults: %+v", g)
 			}
 		}},

@@ -41,6 +41,14 @@ type Config struct {
 	Logger     *slog.Logger
 	// NewMemberID makes member ids; default: client id, "-", a random UUID.
 	NewMemberID func(clientID string) string
+	// OffsetsRetention is offsets.retention.minutes: the committed offsets
+	// of an empty group expire this long after the group emptied or the
+	// offset was committed, whichever is later (KIP-211). 0: 7 days;
+	// negative: never.
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheckInterval is
+	// offsets.retention.check.interval.ms. 0: 10 minutes.
+	OffsetsRetentionCheckInterval time.Duration
 }
 
 // Validate fills defaults and rejects nonsense.
@@ -63,6 +71,12 @@ func (c *Config) Validate() error {
 	}
 	if c.NewMemberID == nil {
 		c.NewMemberID = randomMemberID
+	}
+	if c.OffsetsRetention == 0 {
+		c.OffsetsRetention = 7 * 24 * time.Hour
+	}
+	if c.OffsetsRetentionCheckInterval <= 0 {
+		c.OffsetsRetentionCheckInterval = 10 * time.Minute
 	}
 	return nil
 }
@@ -698,6 +712,9 @@ func (c *Coordinator) Delete(ctx context.Context, groupID string) *kerr.Error {
 		if c.mu.groups[groupID] == e {
 			delete(c.mu.groups, groupID)
 		}
+	}, fail: func(error) {
+		// The tombstones were not written: the group lives on, empty.
+		e.g.setState(Empty, c.cfg.Clock.Now())
 	}}
 	ok := c.enqueueLocked(ps, w)
 	c.mu.Unlock()
@@ -814,6 +831,68 @@ func (c *Coordinator) ExpireDue() time.Time {
 	return next
 }
 
+// ExpireOffsets deletes, with tombstones, the committed offsets of empty
+// groups older than offsets.retention.minutes (counted from when the
+// group emptied or the offset was committed, whichever is later, as
+// KIP-211), and the groups left with nothing. It returns how many offsets
+// it expired. The timer loop calls it every
+// offsets.retention.check.interval.ms; tests may too.
+func (c *Coordinator) ExpireOffsets() int {
+	if c.cfg.OffsetsRetention < 0 {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.cfg.Clock.Now()
+	n := 0
+	for id, e := range c.mu.groups {
+		ps := c.mu.parts[e.partition]
+		if ps == nil || ps.loading || e.g.State() != Empty {
+			continue
+		}
+		var kvs []KV
+		expired := map[topicpart.TopicPartition]Offset{}
+		for tp, o := range e.offsets {
+			base := o.CommitTime
+			if e.g.StateSince().After(base) {
+				base = e.g.StateSince()
+			}
+			if now.Sub(base) >= c.cfg.OffsetsRetention {
+				expired[tp] = o
+				kvs = append(kvs, KV{OffsetRecordKey(OffsetKey{Group: id, Topic: tp.Topic, Partition: tp.Partition}), nil})
+			}
+		}
+		if len(kvs) == 0 {
+			continue
+		}
+		last := len(expired) == len(e.offsets)
+		if last {
+			kvs = append(kvs, KV{GroupRecordKey(id), nil})
+		}
+		n += len(expired)
+		groupID, e := id, e
+		w := &write{batch: EncodeBatch(kvs, now.UnixMilli()), apply: func() {
+			for tp, o := range expired {
+				if cur, ok := e.offsets[tp]; ok && cur.CommitTime.Equal(o.CommitTime) && cur.Offset == o.Offset {
+					delete(e.offsets, tp) // not committed again meanwhile
+				}
+			}
+			if last && len(e.offsets) == 0 && e.g.Idle() && c.mu.groups[groupID] == e {
+				delete(c.mu.groups, groupID)
+			}
+		}}
+		select {
+		case ps.writes <- w:
+		default:
+			c.logger.Warn("__consumer_offsets write queue full; offset expiry retried at the next check", "group", id)
+		}
+	}
+	if n > 0 {
+		c.logger.Info("expired committed offsets of empty groups", "offsets", n, "retention", c.cfg.OffsetsRetention)
+	}
+	return n
+}
+
 // enqueueWriteNoWaitLocked queues a group record without blocking (a full
 // queue drops it with a log line; the next change writes it again).
 func (c *Coordinator) enqueueWriteNoWaitLocked(ps *partState, e *entry) {
@@ -829,12 +908,17 @@ func (c *Coordinator) timerLoop() {
 	defer c.wg.Done()
 	t := c.cfg.Clock.NewTimer(time.Hour)
 	defer t.Stop()
+	ret := c.cfg.Clock.NewTimer(c.cfg.OffsetsRetentionCheckInterval)
+	defer ret.Stop()
 	for {
 		select {
 		case <-c.stop:
 			return
 		case <-c.kick:
 		case <-t.C():
+		case <-ret.C():
+			c.ExpireOffsets()
+			ret.Reset(c.cfg.OffsetsRetentionCheckInterval)
 		}
 		next := c.ExpireDue()
 		d := time.Hour

@@ -132,8 +132,24 @@ func TestCoordinatorFailoverLoadsGroupsAndOffsets(t *testing.T) {
 	if d, _ := c2.Describe("g"); d.State != Empty || len(d.Members) != 0 {
 		t.Fatalf("after the session timeout: %+v", d)
 	}
-	// An empty group is deleted with tombstones: a third coordinator finds
+	// A delete whose tombstones cannot be written leaves the group as it
+	// was; one that is written removes it: a third coordinator finds
 	// neither the group nor its offsets.
+	st.mu.Lock()
+	st.fail = kerr.CoordinatorNotAvailable
+	st.mu.Unlock()
+	if err := c2.Delete(ctx, "g"); err != kerr.CoordinatorNotAvailable {
+		t.Fatalf("delete with a failing log: %v", err)
+	}
+	st.mu.Lock()
+	st.fail = nil
+	st.mu.Unlock()
+	if d, _ := c2.Describe("g"); d.State != Empty {
+		t.Fatalf("after a failed delete: %+v", d)
+	}
+	if got, _ := c2.Fetch("g", nil); got[tp].Offset != 17 {
+		t.Fatalf("offsets after a failed delete: %+v", got)
+	}
 	if err := c2.Delete(ctx, "g"); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
@@ -181,5 +197,94 @@ func TestCoordinatorLoadInProgress(t *testing.T) {
 	<-loaded
 	if err := c.Heartbeat("g", "m", "", 1); err != kerr.NotCoordinator {
 		t.Fatalf("after resigning during the load: %v", err)
+	}
+}
+
+// Offsets of an empty group expire offsets.retention.minutes after the
+// group emptied or the offset was committed, whichever is later; a group
+// left with nothing is gone, also for the next coordinator.
+func TestCoordinatorOffsetRetention(t *testing.T) {
+	st := newMemStorage()
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	n := 0
+	newC := func() *Coordinator {
+		c, err := NewCoordinator(Config{
+			Partitions: 3, Storage: st, Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Limits:           Limits{MinSessionTimeout: time.Second, MaxSessionTimeout: time.Hour},
+			NewMemberID:      func(client string) string { n++; return fmt.Sprintf("%s-%d", client, n) },
+			OffsetsRetention: time.Hour, OffsetsRetentionCheckInterval: 24 * time.Hour,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	if PartitionFor("barrier", 3) != PartitionFor("g", 3) {
+		t.Fatal("the barrier group must share g's partition")
+	}
+	ctx := context.Background()
+	c := newC()
+	<-c.Elected(PartitionFor("g", 3), 1)
+	<-c.Elected(PartitionFor("live", 3), 1)
+	a, b := topicpart.TopicPartition{Topic: "t", Partition: 0}, topicpart.TopicPartition{Topic: "t", Partition: 1}
+	commit := func(group string, tp topicpart.TopicPartition, off int64) {
+		t.Helper()
+		if err := c.Commit(ctx, group, CommitRequest{Generation: -1, Offsets: map[topicpart.TopicPartition]Offset{tp: {Offset: off, CommitTime: clk.Now()}}}); err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+	}
+	commit("g", a, 1)
+	// A group with a live member keeps its offsets however old.
+	r := c.Join(ctx, "live", JoinRequest{ClientID: "c", ProtocolType: "consumer", Protocols: []Protocol{{"range", nil}}, SessionTimeout: 50 * time.Minute})
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if s := c.Sync(ctx, "live", SyncRequest{MemberID: r.MemberID, Generation: r.Generation}); s.Err != nil {
+		t.Fatal(s.Err)
+	}
+	if err := c.Commit(ctx, "live", CommitRequest{MemberID: r.MemberID, Generation: r.Generation, Offsets: map[topicpart.TopicPartition]Offset{a: {Offset: 9, CommitTime: clk.Now()}}}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(40 * time.Minute)
+	if err := c.Heartbeat("live", r.MemberID, "", r.Generation); err != nil {
+		t.Fatal(err)
+	}
+	commit("g", b, 2)
+	clk.Advance(30 * time.Minute) // a: 70 min old, b: 30 min
+	if got := c.ExpireOffsets(); got != 1 {
+		t.Fatalf("expired %d offsets, want 1 (g's t-0)", got)
+	}
+	if err := c.Heartbeat("live", r.MemberID, "", r.Generation); err != nil {
+		t.Fatal(err)
+	}
+	waitApplied := func(group string, want int) {
+		t.Helper()
+		// The expiry applies after its tombstones are appended; a commit
+		// queued behind it on the same partition returns after it.
+		commit("barrier", a, 0)
+		if got, _ := c.Fetch(group, nil); len(got) != want {
+			t.Fatalf("%s: %d offsets left, want %d: %+v", group, len(got), want, got)
+		}
+	}
+	waitApplied("g", 1)
+	clk.Advance(45 * time.Minute) // b: 75 min old
+	if err := c.Heartbeat("live", r.MemberID, "", r.Generation); err != nil {
+		t.Fatal(err)
+	}
+	c.ExpireOffsets()
+	waitApplied("g", 0)
+	if got, _ := c.Fetch("live", nil); got[a].Offset != 9 {
+		t.Fatalf("the live group's offsets expired: %+v", got)
+	}
+	if d, _ := c.Describe("g"); d.State != Dead {
+		t.Fatalf("a group left with nothing: %+v", d)
+	}
+	// The next coordinator loads neither.
+	c.Resigned(PartitionFor("g", 3))
+	c2 := newC()
+	<-c2.Elected(PartitionFor("g", 3), 2)
+	if got, _ := c2.Fetch("g", nil); len(got) != 0 {
+		t.Fatalf("expired offsets came back: %+v", got)
 	}
 }

@@ -46,6 +46,10 @@
 // once it is stored: Storing, Stored), and again when membership changes
 // settle or the group empties; a commit is answered after its batch is
 // replicated to the ISR, and only then becomes visible to OffsetFetch.
+// The offsets of an empty group expire (tombstones) after the retention,
+// counted from when the group emptied or the offset was committed,
+// whichever is later (ExpireOffsets, KIP-211); the log cleaner of the
+// broker compacts what is superseded.
 //
 // # Concurrency
 //

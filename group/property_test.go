@@ -25,20 +25,23 @@ import (
 //     that generation, and only after the assignment was stored;
 //   - Empty has no members and no leader; CompletingRebalance and Stable
 //     have a leader among their members; one member per group.instance.id;
-//   - after Expire(now) nothing is still due (NextDeadline is after now).
+//   - after Expire(now) nothing is still due (NextDeadline is after now);
+//   - all of this across failovers: the group is rebuilt (Restore) from
+//     the last record the driver would have written (generations begun
+//     after it are forgotten and numbered again, as in Kafka).
 func TestGroupInvariants(t *testing.T) {
-	synced, stable := 0, 0
+	synced, stable, failovers := 0, 0, 0
 	for seed := range uint64(300) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			s, st := runSchedule(t, seed)
-			synced, stable = synced+s, stable+st
+			s, st, f := runSchedule(t, seed)
+			synced, stable, failovers = synced+s, stable+st, failovers+f
 		})
 	}
 	// The schedules must reach what they check.
-	if synced < 300 || stable < 300 {
-		t.Fatalf("the schedules reached only %d successful SyncGroups and %d Stable steps", synced, stable)
+	if synced < 300 || stable < 300 || failovers < 100 {
+		t.Fatalf("the schedules reached only %d successful SyncGroups, %d Stable steps, %d failovers", synced, stable, failovers)
 	}
-	t.Logf("%d successful SyncGroups, %d steps in Stable", synced, stable)
+	t.Logf("%d successful SyncGroups, %d steps in Stable, %d failovers", synced, stable, failovers)
 }
 
 type simClient struct {
@@ -55,7 +58,7 @@ type genInfo struct {
 	assigned         map[string]string // the leader's assignment
 }
 
-func runSchedule(t *testing.T, seed uint64) (synced, stable int) {
+func runSchedule(t *testing.T, seed uint64) (synced, stable, failovers int) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	now := time.Unix(1_700_000_000, 0)
 	ids := 0
@@ -212,6 +215,7 @@ func runSchedule(t *testing.T, seed uint64) (synced, stable int) {
 			}
 		}
 	}
+	var persisted *GroupRecord // what the driver would have written last
 	for step := range 400 {
 		c := clients[rng.IntN(len(clients))]
 		op := rng.IntN(10)
@@ -251,12 +255,35 @@ func runSchedule(t *testing.T, seed uint64) (synced, stable int) {
 		if gen, ok := g.Storing(); ok {
 			// The store of the leader's assignment: mostly quick, at
 			// times failing, at times still under way.
+			rec := g.Record()
 			switch r := rng.IntN(10); {
 			case r < 7:
 				g.Stored(now, gen, nil)
+				persisted, g.dirty = &rec, false
 			case r < 8:
 				g.Stored(now, gen, kerr.CoordinatorNotAvailable)
 			}
+		} else if (g.state == Stable || g.state == Empty) && g.TakeDirty() {
+			rec := g.Record()
+			persisted = &rec
+		}
+		if rng.IntN(60) == 0 && persisted != nil {
+			// The coordinator moves: waiting requests get NOT_COORDINATOR
+			// and the next one loads what was persisted.
+			name += ", failover"
+			g.Unload(now, kerr.NotCoordinator)
+			g = Restore("g", *persisted, limits, g.newID, now)
+			failovers++
+			// Generations begun after the last record are lost, as in
+			// Kafka: the next join phase numbers its generation again
+			// (members are checked by id, so one of the lost generation
+			// is refused by the new one unless it joined it).
+			for gen := range gens {
+				if gen > g.generation {
+					delete(gens, gen)
+				}
+			}
+			lastGen = g.generation
 		}
 		check(step, name)
 		if g.state == Stable {
@@ -267,7 +294,7 @@ func runSchedule(t *testing.T, seed uint64) (synced, stable int) {
 	if len(pending) != 0 {
 		fail("%d requests never answered", len(pending))
 	}
-	return synced, stable
+	return synced, stable, failovers
 }
 
 func debugDeadlines(g *Group, now time.Time) string {

@@ -37,12 +37,16 @@ func Restore(id string, rec GroupRecord, limits Limits, newID func(string) strin
 			g.static[m.instanceID] = m.id
 		}
 	}
+	g.stateSince = now
 	if len(g.members) > 0 {
 		g.state = Stable
 	} else {
 		g.protocol, g.leader = "", ""
+		if !rec.StateSince.IsZero() {
+			// Empty since then: offset retention counts from it.
+			g.stateSince = rec.StateSince
+		}
 	}
-	g.stateSince = now
 	return g
 }
 

@@ -179,11 +179,15 @@ func (g *Group) NumMembers() int          { return len(g.members) }
 func (g *Group) StateSince() time.Time    { return g.stateSince }
 func (g *Group) HasMember(id string) bool { _, ok := g.members[id]; return ok }
 
-// Unused reports whether the group never had a generation and holds no
-// member and no pending member id: a failed first JoinGroup leaves it so.
-func (g *Group) Unused() bool {
-	return g.state == Empty && g.generation == 0 && len(g.members) == 0 && len(g.pending) == 0
+// Idle reports whether the group is Empty with no member and no pending
+// member id: with no offsets either, nothing of it is left to keep.
+func (g *Group) Idle() bool {
+	return g.state == Empty && len(g.members) == 0 && len(g.pending) == 0
 }
+
+// Unused reports whether the group is idle and never had a generation: a
+// failed first JoinGroup leaves it so.
+func (g *Group) Unused() bool { return g.Idle() && g.generation == 0 }
 
 // TakeDirty reports whether the persisted part of the group changed since
 // the last call, and clears the flag.
