@@ -73,9 +73,13 @@ func (b *Broker) allowedBeforeAuth(cs *connState, h requestHeader) bool {
 func (b *Broker) handleSASLHandshake(cs *connState, req *kmsg.SASLHandshakeRequest) (kmsg.Response, bool) {
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
 	if cs.sasl == nil || cs.sasl.mech != "" {
+		// As Kafka: after authentication (a connection on a listener
+		// without SASL counts as authenticated) the broker answers
+		// ILLEGAL_SASL_STATE and keeps the connection; in the middle of
+		// an exchange it closes it.
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		b.logger.Warn("SaslHandshake on a connection not expecting one", "remote", cs.remote)
-		return resp, cs.sasl == nil
+		return resp, cs.sasl == nil || cs.sasl.authenticated()
 	}
 	mechs := cs.listener.cfg.SASLMechanisms
 	resp.SupportedMechanisms = slices.Clone(mechs)
@@ -100,7 +104,14 @@ func (b *Broker) handleSASLHandshake(cs *connState, req *kmsg.SASLHandshakeReque
 func (b *Broker) handleSASLAuthenticate(cs *connState, req *kmsg.SASLAuthenticateRequest) (kmsg.Response, bool) {
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	st := cs.sasl
-	if st == nil || st.mech == "" || st.authenticated() || st.rawTokens {
+	if st == nil || st.authenticated() {
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		msg := "SaslAuthenticate after authentication (or on a listener without SASL)"
+		resp.ErrorMessage = &msg
+		b.logger.Warn(msg, "remote", cs.remote)
+		return resp, true
+	}
+	if st.mech == "" || st.rawTokens {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		msg := "SaslAuthenticate without a SaslHandshake v1 first"
 		resp.ErrorMessage = &msg
