@@ -102,16 +102,13 @@
 //
 // # Remote WAL: leader changes and stores
 //
-// A broker elected leader of a RemoteWAL partition restarts its slice task
-// at its log end with the new epoch and publishes a metadata.DeadRange: the
-// entries older leaders uploaded past that offset are dead (the KIP's
-// reconciliation; remotewal_reconcile.go). Leaders vouch for their high
-// watermarks (metadata.ReplicatedOffset), and retention is run for an
-// object by the current leader of its least partition, whoever uploaded it.
-// Each rack may have its own store (StoreSet, storeset.go): a leader uploads
-// to its rack's and names it in the event; followers resolve the name
-// through their own configuration and fall back to the leader when they
-// cannot (UnknownStoreError).
+// On a leader change the broker stops the old role and calls
+// Replicator.StartLeader with the new epoch and the log end, where the
+// partition continues; the remote-WAL side (package rwnode) publishes the
+// dead range of the older epochs and picks the rack's store. The broker's
+// only part in per-rack stores is the configuration:
+// remote.wal.storage.url.<rack> (RackStorageURLKey) and a {rack} template
+// in remote.wal.storage.url.
 //
 // # Controller
 //

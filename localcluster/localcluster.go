@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/kwal/kwal/broker"
@@ -13,6 +14,7 @@ import (
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/latency"
 	"github.com/kwal/kwal/objstore/ledger"
+	"github.com/kwal/kwal/objstore/storeurl"
 	"github.com/kwal/kwal/rwnode"
 )
 
@@ -23,8 +25,14 @@ type Config struct {
 	Racks []string
 	// Dir holds every broker's log.dirs and, by default, the object store.
 	Dir string
-	// StorageURL is remote.wal.storage.url; empty means file://<Dir>/remote-wal.
+	// StorageURL is remote.wal.storage.url; empty means file://<Dir>/remote-wal
+	// (file://<Dir>/remote-wal-{rack} with StorePerRack).
 	StorageURL string
+	// StorePerRack gives every rack its own store, as the KIP puts an S3
+	// Express One Zone bucket in each AZ: StorageURL is then a template
+	// whose {rack} is replaced by each rack name (rwnode.StoreSet); each
+	// store is behind the latency model.
+	StorePerRack bool
 	// LatencyModel wraps the store in objstore/latency: "s3express"
 	// (default), "s3standard" or "none".
 	LatencyModel string
@@ -44,8 +52,11 @@ type Cluster struct {
 	Ledgers     []*ledger.Ledger
 	Replicators []*rwnode.RemoteWALReplicator
 	Controller  *broker.MemController
-	// Store is the shared object store (with its latency model).
+	// Store is the shared object store (with its latency model); with
+	// StorePerRack, the store of the first broker's rack.
 	Store objstore.Store
+	// RackStores are the stores by rack with StorePerRack, else nil.
+	RackStores map[string]objstore.Store
 	// Model is the latency model in force.
 	Model latency.Model
 	parts *rwnode.RemoteWALParts
@@ -84,19 +95,30 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	}
 	base.RemoteWAL.SystemEnable = true
 	base.RemoteWAL.StorageURL = cfg.StorageURL
+	if cfg.StorePerRack {
+		base.RemoteWAL.StorageURL = "mem://" // unused: the rack stores are opened below
+	}
 	base.RemoteWAL.MetadataBootstrapServers = cfg.MetadataBootstrap
 	if c.parts, err = rwnode.OpenRemoteWALParts(ctx, &base); err != nil {
 		return c, err
 	}
-	if cfg.LatencyModel != "none" {
-		slow, err := latency.New(c.parts.Store, model, clock.Real{}, 1176)
-		if err != nil {
+	slow := func(s objstore.Store) (objstore.Store, error) {
+		if cfg.LatencyModel == "none" {
+			return s, nil
+		}
+		return latency.New(s, model, clock.Real{}, 1176)
+	}
+	shared := &rwnode.RemoteWALParts{Bootstrap: c.parts.Bootstrap}
+	if cfg.StorePerRack {
+		if c.RackStores, err = openRackStores(ctx, cfg, slow); err != nil {
 			return c, err
 		}
-		c.Store = slow
-	} else {
-		c.Store = c.parts.Store
+		c.Store = c.RackStores[cfg.Racks[0]]
+		shared.Stores = rwnode.NewStoreSet(c.RackStores, "", nil)
+	} else if c.Store, err = slow(c.parts.Store); err != nil {
+		return c, err
 	}
+	shared.Store = c.Store
 	for i, rack := range cfg.Racks {
 		l := ledger.New()
 		bc := broker.Config{
@@ -108,7 +130,7 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		if cfg.Tweak != nil {
 			cfg.Tweak(&bc)
 		}
-		r, err := rwnode.NewRemoteWALReplicatorFor(&bc, &rwnode.RemoteWALParts{Store: c.Store, Bootstrap: c.parts.Bootstrap}, cfg.Logger)
+		r, err := rwnode.NewRemoteWALReplicatorFor(&bc, shared, cfg.Logger)
 		if err != nil {
 			return c, err
 		}
@@ -122,6 +144,36 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		c.Ledgers = append(c.Ledgers, l)
 	}
 	return c, nil
+}
+
+// openRackStores opens one store per rack from the StorageURL template.
+func openRackStores(ctx context.Context, cfg Config, slow func(objstore.Store) (objstore.Store, error)) (map[string]objstore.Store, error) {
+	tmpl := cfg.StorageURL
+	if tmpl == "" {
+		abs, err := filepath.Abs(filepath.Join(cfg.Dir, "remote-wal-"+rwnode.RackTemplate))
+		if err != nil {
+			return nil, err
+		}
+		tmpl = "file://" + abs
+	}
+	if !strings.Contains(tmpl, rwnode.RackTemplate) {
+		return nil, fmt.Errorf("localcluster: a store per rack needs %s in the storage URL %q", rwnode.RackTemplate, tmpl)
+	}
+	stores := map[string]objstore.Store{}
+	for _, rack := range cfg.Racks {
+		if stores[rack] != nil {
+			continue
+		}
+		u := strings.ReplaceAll(tmpl, rwnode.RackTemplate, rack)
+		st, err := storeurl.Open(ctx, u)
+		if err != nil {
+			return nil, fmt.Errorf("localcluster: the store of rack %s (%s): %w", rack, u, err)
+		}
+		if stores[rack], err = slow(st); err != nil {
+			return nil, err
+		}
+	}
+	return stores, nil
 }
 
 // Bootstrap returns the brokers' addresses.

@@ -16,19 +16,15 @@ import (
 	"github.com/kwal/kwal/objstore/ledger"
 )
 
-// The cluster kwal demo, the benches and kwal broker run (rwnode's
-// production assembly over a ledger-wrapped store) must count every PUT
-// of a combined object as the combiner's: a request with another
-// component, or none, means a writer that does not tag its requests is
-// wired in, and the cost model would misattribute them.
-func TestCombinerPutsAreTaggedInProductionAssembly(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	lc, err := Start(ctx, Config{
-		Dir: t.TempDir(), StorageURL: "mem://", LatencyModel: "none",
-		RemoteWAL: broker.RemoteWALConfig{CombinerTaskInterval: 5 * time.Millisecond},
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+// startWithTopic starts a cluster of cfg (in a temporary directory, no
+// latency model, a 5 ms combiner interval) and creates an RF-3 remotewal
+// topic; the client produces to it with acks=all.
+func startWithTopic(t *testing.T, ctx context.Context, cfg Config, topic string, partitions int32, opts ...kgo.Opt) (*Cluster, *kgo.Client) {
+	t.Helper()
+	cfg.Dir, cfg.LatencyModel = t.TempDir(), "none"
+	cfg.RemoteWAL = broker.RemoteWALConfig{CombinerTaskInterval: 5 * time.Millisecond}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	lc, err := Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,14 +33,26 @@ func TestCombinerPutsAreTaggedInProductionAssembly(t *testing.T) {
 			t.Errorf("close: %v", err)
 		}
 	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(lc.Bootstrap()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("tagged"))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(lc.Bootstrap()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	if err := kclient.CreateTopic(ctx, cl, "tagged", 2, 3, map[string]string{broker.TopicConfigRemoteWAL: "true"}, false); err != nil {
+	t.Cleanup(cl.Close)
+	if err := kclient.CreateTopic(ctx, cl, topic, partitions, 3, map[string]string{broker.TopicConfigRemoteWAL: "true"}, false); err != nil {
 		t.Fatal(err)
 	}
+	return lc, cl
+}
+
+// The cluster kwal demo, the benches and kwal broker run (rwnode's
+// production assembly over a ledger-wrapped store) must count every PUT
+// of a combined object as the combiner's: a request with another
+// component, or none, means a writer that does not tag its requests is
+// wired in, and the cost model would misattribute them.
+func TestCombinerPutsAreTaggedInProductionAssembly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lc, cl := startWithTopic(t, ctx, Config{StorageURL: "mem://"}, "tagged", 2)
 	// acks=all in remotewal mode answers only after every follower read
 	// the bytes back from the store, so each record below was PUT first.
 	for i := range 20 {
@@ -66,5 +74,42 @@ func TestCombinerPutsAreTaggedInProductionAssembly(t *testing.T) {
 	}
 	if puts == 0 {
 		t.Fatal("no PUT reached the ledger: the store is not ledger-wrapped, or nothing was uploaded")
+	}
+}
+
+// With a store per rack every leader uploads to its own rack's store and
+// names it: each object's bucket is its uploader's rack, and each rack's
+// store holds objects.
+func TestStorePerRack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lc, cl := startWithTopic(t, ctx, Config{StorePerRack: true, Racks: []string{"az1", "az2", "az1"}}, "racks", 4,
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := range 40 {
+		r := &kgo.Record{Value: fmt.Appendf(nil, "v%d", i), Partition: int32(i % 4)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rackOf := map[int32]string{}
+	for _, b := range lc.Brokers {
+		rackOf[b.Info().ID] = b.Info().Rack
+	}
+	objects := lc.Replicators[0].State().Objects()
+	if len(objects) == 0 {
+		t.Fatal("no objects in the metadata")
+	}
+	byRack := map[string]int{}
+	for _, o := range objects {
+		if o.Bucket != rackOf[o.BrokerID] {
+			t.Fatalf("object %s of broker %d (rack %s) names store %q", o.Key, o.BrokerID, rackOf[o.BrokerID], o.Bucket)
+		}
+		if _, err := lc.RackStores[o.Bucket].Head(ctx, o.Key); err != nil {
+			t.Fatalf("object %s not in its rack's store: %v", o.Key, err)
+		}
+		byRack[o.Bucket]++
+	}
+	if len(byRack) != 2 {
+		t.Fatalf("objects by rack %v: want uploads in both racks", byRack)
 	}
 }

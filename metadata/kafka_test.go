@@ -227,6 +227,15 @@ func TestKafkaCompactionRebuildsSameState(t *testing.T) {
 		snap(objs[2], DeleteSegmentStarted), snap(objs[2], DeleteSegmentFinished),
 		{&PartitionDelete{TopicPartition: TopicPartition{Topic: "t0", Partition: 3}, State: DeletePartitionMarked}},
 		{&PartitionDelete{TopicPartition: TopicPartition{Topic: "t0", Partition: 3}, State: DeletePartitionStarted}},
+		// Two leader changes of t0-0 (one record per epoch survives; the
+		// first kills the epoch-3 entries from 450: objects 5, 6 and the
+		// later 7, and leaves object 4's straddling one) and three vouches
+		// (the latest survives).
+		{&DeadRange{TopicPartition: TopicPartition{Topic: "t0", Partition: 0}, LeaderEpoch: 4, StartOffset: 450}},
+		{&ReplicatedOffset{TopicPartition: TopicPartition{Topic: "t0", Partition: 0}, LeaderEpoch: 4, Offset: 1}},
+		{&DeadRange{TopicPartition: TopicPartition{Topic: "t0", Partition: 0}, LeaderEpoch: 5, StartOffset: 800}},
+		{&ReplicatedOffset{TopicPartition: TopicPartition{Topic: "t0", Partition: 0}, LeaderEpoch: 5, Offset: 2}},
+		{&ReplicatedOffset{TopicPartition: TopicPartition{Topic: "t0", Partition: 0}, LeaderEpoch: 5, Offset: 3}},
 	} {
 		if err := pub.Publish(ctx, evs...); err != nil {
 			t.Fatal(err)
@@ -260,6 +269,16 @@ func TestKafkaCompactionRebuildsSameState(t *testing.T) {
 	}
 	if !reflect.DeepEqual(stBefore.Partitions(), stAfter.Partitions()) {
 		t.Fatal("indexed partitions differ")
+	}
+	t01 := TopicPartition{Topic: "t0", Partition: 0}
+	if got := stAfter.Slices(t01, 0); len(got) != 1 || got[0].BaseOffset != 400 {
+		t.Fatalf("t0-0 indexes %+v after compaction, want only object 4's [400, 499]", got)
+	}
+	if got := stAfter.DeadRanges(t01); len(got) != 2 || !reflect.DeepEqual(got, stBefore.DeadRanges(t01)) {
+		t.Fatalf("dead ranges after compaction %+v, before %+v", got, stBefore.DeadRanges(t01))
+	}
+	if v, ok := stAfter.ReplicatedOffset(t01); !ok || v.LeaderEpoch != 5 || v.Offset != 3 {
+		t.Fatalf("replicated offset after compaction %+v %v", v, ok)
 	}
 	for _, tp := range stBefore.Partitions() {
 		if !reflect.DeepEqual(stBefore.Slices(tp, 0), stAfter.Slices(tp, 0)) {

@@ -24,6 +24,31 @@
 // and the node's Prometheus metrics (RemoteWALReplicator is a
 // prometheus.Collector the broker's collector includes).
 //
+// # Leader changes (remotewal_reconcile.go)
+//
+// StartLeader restarts the partition's slice task at the log end with the
+// new leader epoch and publishes a metadata.DeadRange (epoch, start of the
+// epoch in the log), retried until published or the leadership ends: every
+// entry of an older epoch past it is dead (the KIP's "B2 publishes DELETE
+// for 6–10"), including what a deposed leader still uploads. Each
+// maintenance run vouches for the high watermarks of the partitions this
+// broker leads (metadata.ReplicatedOffset); retention reads the vouches
+// as its safe offsets, and deletes an object on the broker that vouched
+// last for the object's least partition (its latest leader, as the
+// metadata says), whoever uploaded it.
+//
+// # One store per rack (storeset.go)
+//
+// StoreSet resolves store ids, the racks of remote.wal.storage.url.<rack>
+// or of a {rack} template, "" for the default store. A leader uploads to
+// its rack's store and writes its id in the events' bucket field; the
+// follower reads through storeRouter, which sends each slice's ranged GET
+// to the store its event names (routedIndex carries the id in the key it
+// hands the follower); an id this broker cannot resolve is an
+// *UnknownStoreError, so the follower falls back to the leader. Retention
+// deletes each object from its own store; orphan collection lists only
+// this broker's own store.
+//
 // It does not own the decisions: cutting slices (remotewal), packing and
 // uploading (combiner), metadata and retention (metadata), what a follower
 // reads and appends next (follower), nor partitions, the high watermark or

@@ -16,13 +16,14 @@ var (
 	descFollower   = prometheus.NewDesc("kwal_follower_total", "Follower read-path counters.", []string{"what"}, nil)
 	descLagOffsets = prometheus.NewDesc("kwal_follower_lag_offsets", "Offsets the follower's log is behind the leader.", []string{"topic", "partition"}, nil)
 	descLagMs      = prometheus.NewDesc("kwal_follower_lag_ms", "How far the follower's log is behind the leader's appends, in ms.", []string{"topic", "partition"}, nil)
+	descReconcile  = prometheus.NewDesc("kwal_remotewal_reconcile_total", "Leader-change events this broker published: dead ranges, their publish retries, replicated-offset vouches.", []string{"what"}, nil)
 )
 
 var _ prometheus.Collector = (*RemoteWALReplicator)(nil)
 
 // Describe sends the descriptors of the node's metrics.
 func (r *RemoteWALReplicator) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descCombiner, descTasks, descFollower, descLagOffsets, descLagMs} {
+	for _, d := range []*prometheus.Desc{descCombiner, descTasks, descFollower, descLagOffsets, descLagMs, descReconcile} {
 		ch <- d
 	}
 }
@@ -59,6 +60,9 @@ func (r *RemoteWALReplicator) Collect(ch chan<- prometheus.Metric) {
 	} {
 		counter(descFollower, float64(v), what)
 	}
+	counter(descReconcile, float64(r.recon.deadRanges.Load()), "dead_ranges")
+	counter(descReconcile, float64(r.recon.deadRangeRetries.Load()), "dead_range_retries")
+	counter(descReconcile, float64(r.recon.vouches.Load()), "vouches")
 	r.mu.Lock()
 	var follows []broker.TopicPartition
 	for _, v := range r.mu.follows {

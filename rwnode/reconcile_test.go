@@ -154,19 +154,8 @@ func runKIPFailover(t *testing.T, elect int32) {
 		rc.Store, rc.Stores = nil, NewStoreSet(stores, "", nil)
 	})
 	topic := "kip"
-	tp := broker.TopicPartition{Topic: topic, Partition: 0}
-	admin := newClient(t, c)
-	createTopic(t, admin, topic, 1, 3, map[string]string{broker.TopicConfigRemoteWAL: "true"})
-	ts, _ := c.ctrl.Topic(topic)
-	if ts.Partitions[0].Leader != 1 {
-		if _, err := c.ctrl.ElectLeader(tp, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ts, _ = c.ctrl.Topic(topic)
-	oldEpoch := ts.Partitions[0].LeaderEpoch
+	tp, oldEpoch := ledByB1(t, c, topic)
 	b1, b2, b3 := c.broker(1), c.broker(2), c.broker(3)
-	waitFor(t, "B1 to lead", 10*time.Second, func() bool { return b1.Info().ID == 1 && leaderOf(b1, tp) })
 
 	all := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	one := newClient(t, c, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
@@ -237,6 +226,9 @@ func runKIPFailover(t *testing.T, elect int32) {
 		}
 	}
 
+	if n := c.rep(elect).recon.deadRanges.Load(); n != 1 {
+		t.Fatalf("the new leader counts %d dead ranges published, want 1", n)
+	}
 	// The partition continues at start with the new epoch.
 	for i := range 3 {
 		produceOne(t, all, topic, fmt.Sprintf("after-%d", i))
@@ -244,6 +236,20 @@ func runKIPFailover(t *testing.T, elect int32) {
 	want := start + 3
 	waitFor(t, "both survivors at the new end", 20*time.Second, func() bool {
 		return logEnd(leader, tp) == want && logEnd(other, tp) == want
+	})
+	// The new leader's remote-WAL task started at its log end with the new
+	// epoch: its first slice starts at start, in the new epoch.
+	waitFor(t, "the new leader's first slice to be indexed", 20*time.Second, func() bool {
+		for _, sl := range c.rep(other.Info().ID).State().Slices(mtp(tp), start) {
+			if sl.LeaderEpoch == ps.LeaderEpoch {
+				return sl.BaseOffset == start
+			}
+		}
+		return false
+	})
+	waitFor(t, "the new leader's task to publish up to the new end", 20*time.Second, func() bool {
+		off, err := c.rep(leader.Info().ID).WritePath().Manager.PublishedOffset(mtp(tp))
+		return err == nil && off == want
 	})
 	var first []logRecord
 	for _, b := range survivors {
@@ -291,6 +297,22 @@ func runKIPFailover(t *testing.T, elect int32) {
 			}
 		}
 	}
+}
+
+// ledByB1 creates a one-partition remotewal topic of RF 3, makes broker 1
+// its leader and returns the partition and that leader epoch.
+func ledByB1(t *testing.T, c *testCluster, topic string) (broker.TopicPartition, int32) {
+	t.Helper()
+	tp := broker.TopicPartition{Topic: topic, Partition: 0}
+	createTopic(t, newClient(t, c), topic, 1, 3, map[string]string{broker.TopicConfigRemoteWAL: "true"})
+	if ts, _ := c.ctrl.Topic(topic); ts.Partitions[0].Leader != 1 {
+		if _, err := c.ctrl.ElectLeader(tp, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts, _ := c.ctrl.Topic(topic)
+	waitFor(t, "B1 to lead", 10*time.Second, func() bool { return leaderOf(c.broker(1), tp) })
+	return tp, ts.Partitions[0].LeaderEpoch
 }
 
 func leaderOf(b *broker.Broker, tp broker.TopicPartition) bool {
@@ -345,19 +367,8 @@ func TestRemoteWALZombieLeaderUploadsNeverAppended(t *testing.T) {
 		}
 	})
 	topic := "zombie"
-	tp := broker.TopicPartition{Topic: topic, Partition: 0}
-	admin := newClient(t, c)
-	createTopic(t, admin, topic, 1, 3, map[string]string{broker.TopicConfigRemoteWAL: "true"})
-	ts, _ := c.ctrl.Topic(topic)
-	if ts.Partitions[0].Leader != 1 {
-		if _, err := c.ctrl.ElectLeader(tp, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ts, _ = c.ctrl.Topic(topic)
-	oldEpoch := ts.Partitions[0].LeaderEpoch
+	tp, oldEpoch := ledByB1(t, c, topic)
 	b1, b2, b3 := c.broker(1), c.broker(2), c.broker(3)
-	waitFor(t, "B1 to lead", 10*time.Second, func() bool { return leaderOf(b1, tp) })
 	all := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	for i := range 5 {
 		produceOne(t, all, topic, string(value(i)))

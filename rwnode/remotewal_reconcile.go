@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kwal/kwal/broker"
@@ -36,6 +37,9 @@ type reconciler struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// Counters for the node's metrics.
+	deadRanges, deadRangeRetries, vouches atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -98,6 +102,7 @@ func (r *RemoteWALReplicator) publishDeadRange(tp broker.TopicPartition, log *ka
 			err := r.pub.Publish(ctx, ev)
 			cancel()
 			if err == nil {
+				rc.deadRanges.Add(1)
 				r.log.Info("published dead range: entries of older leader epochs past the new leader's log end are dead",
 					"partition", tp, "leader_epoch", leaderEpoch, "start_offset", ev.StartOffset)
 				return
@@ -105,6 +110,7 @@ func (r *RemoteWALReplicator) publishDeadRange(tp broker.TopicPartition, log *ka
 			if rc.ctx.Err() != nil || !r.leads(mtp(tp), leaderEpoch) {
 				return
 			}
+			rc.deadRangeRetries.Add(1)
 			r.log.Warn("publish dead range failed; will retry", "partition", tp, "leader_epoch", leaderEpoch, "err", err)
 			t := r.cfg.Clock.NewTimer(backoff)
 			select {
@@ -160,6 +166,7 @@ func (r *RemoteWALReplicator) vouch(ctx context.Context) error {
 	if err := r.pub.Publish(ctx, evs...); err != nil {
 		return err
 	}
+	rc.vouches.Add(int64(len(evs)))
 	rc.mu.Lock()
 	for _, ev := range evs {
 		v := ev.(*metadata.ReplicatedOffset)

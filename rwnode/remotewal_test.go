@@ -234,7 +234,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		for _, want := range []string{"kwal_requests_total", "kwal_purgatory_pending", "kwal_combiner", "kwal_follower_total", "kwal_partition_log_end_offset", "kwal_objstore_requests_total"} {
+		for _, want := range []string{"kwal_requests_total", "kwal_purgatory_pending", "kwal_combiner", "kwal_follower_total", "kwal_remotewal_reconcile_total", "kwal_partition_log_end_offset", "kwal_objstore_requests_total"} {
 			if !strings.Contains(string(body), want) {
 				t.Errorf("broker %d /metrics lacks %s", b.Info().ID, want)
 			}

@@ -185,16 +185,8 @@ func runStorePerRack(t *testing.T, open func(t *testing.T, rack string) objstore
 		rc.Stores = NewStoreSet(mine, "", nil)
 	})
 	topic := "racks"
-	tp := broker.TopicPartition{Topic: topic, Partition: 0}
-	admin := newClient(t, c)
-	createTopic(t, admin, topic, 1, 3, map[string]string{broker.TopicConfigRemoteWAL: "true"})
-	if ts, _ := c.ctrl.Topic(topic); ts.Partitions[0].Leader != 1 {
-		if _, err := c.ctrl.ElectLeader(tp, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tp, _ := ledByB1(t, c, topic)
 	b1, b2, b3 := c.broker(1), c.broker(2), c.broker(3)
-	waitFor(t, "B1 to lead", 10*time.Second, func() bool { return leaderOf(b1, tp) })
 	all := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	const n = 20
 	for i := range n {

@@ -32,6 +32,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Mode, "mode", "remotewal", "replication mode of the topic: remotewal or classic")
 	fs.StringVar(&cfg.Dir, "dir", "", "directory for logs and the fs object store (default: a temporary one)")
 	fs.StringVar(&cfg.StorageURL, "store", "", "remote.wal.storage.url: s3://bucket/prefix?endpoint=…, minio://…, file:///dir (default: fs in --dir)")
+	fs.BoolVar(&cfg.StorePerRack, "store-per-rack", false, "one store per rack, as the KIP puts a bucket in each AZ (--store is then a {rack} template)")
 	fs.StringVar(&cfg.LatencyModel, "latency-model", "s3express", "object-store latency model: s3express, s3standard or none")
 	fs.StringVar(&cfg.MetadataBootstrap, "metadata-bootstrap", "", "Kafka for __remote_wal_log_metadata (default: embedded kfake)")
 	fs.DurationVar(&cfg.Interval, "interval", 10*time.Millisecond, "combiner interval (remote.wal.log.manager.combiner.task.interval.ms)")

@@ -41,8 +41,12 @@ type Config struct {
 	Mode string
 	// Dir holds logs and the fs object store; empty makes a temp dir that
 	// is removed at the end (unless Serve).
-	Dir          string
-	StorageURL   string
+	Dir        string
+	StorageURL string
+	// StorePerRack gives each rack its own store (StorageURL a {rack}
+	// template; default fs in Dir/remote-wal-<rack>), as the KIP puts a
+	// bucket in each AZ.
+	StorePerRack bool
 	LatencyModel string
 	// MetadataBootstrap points at a real Kafka for the metadata topic.
 	MetadataBootstrap string
@@ -84,7 +88,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) error {
 	fmt.Fprintf(w, "kwal demo: 3 brokers in racks az1, az2, az2; %s topic %q; object store %s with the %q latency model; metadata on %s\n",
 		cfg.Mode, cfg.Topic, orDefault(cfg.StorageURL, "fs in "+dir), cfg.LatencyModel, orDefault(cfg.MetadataBootstrap, "embedded kfake"))
 	lc, err := localcluster.Start(ctx, localcluster.Config{
-		Racks: []string{"az1", "az2", "az2"}, Dir: dir, StorageURL: cfg.StorageURL,
+		Racks: []string{"az1", "az2", "az2"}, Dir: dir, StorageURL: cfg.StorageURL, StorePerRack: cfg.StorePerRack,
 		LatencyModel: cfg.LatencyModel, MetadataBootstrap: cfg.MetadataBootstrap,
 		RemoteWAL: broker.RemoteWALConfig{CombinerTaskInterval: cfg.Interval},
 		Logger:    cfg.Logger,
@@ -99,7 +103,10 @@ func Run(ctx context.Context, cfg Config, w io.Writer) error {
 	if cfg.Serve {
 		fmt.Fprintf(w, "\nserving until interrupted (Ctrl-C)\n  bootstrap: %s\n  topic:     %s (%s)\n", strings.Join(lc.Bootstrap(), ","), cfg.Topic, cfg.Mode)
 		fmt.Fprintf(w, "  metadata:  %s (topic __remote_wal_log_metadata)\n", strings.Join(lc.MetadataBootstrap(), ","))
-		if cfg.StorageURL == "" {
+		switch {
+		case cfg.StorePerRack && cfg.StorageURL == "":
+			fmt.Fprintf(w, "  stores:    file://%s/remote-wal-<rack>, one per rack (kwal audit --store … --store-id <rack> --bootstrap …)\n", dir)
+		case cfg.StorageURL == "":
 			fmt.Fprintf(w, "  store:     file://%s/shared/remote-wal (kwal audit --store … --bootstrap …)\n", dir)
 		}
 		for _, b := range lc.Brokers {
