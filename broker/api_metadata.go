@@ -18,7 +18,8 @@ import (
 // such listener is left out.
 //
 // Where it differs from Kafka: no topic ids (v10+), no authorized
-// operations (always -2147483648), no offline replicas. The controller id
+// operations (always -2147483648). Offline replicas are the fenced ones; a
+// partition without a leader (-1) has LEADER_NOT_AVAILABLE. The controller id
 // is the lowest broker id. Topics are auto-created with num.partitions and
 // default.replication.factor when the request allows it (v4+; always for
 // v1-3) and auto.create.topics.enable is on.
@@ -59,6 +60,10 @@ func (b *Broker) handleMetadata(cs *connState, req *kmsg.MetadataRequest) kmsg.R
 	resp.ClusterID = &cid
 	resp.AuthorizedOperations = -2147483648
 
+	regs := map[int32]BrokerRegistration{}
+	for _, r := range b.ctrl.Registrations() {
+		regs[r.ID] = r
+	}
 	var topics []TopicState
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
 		topics = b.ctrl.Topics()
@@ -108,7 +113,10 @@ func (b *Broker) handleMetadata(cs *connState, req *kmsg.MetadataRequest) kmsg.R
 			mp := kmsg.NewMetadataResponseTopicPartition()
 			mp.Partition, mp.Leader, mp.LeaderEpoch = ps.Partition, ps.Leader, ps.LeaderEpoch
 			mp.Replicas, mp.ISR = ps.Replicas, ps.ISR
-			mp.OfflineReplicas = []int32{}
+			mp.OfflineReplicas = offlineReplicas(ps.Replicas, regs)
+			if ps.Leader == NoLeader {
+				mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			}
 			mt.Partitions = append(mt.Partitions, mp)
 		}
 		resp.Topics = append(resp.Topics, mt)
@@ -147,4 +155,15 @@ func createErrorCode(err error) *kerr.Error {
 	default:
 		return kerr.UnknownServerError
 	}
+}
+
+// offlineReplicas are the replicas whose broker is registered and fenced.
+func offlineReplicas(replicas []int32, regs map[int32]BrokerRegistration) []int32 {
+	out := []int32{}
+	for _, r := range replicas {
+		if reg, ok := regs[r]; ok && reg.Fenced {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -66,7 +66,7 @@ func (o *produceOp) TryComplete() bool {
 		rp := &o.resp.Topics[w.ti].Partitions[w.pi]
 		st, leader := w.p.snapshot()
 		switch {
-		case o.b.partition(w.tp) != w.p || !leader || st.LeaderEpoch != w.epoch:
+		case o.b.partition(w.tp) != w.p || !leader || st.LeaderEpoch != w.epoch || !o.b.leaseValid():
 			rp.ErrorCode, w.done = kerr.NotLeaderForPartition.Code, true
 		case w.p.log.HighWatermark() >= w.required:
 			if len(st.ISR) < w.p.minISR {
@@ -172,6 +172,9 @@ func (b *Broker) producePartition(req *kmsg.ProduceRequest, tp TopicPartition, r
 	p := b.partition(tp)
 	if p == nil {
 		return b.notHere(tp), ""
+	}
+	if !b.leaseValid() {
+		return kerr.NotLeaderForPartition, "this broker's lease expired (no heartbeat acknowledged within broker.session.timeout.ms)"
 	}
 	res := p.appendAsLeader(records, req.Acks)
 	if res.err != nil {

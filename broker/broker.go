@@ -46,6 +46,11 @@ type Broker struct {
 	stop        chan struct{}
 	wg          sync.WaitGroup
 
+	lease struct { // heartbeat.go
+		sync.Mutex
+		st leaseState
+	}
+
 	mu struct {
 		sync.Mutex
 		partitions map[TopicPartition]*partition
@@ -87,7 +92,7 @@ func New(cfg Config) (*Broker, error) {
 			b.info.Host, b.info.Port = l.advertised.Host, l.advertised.Port
 		}
 	}
-	if err := b.ctrl.RegisterBroker(b.info); err != nil {
+	if err := b.register(); err != nil {
 		closeListeners()
 		return nil, err
 	}
@@ -122,13 +127,16 @@ func New(cfg Config) (*Broker, error) {
 	for _, ts := range b.ctrl.Topics() {
 		b.applyTopic(ts)
 	}
-	b.wg.Add(3 + len(lns))
+	b.heartbeat() // learns whether a lease is enforced
+	b.wg.Add(5 + len(lns))
 	for _, l := range lns {
 		go b.acceptLoop(l)
 	}
 	go b.isrLoop()
 	go b.retentionLoop()
 	go b.producerExpirationLoop()
+	go b.heartbeatLoop()
+	go b.rebalanceLoop()
 	if !cfg.LogCleanerDisable {
 		b.wg.Add(1)
 		go b.cleanerLoop()
@@ -315,6 +323,14 @@ func (b *Broker) applyTopic(ts TopicState) {
 			if b.cfg.Replicator != nil && mode == RemoteWAL {
 				b.cfg.Replicator.StopLeader(tp)
 				b.cfg.Replicator.StopFollower(tp)
+			}
+			if ps.Leader == NoLeader {
+				// No live in-sync replica (liveness.go): nothing to follow
+				// until the controller elects one.
+				b.fetchers.remove(tp)
+				b.logger.Warn("partition has no leader", "partition", tp, "leader_epoch", ps.LeaderEpoch, "isr", ps.ISR)
+				b.wake(tp)
+				continue
 			}
 			b.logger.Info("became follower", "partition", tp, "leader", ps.Leader, "leader_epoch", ps.LeaderEpoch)
 			b.fetchers.add(p, ps.Leader, ps.LeaderEpoch)

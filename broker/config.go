@@ -241,6 +241,21 @@ type Config struct {
 	ClusterID string
 	// RemoteWAL holds the KIP-1176 settings.
 	RemoteWAL RemoteWALConfig
+	// BrokerHeartbeatInterval: broker.heartbeat.interval.ms. Default 2 s.
+	BrokerHeartbeatInterval time.Duration
+	// BrokerSessionTimeout: broker.session.timeout.ms, this broker's lease:
+	// when the controller watches sessions and no heartbeat sent in the
+	// last session timeout was acknowledged, the broker fences itself
+	// (leads nothing). Default 9 s.
+	BrokerSessionTimeout time.Duration
+	// UncleanLeaderElection: unclean.leader.election.enable, for topics
+	// that do not set it (used by the controller). Default false.
+	UncleanLeaderElection bool
+	// DisableAutoLeaderRebalance: auto.leader.rebalance.enable=false.
+	DisableAutoLeaderRebalance bool
+	// LeaderImbalanceCheckInterval: leader.imbalance.check.interval.seconds.
+	// Default 300 s.
+	LeaderImbalanceCheckInterval time.Duration
 	// Groups holds the group coordinator's settings (groups.go).
 	Groups GroupConfig
 
@@ -320,6 +335,15 @@ func (c *Config) Validate() error {
 	if c.MaxTopicPartitions == 0 {
 		c.MaxTopicPartitions = 4096
 	}
+	if c.BrokerHeartbeatInterval == 0 {
+		c.BrokerHeartbeatInterval = DefaultBrokerHeartbeatInterval
+	}
+	if c.BrokerSessionTimeout == 0 {
+		c.BrokerSessionTimeout = DefaultBrokerSessionTimeout
+	}
+	if c.LeaderImbalanceCheckInterval == 0 {
+		c.LeaderImbalanceCheckInterval = DefaultLeaderImbalanceInterval
+	}
 	if c.ClusterID == "" {
 		c.ClusterID = DefaultClusterID
 	}
@@ -380,6 +404,12 @@ func (c *Config) Validate() error {
 		return bad("log.cleaner.backoff.ms", c.LogCleanerBackoff)
 	case c.ReplicaLagTimeMax < 0:
 		return bad("replica.lag.time.max.ms", c.ReplicaLagTimeMax)
+	case c.BrokerHeartbeatInterval < 0:
+		return bad("broker.heartbeat.interval.ms", c.BrokerHeartbeatInterval)
+	case c.BrokerSessionTimeout <= c.BrokerHeartbeatInterval:
+		return fmt.Errorf("%w: broker.session.timeout.ms (%v) must exceed broker.heartbeat.interval.ms (%v)", ErrConfig, c.BrokerSessionTimeout, c.BrokerHeartbeatInterval)
+	case c.LeaderImbalanceCheckInterval < 0:
+		return bad("leader.imbalance.check.interval.seconds", c.LeaderImbalanceCheckInterval)
 	case c.ReplicaFetchWaitMax < 0:
 		return bad("replica.fetch.wait.max.ms", c.ReplicaFetchWaitMax)
 	case c.ReplicaFetchMaxBytes < 0:

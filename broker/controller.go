@@ -3,11 +3,15 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"github.com/kwal/kwal/topicpart"
 	"hash/fnv"
+	"log/slog"
 	"slices"
 	"sort"
 	"sync"
+	"time"
+
+	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/topicpart"
 )
 
 // TopicPartition names one partition.
@@ -17,7 +21,8 @@ type TopicPartition = topicpart.TopicPartition
 // PartitionState is what the controller decides for one partition.
 type PartitionState struct {
 	Partition int32
-	Leader    int32
+	// Leader is NoLeader (-1) while no live in-sync replica can lead.
+	Leader int32
 	// LeaderEpoch is bumped on every leadership change.
 	LeaderEpoch int32
 	// PartitionEpoch is bumped on every change (leader or ISR), so a
@@ -53,15 +58,30 @@ var (
 )
 
 // Controller assigns partitions to brokers and keeps leaders, leader
-// epochs and ISRs (the part of Kafka's KRaft controller the harness needs).
-// The in-memory MemController serves tests, the demo and, with a static
-// broker list, multi-process runs; one that keeps its state in the
-// metadata Kafka cluster can replace it.
+// epochs, ISRs and broker registrations (the part of Kafka's KRaft
+// controller the harness needs). MemController serves tests, the demo and,
+// with a static broker list, multi-process runs; KafkaController keeps its
+// state in the metadata Kafka cluster.
 type Controller interface {
-	// RegisterBroker records (or updates) a broker's address and rack.
-	RegisterBroker(b BrokerInfo) error
+	// RegisterBroker records a new incarnation of a broker (address, rack)
+	// and returns its registration, whose epoch is new. When the
+	// controller watches liveness, a live earlier incarnation is fenced
+	// first.
+	RegisterBroker(b BrokerInfo) (BrokerRegistration, error)
+	// Heartbeat renews the session of registration (id, brokerEpoch).
+	// ErrBrokerFenced: it is fenced or superseded (register again).
+	// enforced says whether the controller watches sessions at all; when
+	// it does not, the broker keeps no lease.
+	Heartbeat(id int32, brokerEpoch int64) (enforced bool, err error)
+	// ShutdownBroker fences registration (id, brokerEpoch) at once: a
+	// controlled shutdown, so that its partitions get new leaders without
+	// waiting for its session to expire. ErrBrokerFenced: not the live one.
+	ShutdownBroker(id int32, brokerEpoch int64) error
 	// Brokers returns the known brokers, by id.
 	Brokers() []BrokerInfo
+	// Registrations returns the current registration of every broker
+	// that registered, by id.
+	Registrations() []BrokerRegistration
 	// CreateTopic assigns a new topic. Errors: ErrTopicExists,
 	// ErrInvalidPartitions, ErrInvalidReplicationFactor.
 	CreateTopic(spec TopicSpec) (TopicState, error)
@@ -71,11 +91,15 @@ type Controller interface {
 	Topics() []TopicState
 	// AlterISR is the leader's AlterPartition: it sets the ISR if
 	// leaderEpoch and partitionEpoch are current. Errors: ErrUnknownTopic,
-	// ErrStaleEpoch.
+	// ErrStaleEpoch, ErrIneligibleReplica (a fenced broker joining).
 	AlterISR(tp TopicPartition, leaderEpoch, partitionEpoch int32, isr []int32) (PartitionState, error)
 	// ElectLeader makes leader (a replica) the leader and bumps the leader
 	// epoch. Errors: ErrUnknownTopic, ErrNotReplica.
 	ElectLeader(tp TopicPartition, leader int32) (PartitionState, error)
+	// ElectPreferred makes the first replica leader if it is in the ISR
+	// and live and the epochs are current (Kafka's preferred-leader
+	// election). Errors: ErrUnknownTopic, ErrStaleEpoch, ErrNotElectable.
+	ElectPreferred(tp TopicPartition, leaderEpoch, partitionEpoch int32) (PartitionState, error)
 	// NextProducerID hands out a producer id unique in the cluster.
 	NextProducerID() (int64, error)
 	// Subscribe calls fn with every topic whose state changes, in order,
@@ -84,19 +108,49 @@ type Controller interface {
 	Subscribe(fn func(TopicState)) (cancel func())
 }
 
-// MemController is an in-memory Controller. Notifications run
-// synchronously in the goroutine that made the change, after the change
-// is visible, serialised so subscribers see changes in order.
+// LivenessConfig turns on session tracking in a controller.
+type LivenessConfig struct {
+	// SessionTimeout is broker.session.timeout.ms: a broker not heard of
+	// for longer is fenced. Default DefaultBrokerSessionTimeout.
+	SessionTimeout time.Duration
+	// UncleanLeaderElection is unclean.leader.election.enable for topics
+	// that do not set it. Default false.
+	UncleanLeaderElection bool
+	// Clock; default clock.Real.
+	Clock clock.Clock
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *LivenessConfig) fill() {
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = DefaultBrokerSessionTimeout
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// MemController is an in-memory Controller: it applies the records a
+// KafkaController would write to the same state machine (clusterState),
+// in one process. Notifications run synchronously in the goroutine that
+// made the change, after the change is visible, serialised so subscribers
+// see changes in order. With EnableLiveness it tracks broker sessions on
+// its clock; CheckLiveness fences the silent ones.
 type MemController struct {
 	notifyMu sync.Mutex // serialises notifications, taken before mu
 	mu       struct {
 		sync.Mutex
-		brokers map[int32]BrokerInfo
-		fixed   bool
-		topics  map[string]*TopicState
-		subs    map[int]func(TopicState)
-		nextSub int
-		nextPID int64
+		st       *clusterState
+		offset   int64 // of the next record (the next broker epoch)
+		live     *LivenessConfig
+		sessions *sessionTracker
+		subs     map[int]func(TopicState)
+		nextSub  int
+		nextPID  int64
 	}
 }
 
@@ -110,76 +164,178 @@ var _ Controller = (*MemController)(nil)
 // start time in ms).
 func NewMemController(brokers []BrokerInfo, producerIDBase int64) *MemController {
 	c := &MemController{}
-	c.mu.brokers = map[int32]BrokerInfo{}
-	c.mu.topics = map[string]*TopicState{}
+	c.mu.st = newClusterState(brokers)
+	c.mu.offset = 1 // broker epochs start at 1
 	c.mu.subs = map[int]func(TopicState){}
 	c.mu.nextPID = producerIDBase
-	for _, b := range brokers {
-		c.mu.brokers[b.ID] = b
-	}
-	c.mu.fixed = len(brokers) > 0
 	return c
 }
 
-func (c *MemController) RegisterBroker(b BrokerInfo) error {
+// EnableLiveness starts tracking broker sessions: every live registration
+// gets a fresh session now, and from then on a broker not heard of for
+// the session timeout is fenced by CheckLiveness.
+func (c *MemController) EnableLiveness(cfg LivenessConfig) {
+	cfg.fill()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.mu.brokers[b.ID]; c.mu.fixed && !ok {
-		return fmt.Errorf("broker: broker %d is not in the fixed cluster list", b.ID)
-	} else if ok && c.mu.fixed && old.Rack != b.Rack {
-		return fmt.Errorf("broker: broker %d has rack %q in the cluster list, registers %q", b.ID, old.Rack, b.Rack)
+	c.mu.live = &cfg
+	c.mu.sessions = newSessionTracker(cfg.SessionTimeout)
+	now := cfg.Clock.Now()
+	for _, r := range c.mu.st.regs {
+		c.mu.sessions.registered(r.ID, r.Epoch, now)
 	}
-	if old, ok := c.mu.brokers[b.ID]; ok && c.mu.fixed {
-		// The static list is authoritative for the inter-broker address;
-		// the broker's listeners come from its registration.
-		b = fixedBrokerUpdate(old, b)
+}
+
+// RunLiveness calls CheckLiveness every quarter session timeout until stop
+// is closed (EnableLiveness first).
+func (c *MemController) RunLiveness(stop <-chan struct{}) {
+	c.mu.Lock()
+	cfg := c.mu.live
+	c.mu.Unlock()
+	if cfg == nil {
+		return
 	}
-	c.mu.brokers[b.ID] = b
-	return nil
+	period := max(cfg.SessionTimeout/4, time.Millisecond)
+	t := cfg.Clock.NewTimer(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C():
+		}
+		c.CheckLiveness()
+		t.Reset(period)
+	}
+}
+
+// CheckLiveness fences every live registration whose session has expired
+// at the clock's now and returns them.
+func (c *MemController) CheckLiveness() []BrokerRegistration {
+	c.mu.Lock()
+	if c.mu.live == nil {
+		c.mu.Unlock()
+		return nil
+	}
+	expired := c.mu.sessions.expired(c.mu.live.Clock.Now(), c.mu.st.regs)
+	unclean, logger := c.mu.live.UncleanLeaderElection, c.mu.live.Logger
+	c.mu.Unlock()
+	var out []BrokerRegistration
+	for _, r := range expired {
+		_, err := c.commit(stateRecord{Kind: kindFence, BrokerID: r.ID, BrokerEpoch: r.Epoch, Unclean: unclean}, logger)
+		if err == nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// commit applies rec as the next record and notifies subscribers.
+func (c *MemController) commit(rec stateRecord, logger *slog.Logger) (applyResult, error) {
+	c.notifyMu.Lock()
+	defer c.notifyMu.Unlock()
+	c.mu.Lock()
+	offset := c.mu.offset
+	c.mu.offset++
+	done, res := c.mu.st.apply(rec, offset)
+	if res.err == nil {
+		switch rec.Kind {
+		case kindBroker:
+			if c.mu.sessions != nil {
+				c.mu.sessions.registered(res.registration.ID, res.registration.Epoch, c.mu.live.Clock.Now())
+			}
+		}
+	}
+	snaps := make([]TopicState, len(done.topics))
+	for i, ts := range done.topics {
+		snaps[i] = cloneTopic(ts)
+	}
+	subs := c.subsLocked()
+	c.mu.Unlock()
+	logChanges(logger, rec, done.changes)
+	for _, snap := range snaps {
+		for _, fn := range subs {
+			fn(cloneTopic(&snap))
+		}
+	}
+	return res, res.err
+}
+
+func (c *MemController) logger() *slog.Logger {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.live != nil {
+		return c.mu.live.Logger
+	}
+	return nil // without liveness nothing is decided here worth a log line
+}
+
+func (c *MemController) unclean() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.live != nil && c.mu.live.UncleanLeaderElection
+}
+
+func (c *MemController) RegisterBroker(b BrokerInfo) (BrokerRegistration, error) {
+	c.mu.Lock()
+	live := c.mu.live != nil
+	c.mu.Unlock()
+	res, err := c.commit(stateRecord{Kind: kindBroker, Broker: brokerToWire(b), Unclean: c.unclean(), FencePrevious: live}, c.logger())
+	return res.registration, err
+}
+
+func (c *MemController) Heartbeat(id int32, brokerEpoch int64) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.mu.st.regs[id]
+	if !ok || r.Epoch != brokerEpoch || r.Fenced {
+		return c.mu.live != nil, fmt.Errorf("%w: broker %d epoch %d", ErrBrokerFenced, id, brokerEpoch)
+	}
+	if c.mu.live == nil {
+		return false, nil
+	}
+	c.mu.sessions.heard(id, brokerEpoch, c.mu.live.Clock.Now())
+	return true, nil
+}
+
+func (c *MemController) ShutdownBroker(id int32, brokerEpoch int64) error {
+	_, err := c.commit(stateRecord{Kind: kindFence, BrokerID: id, BrokerEpoch: brokerEpoch, Unclean: c.unclean()}, c.logger())
+	return err
 }
 
 func (c *MemController) Brokers() []BrokerInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]BrokerInfo, 0, len(c.mu.brokers))
-	for _, b := range c.mu.brokers {
-		out = append(out, b)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
+	return c.mu.st.brokerList()
+}
+
+func (c *MemController) Registrations() []BrokerRegistration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.st.registrations()
 }
 
 func (c *MemController) CreateTopic(spec TopicSpec) (TopicState, error) {
-	c.notifyMu.Lock()
-	defer c.notifyMu.Unlock()
 	c.mu.Lock()
-	if _, ok := c.mu.topics[spec.Name]; ok {
-		c.mu.Unlock()
+	_, exists := c.mu.st.topics[spec.Name]
+	brokers := c.mu.st.brokerList()
+	c.mu.Unlock()
+	if exists {
 		return TopicState{}, fmt.Errorf("%w: %s", ErrTopicExists, spec.Name)
-	}
-	brokers := make([]BrokerInfo, 0, len(c.mu.brokers))
-	for _, b := range c.mu.brokers {
-		brokers = append(brokers, b)
 	}
 	parts, err := AssignReplicas(spec.Name, spec.Partitions, spec.ReplicationFactor, brokers)
 	if err != nil {
-		c.mu.Unlock()
 		return TopicState{}, err
 	}
-	ts := &TopicState{Name: spec.Name, Configs: cloneMap(spec.Configs), Partitions: parts}
-	c.mu.topics[spec.Name] = ts
-	snap, subs := cloneTopic(ts), c.subsLocked()
-	c.mu.Unlock()
-	for _, fn := range subs {
-		fn(cloneTopic(&snap))
-	}
-	return snap, nil
+	ts := TopicState{Name: spec.Name, Configs: cloneMap(spec.Configs), Partitions: parts}
+	res, err := c.commit(stateRecord{Kind: kindTopic, Topic: topicToWire(ts)}, c.logger())
+	return res.topic, err
 }
 
 func (c *MemController) Topic(name string) (TopicState, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ts, ok := c.mu.topics[name]
+	ts, ok := c.mu.st.topics[name]
 	if !ok {
 		return TopicState{}, false
 	}
@@ -189,88 +345,54 @@ func (c *MemController) Topic(name string) (TopicState, bool) {
 func (c *MemController) Topics() []TopicState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]TopicState, 0, len(c.mu.topics))
-	for _, ts := range c.mu.topics {
-		out = append(out, cloneTopic(ts))
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-func (c *MemController) change(tp TopicPartition, fn func(ps *PartitionState) error) (PartitionState, error) {
-	c.notifyMu.Lock()
-	defer c.notifyMu.Unlock()
-	c.mu.Lock()
-	ts, ok := c.mu.topics[tp.Topic]
-	if !ok || tp.Partition < 0 || int(tp.Partition) >= len(ts.Partitions) {
-		c.mu.Unlock()
-		return PartitionState{}, fmt.Errorf("%w: %s", ErrUnknownTopic, tp)
-	}
-	ps := &ts.Partitions[tp.Partition]
-	if err := fn(ps); err != nil {
-		out := clonePartition(*ps)
-		c.mu.Unlock()
-		return out, err
-	}
-	ps.PartitionEpoch++
-	out := clonePartition(*ps)
-	snap, subs := cloneTopic(ts), c.subsLocked()
-	c.mu.Unlock()
-	for _, fn := range subs {
-		fn(cloneTopic(&snap))
-	}
-	return out, nil
+	return c.mu.st.topicList()
 }
 
 func (c *MemController) AlterISR(tp TopicPartition, leaderEpoch, partitionEpoch int32, isr []int32) (PartitionState, error) {
-	return c.change(tp, func(ps *PartitionState) error {
-		if err := checkPartitionEpochs(tp, ps, leaderEpoch, partitionEpoch); err != nil {
-			return err
-		}
-		return applyISR(tp, ps, isr)
-	})
+	res, err := c.commit(stateRecord{
+		Kind: kindAlterISR, TopicName: tp.Topic, Partition: tp.Partition,
+		LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch, ISR: slices.Clone(isr),
+	}, c.logger())
+	return res.partition, err
 }
 
 func (c *MemController) ElectLeader(tp TopicPartition, leader int32) (PartitionState, error) {
-	return c.change(tp, func(ps *PartitionState) error { return applyLeader(tp, ps, leader) })
+	return electRetrying(c, tp, func(le, pe int32) (PartitionState, error) {
+		res, err := c.commit(stateRecord{
+			Kind: kindElectLeader, TopicName: tp.Topic, Partition: tp.Partition,
+			LeaderEpoch: le, PartitionEpoch: pe, Leader: leader,
+		}, c.logger())
+		return res.partition, err
+	})
 }
 
-// The partition-state rules both controllers apply (the caller bumps the
-// partition epoch after a successful change).
-
-// checkPartitionEpochs refuses a change made against an older state.
-func checkPartitionEpochs(tp TopicPartition, ps *PartitionState, leaderEpoch, partitionEpoch int32) error {
-	if ps.LeaderEpoch != leaderEpoch || ps.PartitionEpoch != partitionEpoch {
-		return fmt.Errorf("%w: %s at leader epoch %d partition epoch %d, asked %d/%d", ErrStaleEpoch, tp, ps.LeaderEpoch, ps.PartitionEpoch, leaderEpoch, partitionEpoch)
-	}
-	return nil
-}
-
-// applyISR sets the ISR, which must name replicas only.
-func applyISR(tp TopicPartition, ps *PartitionState, isr []int32) error {
-	for _, r := range isr {
-		if !slices.Contains(ps.Replicas, r) {
-			return fmt.Errorf("%w: %d in ISR of %s", ErrNotReplica, r, tp)
+// electRetrying runs elect against the partition's current epochs,
+// re-reading them when another change came first (ElectLeader's caller
+// gives no epochs). Both controllers share it.
+func electRetrying(c Controller, tp TopicPartition, elect func(leaderEpoch, partitionEpoch int32) (PartitionState, error)) (PartitionState, error) {
+	const attempts = 5
+	var last error
+	for range attempts {
+		ts, ok := c.Topic(tp.Topic)
+		if !ok || tp.Partition < 0 || int(tp.Partition) >= len(ts.Partitions) {
+			return PartitionState{}, fmt.Errorf("%w: %s", ErrUnknownTopic, tp)
 		}
+		ps := ts.Partitions[tp.Partition]
+		out, err := elect(ps.LeaderEpoch, ps.PartitionEpoch)
+		if !errors.Is(err, ErrStaleEpoch) {
+			return out, err
+		}
+		last = err
 	}
-	ps.ISR = slices.Clone(isr)
-	slices.Sort(ps.ISR)
-	return nil
+	return PartitionState{}, last
 }
 
-// applyLeader makes leader (a replica) the leader at the next leader epoch;
-// a leader outside the ISR joins it (an unclean election, as asked).
-func applyLeader(tp TopicPartition, ps *PartitionState, leader int32) error {
-	if !slices.Contains(ps.Replicas, leader) {
-		return fmt.Errorf("%w: %d for %s", ErrNotReplica, leader, tp)
-	}
-	ps.Leader = leader
-	ps.LeaderEpoch++
-	if !slices.Contains(ps.ISR, leader) {
-		ps.ISR = append(ps.ISR, leader)
-		slices.Sort(ps.ISR)
-	}
-	return nil
+func (c *MemController) ElectPreferred(tp TopicPartition, leaderEpoch, partitionEpoch int32) (PartitionState, error) {
+	res, err := c.commit(stateRecord{
+		Kind: kindElectPreferred, TopicName: tp.Topic, Partition: tp.Partition,
+		LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch,
+	}, c.logger())
+	return res.partition, err
 }
 
 func (c *MemController) NextProducerID() (int64, error) {
@@ -283,6 +405,34 @@ func (c *MemController) NextProducerID() (int64, error) {
 
 func (c *MemController) Subscribe(fn func(TopicState)) func() {
 	return subscribe(&c.notifyMu, &c.mu.Mutex, &c.mu.nextSub, c.mu.subs, fn)
+}
+
+// logChanges logs what fencing, registration or election did, an unclean
+// election loudly (it may lose acknowledged records).
+func logChanges(logger *slog.Logger, rec stateRecord, changes []partitionChange) {
+	if logger == nil {
+		return
+	}
+	switch rec.Kind {
+	case kindFence:
+		logger.Warn("broker fenced", "fenced_broker", rec.BrokerID, "broker_epoch", rec.BrokerEpoch, "partitions_changed", len(changes))
+	case kindBroker:
+		if rec.Broker != nil {
+			logger.Info("broker registered", "registered_broker", rec.Broker.ID, "partitions_changed", len(changes))
+		}
+	}
+	for _, ch := range changes {
+		tp := TopicPartition{Topic: ch.topic, Partition: ch.ps.Partition}
+		switch {
+		case ch.unclean:
+			logger.Error("UNCLEAN leader election: acknowledged records may be lost (unclean.leader.election.enable=true)",
+				"partition", tp, "leader", ch.ps.Leader, "leader_epoch", ch.ps.LeaderEpoch)
+		case ch.ps.Leader == NoLeader:
+			logger.Warn("partition has no leader: no live in-sync replica", "partition", tp, "leader_epoch", ch.ps.LeaderEpoch, "isr", ch.ps.ISR)
+		default:
+			logger.Info("partition changed", "partition", tp, "leader", ch.ps.Leader, "leader_epoch", ch.ps.LeaderEpoch, "isr", ch.ps.ISR)
+		}
+	}
 }
 
 // subscribe adds fn to subs (guarded by mu) and returns its cancel, which

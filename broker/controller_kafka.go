@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kwal/kwal/clock"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -45,23 +46,36 @@ import (
 //   - pid-block: claims the next block of pidBlockSize producer ids; the
 //     first claim of a block wins, a loser claims the next one.
 //   - broker: a registration; with a static cluster list the list decides
-//     addresses and the set is fixed, as in MemController.
+//     addresses and the set is fixed, as in MemController. Its offset is
+//     the new broker epoch; with liveness on ("fence_previous"), a live
+//     earlier registration is fenced first.
+//   - fence: fences (broker, broker epoch) if that registration is live,
+//     else is refused (ErrBrokerFenced); elections follow (liveness.go).
+//   - elect-preferred: epoch-checked like elect-leader; refused unless the
+//     first replica is in the ISR and live.
+//   - heartbeat: changes no state; the controller's session tracker notes
+//     it (see doc.go, "Liveness and election").
 //
 // # Records
 //
 //	key                                     value (JSON, "v":1)
-//	broker/<id>                             {"v","kind":"broker","proposal","broker":{id,host,port,rack}}
+//	broker/<id>/<proposal>                  {"v","kind":"broker","proposal","broker":{id,host,port,rack},"unclean","fence_previous"}
 //	topic/<name>/<proposal>                 {"v","kind":"topic","proposal","topic":{name,configs,partitions}}
-//	partition/<topic>/<p>/<proposal>        {"v","kind":"alter-isr"|"elect-leader","proposal",
+//	partition/<topic>/<p>/<proposal>        {"v","kind":"alter-isr"|"elect-leader"|"elect-preferred","proposal",
 //	                                         "topic","partition","leader_epoch","partition_epoch",
 //	                                         "isr"|"leader"}
 //	pid-block/<n>                           {"v","kind":"pid-block","proposal","block":n}
+//	fence/<id>/<proposal>                   {"v","kind":"fence","proposal","broker_id","broker_epoch","unclean"}
+//	heartbeat/<id>                          {"v","kind":"heartbeat","broker_id","broker_epoch"}
 //
 // Competing proposals never share a key: compaction keeps the latest record
 // of a key, so a shared key could keep a losing proposal and drop the
 // winner, and a restarted controller would rebuild a different state.
-// Hence topic and partition keys end in the proposal id and are never
-// compacted away; compaction only drops superseded broker registrations
+// Hence topic, partition, broker and fence keys end in the proposal id and
+// are never compacted away (registrations decide broker epochs and
+// leaders, so they must replay exactly; logs written before broker keys
+// had a proposal suffix still read); compaction only drops superseded
+// heartbeats, which decide nothing on replay,
 // and duplicate pid-block claims (any surviving claim of block n says that
 // block n is taken, which is all a restarted controller needs, as it never
 // resumes handing out ids from an old block). Tombstones and records that
@@ -83,6 +97,10 @@ type KafkaController struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+	wg     sync.WaitGroup // liveness loop
+	// loadedEnd is the end offset at start: records before it are a
+	// replay, applied without logging their decisions again.
+	loadedEnd int64
 
 	pidMu struct { // serialises block claims, taken before mu
 		sync.Mutex
@@ -98,6 +116,8 @@ type KafkaController struct {
 		subs    map[int]func(TopicState)
 		nextSub int
 		closed  bool
+		// sessions tracks heartbeats (SessionTimeout > 0 only).
+		sessions *sessionTracker
 	}
 }
 
@@ -141,6 +161,15 @@ type KafkaControllerConfig struct {
 	Security metadata.ClientSecurity
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+
+	// SessionTimeout is broker.session.timeout.ms; > 0 turns on liveness:
+	// heartbeats are tracked and silent brokers fenced. 0: off.
+	SessionTimeout time.Duration
+	// UncleanLeaderElection is unclean.leader.election.enable for topics
+	// that do not set it.
+	UncleanLeaderElection bool
+	// Clock times sessions; default clock.Real.
+	Clock clock.Clock
 }
 
 // Validate fills defaults and rejects nonsense.
@@ -169,6 +198,12 @@ func (c *KafkaControllerConfig) Validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.SessionTimeout < 0 {
+		return fmt.Errorf("%w: controller: negative session timeout", ErrConfig)
 	}
 	seen := map[int32]bool{}
 	for _, b := range c.Brokers {
@@ -210,6 +245,12 @@ func NewKafkaController(ctx context.Context, cfg KafkaControllerConfig) (*KafkaC
 	c.mu.advance = make(chan struct{})
 	c.mu.pending = map[string]chan applyResult{}
 	c.mu.subs = map[int]func(TopicState){}
+	c.loadedEnd = end
+	if cfg.SessionTimeout > 0 {
+		// Every registration replayed gets a fresh session from now: a
+		// restarted controller heard nobody before it started.
+		c.mu.sessions = newSessionTracker(cfg.SessionTimeout)
+	}
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: {0: kgo.NewOffset().AtStart()}})
 	go c.applyLoop()
 	start := time.Now()
@@ -218,6 +259,10 @@ func NewKafkaController(ctx context.Context, cfg KafkaControllerConfig) (*KafkaC
 		return nil, fmt.Errorf("controller: catching up to offset %d of %s: %w", end, cfg.Topic, err)
 	}
 	c.logger.Info("controller state loaded", "topic", cfg.Topic, "records", end, "took", time.Since(start).Round(time.Millisecond))
+	if cfg.SessionTimeout > 0 {
+		c.wg.Add(1)
+		go c.livenessLoop()
+	}
 	return c, nil
 }
 
@@ -271,6 +316,7 @@ func (c *KafkaController) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	<-c.done
+	c.wg.Wait()
 	c.cl.Close()
 	return nil
 }
@@ -305,15 +351,23 @@ func (c *KafkaController) applyRecord(r *kgo.Record) {
 	defer c.notifyMu.Unlock()
 	c.mu.Lock()
 	var (
-		changed *TopicState
-		res     applyResult
+		done applied
+		res  applyResult
 	)
 	if err != nil {
 		c.logger.Error("skipping cluster state record", "offset", r.Offset, "key", string(r.Key), "err", err)
 	} else {
-		changed, res = c.mu.st.apply(rec)
+		done, res = c.mu.st.apply(rec, r.Offset)
 		if res.err != nil {
 			c.logger.Debug("cluster state record refused", "offset", r.Offset, "key", string(r.Key), "err", res.err)
+		} else if c.mu.sessions != nil {
+			now := c.cfg.Clock.Now()
+			switch rec.Kind {
+			case kindBroker:
+				c.mu.sessions.registered(res.registration.ID, res.registration.Epoch, now)
+			case kindHeartbeat:
+				c.mu.sessions.heard(rec.BrokerID, rec.BrokerEpoch, now)
+			}
 		}
 	}
 	c.mu.applied = r.Offset + 1
@@ -321,16 +375,20 @@ func (c *KafkaController) applyRecord(r *kgo.Record) {
 	c.mu.advance = make(chan struct{})
 	waiter := c.mu.pending[rec.Proposal]
 	delete(c.mu.pending, rec.Proposal)
-	var (
-		subs []func(TopicState)
-		snap TopicState
-	)
-	if changed != nil {
-		subs, snap = subscribers(c.mu.subs), cloneTopic(changed)
+	subs := subscribers(c.mu.subs)
+	snaps := make([]TopicState, len(done.topics))
+	for i, ts := range done.topics {
+		snaps[i] = cloneTopic(ts)
 	}
+	replaying := r.Offset < c.loadedEnd
 	c.mu.Unlock()
-	for _, fn := range subs {
-		fn(cloneTopic(&snap))
+	if err == nil && res.err == nil && !replaying {
+		logChanges(c.logger, rec, done.changes)
+	}
+	for _, snap := range snaps {
+		for _, fn := range subs {
+			fn(cloneTopic(&snap))
+		}
 	}
 	if waiter != nil && err == nil {
 		waiter <- res
@@ -397,19 +455,133 @@ func (c *KafkaController) propose(key func(proposal string) string, rec stateRec
 	}
 }
 
-func (c *KafkaController) RegisterBroker(b BrokerInfo) error {
+func (c *KafkaController) RegisterBroker(b BrokerInfo) (BrokerRegistration, error) {
 	c.mu.Lock()
 	err := c.mu.st.checkBroker(b)
 	c.mu.Unlock()
 	if err != nil {
-		return err
+		return BrokerRegistration{}, err
 	}
-	res, err := c.propose(func(string) string { return "broker/" + strconv.Itoa(int(b.ID)) },
-		stateRecord{Kind: kindBroker, Broker: brokerToWire(b)})
+	// Registrations decide broker epochs and leaders, so, like partition
+	// records, they are never compacted away: the key ends in the proposal.
+	res, err := c.propose(func(p string) string { return "broker/" + strconv.Itoa(int(b.ID)) + "/" + p },
+		stateRecord{Kind: kindBroker, Broker: brokerToWire(b), Unclean: c.cfg.UncleanLeaderElection, FencePrevious: c.cfg.SessionTimeout > 0})
+	if err != nil {
+		return BrokerRegistration{}, err
+	}
+	return res.registration, res.err
+}
+
+// Heartbeat writes a heartbeat record for the registration (key
+// heartbeat/<id>: compaction keeps the last one; no state depends on it).
+func (c *KafkaController) Heartbeat(id int32, brokerEpoch int64) (bool, error) {
+	enforced := c.cfg.SessionTimeout > 0
+	c.mu.Lock()
+	r, ok := c.mu.st.regs[id]
+	c.mu.Unlock()
+	if !ok || r.Epoch != brokerEpoch || r.Fenced {
+		return enforced, fmt.Errorf("%w: broker %d epoch %d", ErrBrokerFenced, id, brokerEpoch)
+	}
+	val, err := json.Marshal(stateRecord{V: clusterStateVersion, Kind: kindHeartbeat, BrokerID: id, BrokerEpoch: brokerEpoch})
+	if err != nil {
+		return enforced, err
+	}
+	timeout := c.cfg.RequestTimeout
+	if enforced {
+		timeout = c.cfg.SessionTimeout
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, timeout)
+	defer cancel()
+	kr := &kgo.Record{Key: []byte("heartbeat/" + strconv.Itoa(int(id))), Value: val, Partition: 0}
+	if err := c.cl.ProduceSync(ctx, kr).FirstErr(); err != nil {
+		return enforced, fmt.Errorf("controller: heartbeat of broker %d: %w", id, err)
+	}
+	return enforced, nil
+}
+
+func (c *KafkaController) Registrations() []BrokerRegistration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.st.registrations()
+}
+
+// livenessLoop fences silent brokers: every quarter session timeout it
+// asks the session tracker who expired; if anyone did, it first catches up
+// with the log's end (a controller that was paused or cut off has heard
+// nobody, and the heartbeats it missed are there) and asks again, then
+// proposes a fence for each. Every broker's controller runs it; the first
+// fence applied wins and the others are refused by the broker epoch, so a
+// restart of any one of them changes nothing.
+func (c *KafkaController) livenessLoop() {
+	defer c.wg.Done()
+	period := max(c.cfg.SessionTimeout/4, 10*time.Millisecond)
+	t := c.cfg.Clock.NewTimer(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C():
+		}
+		if c.expired() != nil {
+			if err := c.syncToEnd(); err != nil {
+				c.logger.Warn("liveness: cannot catch up with the cluster state; fencing nobody", "err", err)
+			} else {
+				for _, r := range c.expired() {
+					c.proposeFence(r)
+				}
+			}
+		}
+		t.Reset(period)
+	}
+}
+
+func (c *KafkaController) expired() []BrokerRegistration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.sessions.expired(c.cfg.Clock.Now(), c.mu.st.regs)
+}
+
+func (c *KafkaController) proposeFence(r BrokerRegistration) {
+	c.logger.Warn("liveness: broker session expired, fencing it", "fenced_broker", r.ID, "broker_epoch", r.Epoch, "session_timeout", c.cfg.SessionTimeout)
+	res, err := c.fence(r.ID, r.Epoch)
+	switch {
+	case err != nil:
+		c.logger.Warn("liveness: fence proposal failed", "fenced_broker", r.ID, "err", err)
+	case res.err != nil:
+		c.logger.Debug("liveness: fence refused (another controller came first, or the broker re-registered)", "fenced_broker", r.ID, "err", res.err)
+	}
+}
+
+func (c *KafkaController) fence(id int32, epoch int64) (applyResult, error) {
+	return c.propose(func(p string) string { return "fence/" + strconv.Itoa(int(id)) + "/" + p },
+		stateRecord{Kind: kindFence, BrokerID: id, BrokerEpoch: epoch, Unclean: c.cfg.UncleanLeaderElection})
+}
+
+func (c *KafkaController) ShutdownBroker(id int32, brokerEpoch int64) error {
+	res, err := c.fence(id, brokerEpoch)
 	if err != nil {
 		return err
 	}
 	return res.err
+}
+
+// syncToEnd waits until every record now in the state topic is applied.
+func (c *KafkaController) syncToEnd() error {
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.SessionTimeout)
+	defer cancel()
+	ends, err := kadm.NewClient(c.cl).ListEndOffsets(ctx, c.cfg.Topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return err
+	}
+	o, ok := ends.Lookup(c.cfg.Topic, 0)
+	if !ok {
+		return fmt.Errorf("no end offset for %s", c.cfg.Topic)
+	}
+	return c.waitApplied(ctx, o.Offset)
 }
 
 func (c *KafkaController) Brokers() []BrokerInfo {
@@ -478,27 +650,27 @@ func (c *KafkaController) AlterISR(tp TopicPartition, leaderEpoch, partitionEpoc
 }
 
 func (c *KafkaController) ElectLeader(tp TopicPartition, leader int32) (PartitionState, error) {
-	const attempts = 5
-	var last error
-	for range attempts {
-		ts, ok := c.Topic(tp.Topic)
-		if !ok || tp.Partition < 0 || int(tp.Partition) >= len(ts.Partitions) {
-			return PartitionState{}, fmt.Errorf("%w: %s", ErrUnknownTopic, tp)
-		}
-		ps := ts.Partitions[tp.Partition]
+	return electRetrying(c, tp, func(le, pe int32) (PartitionState, error) {
 		res, err := c.propose(partitionKey(tp), stateRecord{
 			Kind: kindElectLeader, TopicName: tp.Topic, Partition: tp.Partition,
-			LeaderEpoch: ps.LeaderEpoch, PartitionEpoch: ps.PartitionEpoch, Leader: leader,
+			LeaderEpoch: le, PartitionEpoch: pe, Leader: leader,
 		})
 		if err != nil {
 			return PartitionState{}, err
 		}
-		if !errors.Is(res.err, ErrStaleEpoch) {
-			return res.partition, res.err
-		}
-		last = res.err // another change came first: re-read, retry
+		return res.partition, res.err
+	})
+}
+
+func (c *KafkaController) ElectPreferred(tp TopicPartition, leaderEpoch, partitionEpoch int32) (PartitionState, error) {
+	res, err := c.propose(partitionKey(tp), stateRecord{
+		Kind: kindElectPreferred, TopicName: tp.Topic, Partition: tp.Partition,
+		LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch,
+	})
+	if err != nil {
+		return PartitionState{}, err
 	}
-	return PartitionState{}, last
+	return res.partition, res.err
 }
 
 func (c *KafkaController) NextProducerID() (int64, error) {
@@ -549,6 +721,10 @@ const (
 	kindAlterISR    = "alter-isr"
 	kindElectLeader = "elect-leader"
 	kindPIDBlock    = "pid-block"
+	// Liveness (see doc.go).
+	kindFence          = "fence"
+	kindHeartbeat      = "heartbeat"
+	kindElectPreferred = "elect-preferred"
 )
 
 // stateRecord is the value of a cluster-state record (see KafkaController).
@@ -565,6 +741,14 @@ type stateRecord struct {
 	ISR            []int32     `json:"isr,omitempty"`
 	Leader         int32       `json:"leader,omitempty"`
 	Block          int64       `json:"block,omitempty"`
+	BrokerID       int32       `json:"broker_id,omitempty"`
+	BrokerEpoch    int64       `json:"broker_epoch,omitempty"`
+	// Unclean is the proposer's unclean.leader.election.enable, for
+	// topics that do not set it (broker, fence).
+	Unclean bool `json:"unclean,omitempty"`
+	// FencePrevious (broker): the proposer watches liveness, so a live
+	// earlier registration of the broker is fenced first.
+	FencePrevious bool `json:"fence_previous,omitempty"`
 }
 
 type wireBroker struct {
@@ -621,120 +805,4 @@ func topicToWire(ts TopicState) *wireTopic {
 		})
 	}
 	return w
-}
-
-// applyResult is what applying one record decided, for its proposer.
-type applyResult struct {
-	topic     TopicState
-	partition PartitionState
-	err       error
-}
-
-// clusterState is the controller's state machine: apply takes records in
-// log order and does no I/O, so every controller that applies the same log
-// holds the same state.
-type clusterState struct {
-	fixed        bool
-	brokers      map[int32]BrokerInfo
-	topics       map[string]*TopicState
-	nextPIDBlock int64
-}
-
-func newClusterState(static []BrokerInfo) *clusterState {
-	s := &clusterState{brokers: map[int32]BrokerInfo{}, topics: map[string]*TopicState{}, fixed: len(static) > 0}
-	for _, b := range static {
-		s.brokers[b.ID] = b
-	}
-	return s
-}
-
-func (s *clusterState) brokerList() []BrokerInfo {
-	out := make([]BrokerInfo, 0, len(s.brokers))
-	for _, b := range s.brokers {
-		out = append(out, b)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
-
-// checkBroker is MemController's rule for a fixed cluster list.
-func (s *clusterState) checkBroker(b BrokerInfo) error {
-	old, ok := s.brokers[b.ID]
-	switch {
-	case s.fixed && !ok:
-		return fmt.Errorf("broker: broker %d is not in the fixed cluster list", b.ID)
-	case s.fixed && old.Rack != b.Rack:
-		return fmt.Errorf("broker: broker %d has rack %q in the cluster list, registers %q", b.ID, old.Rack, b.Rack)
-	}
-	return nil
-}
-
-// apply applies one record. changed is the topic whose state changed, if
-// any; the result goes to the record's proposer.
-func (s *clusterState) apply(rec stateRecord) (changed *TopicState, res applyResult) {
-	switch rec.Kind {
-	case kindBroker:
-		if rec.Broker == nil {
-			return nil, applyResult{err: errors.New("controller: broker record without a broker")}
-		}
-		b := brokerFromWire(rec.Broker)
-		if err := s.checkBroker(b); err != nil {
-			return nil, applyResult{err: err}
-		}
-		if s.fixed { // a static list decides the inter-broker address
-			b = fixedBrokerUpdate(s.brokers[b.ID], b)
-		}
-		s.brokers[b.ID] = b
-		return nil, applyResult{}
-	case kindTopic:
-		w := rec.Topic
-		if w == nil || w.Name == "" || len(w.Partitions) == 0 {
-			return nil, applyResult{err: fmt.Errorf("%w: malformed topic record", ErrInvalidPartitions)}
-		}
-		if _, ok := s.topics[w.Name]; ok {
-			return nil, applyResult{err: fmt.Errorf("%w: %s", ErrTopicExists, w.Name)}
-		}
-		ts := &TopicState{Name: w.Name, Configs: cloneMap(w.Configs)}
-		for i, wp := range w.Partitions {
-			if wp.Partition != int32(i) || len(wp.Replicas) == 0 {
-				return nil, applyResult{err: fmt.Errorf("%w: malformed partition %d of %s", ErrInvalidPartitions, i, w.Name)}
-			}
-			ts.Partitions = append(ts.Partitions, clonePartition(PartitionState{
-				Partition: wp.Partition, Leader: wp.Leader, LeaderEpoch: wp.LeaderEpoch,
-				PartitionEpoch: wp.PartitionEpoch, Replicas: wp.Replicas, ISR: wp.ISR,
-			}))
-		}
-		s.topics[w.Name] = ts
-		return ts, applyResult{topic: cloneTopic(ts)}
-	case kindAlterISR, kindElectLeader:
-		tp := TopicPartition{Topic: rec.TopicName, Partition: rec.Partition}
-		ts, ok := s.topics[tp.Topic]
-		if !ok || tp.Partition < 0 || int(tp.Partition) >= len(ts.Partitions) {
-			return nil, applyResult{err: fmt.Errorf("%w: %s", ErrUnknownTopic, tp)}
-		}
-		ps := &ts.Partitions[tp.Partition]
-		refuse := func(err error) (*TopicState, applyResult) {
-			return nil, applyResult{partition: clonePartition(*ps), err: err}
-		}
-		if err := checkPartitionEpochs(tp, ps, rec.LeaderEpoch, rec.PartitionEpoch); err != nil {
-			return refuse(err)
-		}
-		apply := func() error { return applyISR(tp, ps, rec.ISR) }
-		if rec.Kind == kindElectLeader {
-			apply = func() error { return applyLeader(tp, ps, rec.Leader) }
-		}
-		if err := apply(); err != nil {
-			return refuse(err)
-		}
-		ps.PartitionEpoch++
-		return ts, applyResult{partition: clonePartition(*ps)}
-	case kindPIDBlock:
-		if rec.Block != s.nextPIDBlock {
-			return nil, applyResult{err: fmt.Errorf("controller: producer id block %d already claimed", rec.Block)}
-		}
-		s.nextPIDBlock++
-		return nil, applyResult{}
-	default:
-		return nil, applyResult{err: fmt.Errorf("controller: unknown record kind %q", rec.Kind)}
-	}
 }

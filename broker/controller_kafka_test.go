@@ -67,7 +67,7 @@ func TestControllerAcceptance(t *testing.T) {
 			})
 			defer cancel()
 			for _, b := range threeBrokers() {
-				if err := c.RegisterBroker(b); err != nil {
+				if _, err := c.RegisterBroker(b); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -264,7 +264,7 @@ func TestKafkaControllerRestart(t *testing.T) {
 	emb := startKfake(t)
 	a := newKafkaController(t, emb, threeBrokers())
 	for _, b := range threeBrokers() {
-		if err := a.RegisterBroker(b); err != nil {
+		if _, err := a.RegisterBroker(b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -316,10 +316,10 @@ func TestKafkaControllerRestart(t *testing.T) {
 func TestKafkaControllerStaticList(t *testing.T) {
 	emb := startKfake(t)
 	c := newKafkaController(t, emb, threeBrokers())
-	if err := c.RegisterBroker(BrokerInfo{ID: 7, Host: "h", Port: 1}); err == nil {
+	if _, err := c.RegisterBroker(BrokerInfo{ID: 7, Host: "h", Port: 1}); err == nil {
 		t.Fatal("a broker outside the static list registered")
 	}
-	if err := c.RegisterBroker(BrokerInfo{ID: 1, Host: "elsewhere", Port: 1, Rack: "az1"}); err != nil {
+	if _, err := c.RegisterBroker(BrokerInfo{ID: 1, Host: "elsewhere", Port: 1, Rack: "az1"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := c.Brokers(); !reflect.DeepEqual(got, threeBrokers()) {

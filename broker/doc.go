@@ -122,6 +122,62 @@
 // order is the consensus; see controller_kafka.go); kwal broker uses it
 // when remote.wal.metadata.bootstrap.servers is set.
 //
+// # Liveness and election
+//
+// The mechanism is heartbeat records on the metadata Kafka, in the same
+// __kwal_cluster_state log as every other cluster-state change. Why there
+// and not, say, consumer-group membership: the state is already a log
+// that every broker applies in order, so a fence is just one more
+// epoch-checked proposal ordered against registrations, ISR changes and
+// elections, with no second source of truth to reconcile; the session
+// lives in no single process, so it survives the restart of any broker;
+// and group membership would make the group coordinator, not the log,
+// decide who is alive, with its own rebalance timing.
+//
+//   - A broker registers at start (a "broker" record). The registration's
+//     broker epoch is the record's offset (as Kafka's is), so every life
+//     has a new one and a heartbeat or fence of an earlier life does not
+//     count. A live earlier life is fenced first: a restarted broker may
+//     have lost its unflushed tail and must not go on leading. (Without
+//     liveness, as MemController runs by default, registrations change no
+//     leadership.)
+//   - Every broker.heartbeat.interval.ms (default 2 s) it writes a
+//     heartbeat record (key heartbeat/<id>, compacted; no state depends on
+//     one). Every controller notes, on its own clock, when it applied the
+//     last heartbeat of each live registration (sessionTracker).
+//   - Every controller checks every quarter broker.session.timeout.ms
+//     (default 9 s); when a session has expired it first catches up with
+//     the log's end (a controller that was paused or cut off has missed
+//     heartbeats, not brokers), then proposes a fence of (id, broker
+//     epoch). The first fence applied wins; the others are refused. A
+//     controller that starts gives every registration a fresh session.
+//   - Applying a fence (fenceBroker, pure) takes the broker out of every
+//     ISR, except as the last member (kept so it is electable, cleanly,
+//     when it returns), and elects a new leader where it led: the first
+//     replica, in replica order, in the ISR and live (Kafka's
+//     PartitionChangeBuilder), else, with unclean.leader.election.enable
+//     (topic, or the proposer's broker default), the first live replica,
+//     logged at ERROR; else no leader (-1, LEADER_NOT_AVAILABLE in
+//     Metadata). The leader epoch is bumped on every leader change. A
+//     registration elects leaders for leaderless partitions it can lead.
+//   - auto.leader.rebalance.enable (default true): every
+//     leader.imbalance.check.interval.seconds each broker proposes itself
+//     for the partitions whose first replica it is, when it is in the ISR
+//     (has caught up) and live (ElectPreferred, epoch-checked).
+//   - Self-fencing: a broker's lease is the send time of its last
+//     acknowledged heartbeat plus the session timeout. A controller fences
+//     only a session timeout after applying a heartbeat, which is after it
+//     was sent, so the lease runs out first: a leader cut off from the
+//     metadata Kafka, or paused, answers produces NOT_LEADER_OR_FOLLOWER
+//     and completes no acks=all wait before anyone else can be elected.
+//     When it is heard again and finds itself fenced, it registers anew.
+//
+// MemController applies the same records to the same state machine
+// (clusterState); with EnableLiveness, heartbeats are timed on its
+// injected clock and CheckLiveness (or RunLiveness) fences. The decisions
+// are in liveness.go, the records in clusterstate.go, the broker's side in
+// heartbeat.go.
+//
 // # Concurrency
 //
 // A connection is served by one goroutine, one request at a time, in order

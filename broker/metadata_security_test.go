@@ -65,7 +65,7 @@ func TestMetadataClientTLSAndSASL(t *testing.T) {
 	}
 	defer c.Close()
 	eps := []Endpoint{{Listener: "INTERNAL", Host: "kwal-1", Port: 9092}, {Listener: "EXTERNAL", Host: "localhost", Port: 19092}}
-	if err := c.RegisterBroker(BrokerInfo{ID: 1, Host: "elsewhere", Port: 1, Rack: "az1", Endpoints: eps}); err != nil {
+	if _, err := c.RegisterBroker(BrokerInfo{ID: 1, Host: "elsewhere", Port: 1, Rack: "az1", Endpoints: eps}); err != nil {
 		t.Fatal(err)
 	}
 	// A second controller replays the state topic and learns the endpoints.

@@ -281,6 +281,26 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 		sc.Broker.LogCleanerDisable = !on
 		return err
 	},
+	"broker.heartbeat.interval.ms": func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.BrokerHeartbeatInterval) },
+	"broker.session.timeout.ms":    func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.BrokerSessionTimeout) },
+	"unclean.leader.election.enable": func(sc *ServerConfig, v string) error {
+		b, err := strconv.ParseBool(v)
+		sc.Broker.UncleanLeaderElection = b
+		return err
+	},
+	"auto.leader.rebalance.enable": func(sc *ServerConfig, v string) error {
+		b, err := strconv.ParseBool(v)
+		sc.Broker.DisableAutoLeaderRebalance = !b
+		return err
+	},
+	"leader.imbalance.check.interval.seconds": func(sc *ServerConfig, v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err == nil && n <= 0 {
+			err = fmt.Errorf("must be positive")
+		}
+		sc.Broker.LeaderImbalanceCheckInterval = time.Duration(n) * time.Second
+		return err
+	},
 	"replica.fetch.wait.max.ms": func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaFetchWaitMax) },
 	"replica.fetch.backoff.ms":  func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaFetchBackoff) },
 	"replica.fetch.max.bytes":   func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.ReplicaFetchMaxBytes) },

@@ -36,6 +36,13 @@ var topicConfigCheck = map[string]func(v string) error{
 		}
 		return err
 	},
+	// Read by the controller when it fences the leader (liveness.go).
+	"unclean.leader.election.enable": func(v string) error {
+		if v != "true" && v != "false" {
+			return fmt.Errorf("must be true or false")
+		}
+		return nil
+	},
 	"retention.bytes": func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err == nil && n < -1 {
@@ -77,15 +84,16 @@ func (b *Broker) topicConfigDefaults() map[string]string {
 		seg = 1 << 30
 	}
 	return map[string]string{
-		TopicConfigRemoteWAL:        "false",
-		"min.insync.replicas":       strconv.Itoa(b.cfg.MinInsyncReplicas),
-		"segment.bytes":             strconv.FormatInt(seg, 10),
-		"retention.ms":              strconv.FormatInt(b.cfg.RetentionMs, 10),
-		"retention.bytes":           strconv.FormatInt(b.cfg.RetentionBytes, 10),
-		"cleanup.policy":            "delete",
-		"min.cleanable.dirty.ratio": "0.5",
-		"delete.retention.ms":       "86400000",
-		"min.compaction.lag.ms":     "0",
+		TopicConfigRemoteWAL:             "false",
+		"min.insync.replicas":            strconv.Itoa(b.cfg.MinInsyncReplicas),
+		"segment.bytes":                  strconv.FormatInt(seg, 10),
+		"retention.ms":                   strconv.FormatInt(b.cfg.RetentionMs, 10),
+		"retention.bytes":                strconv.FormatInt(b.cfg.RetentionBytes, 10),
+		"cleanup.policy":                 "delete",
+		"min.cleanable.dirty.ratio":      "0.5",
+		"delete.retention.ms":            "86400000",
+		"min.compaction.lag.ms":          "0",
+		"unclean.leader.election.enable": strconv.FormatBool(b.cfg.UncleanLeaderElection),
 	}
 }
 

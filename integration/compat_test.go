@@ -243,9 +243,18 @@ func testKillFollower(t *testing.T, c *compatCluster, kcat, topic string, p int3
 // checks offsets are dense.
 func fetchFromBroker(t *testing.T, ctx context.Context, addr, topic string, p int32) [][]byte {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	out, err := readBroker(ctx, addr, topic, p)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// readBroker is fetchFromBroker, returning its failure.
+func readBroker(ctx context.Context, addr, topic string, p int32) ([][]byte, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return nil, err
 	}
 	defer cl.Close()
 	br := cl.SeedBrokers()[0]
@@ -263,28 +272,28 @@ func fetchFromBroker(t *testing.T, ctx context.Context, addr, topic string, p in
 		req.Topics = append(req.Topics, rt)
 		resp, err := req.RequestWith(ctx, br)
 		if err != nil {
-			t.Fatalf("fetch %s-%d at %d from %s: %v", topic, p, next, addr, err)
+			return nil, fmt.Errorf("fetch %s-%d at %d from %s: %w", topic, p, next, addr, err)
 		}
 		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			t.Fatalf("fetch from %s: %d topics in the answer", addr, len(resp.Topics))
+			return nil, fmt.Errorf("fetch from %s: %d topics in the answer", addr, len(resp.Topics))
 		}
 		fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Offset: next, Topic: topic, Partition: p},
 			&resp.Topics[0].Partitions[0], kgo.DefaultDecompressor(), nil)
 		if fp.Err != nil {
-			t.Fatalf("fetch %s-%d at %d from %s: %v", topic, p, next, addr, fp.Err)
+			return nil, fmt.Errorf("fetch %s-%d at %d from %s: %w", topic, p, next, addr, fp.Err)
 		}
 		for _, r := range fp.Records {
 			if r.Offset != next {
-				t.Fatalf("%s: offset %d after %d: a gap or a duplicate", addr, r.Offset, next-1)
+				return nil, fmt.Errorf("%s: offset %d after %d: a gap or a duplicate", addr, r.Offset, next-1)
 			}
 			next++
 			out = append(out, r.Value)
 		}
 		if next >= fp.HighWatermark {
-			return out
+			return out, nil
 		}
 		if len(fp.Records) == 0 {
-			t.Fatalf("%s: no progress at offset %d, high watermark %d", addr, next, fp.HighWatermark)
+			return nil, fmt.Errorf("%s: no progress at offset %d, high watermark %d", addr, next, fp.HighWatermark)
 		}
 	}
 }

@@ -130,6 +130,16 @@ func testLeaderKill(t *testing.T, c *compatCluster, topic string, rebuild bool) 
 	}
 
 	got := consumeFranz(t, c, topic, 0, n)
+	if now := c.leaderOf(t, topic, 0); !rebuild && now != leaderID {
+		// Liveness (broker/doc.go): the restarted broker registered a new
+		// life, its old one was fenced and a follower that had learned the
+		// producer from replication was elected, so the resends reached a
+		// leader that knows the producer: exactly once, as Kafka does. The
+		// restarted-leader duplicate without the rebuild is still shown in
+		// process (broker/producerstate_test.go), where no election runs.
+		t.Logf("rebuild disabled, but broker %d now leads instead of the restarted %d: the resends must be exactly once", now, leaderID)
+		rebuild = true
+	}
 	if !rebuild {
 		if len(got) == n {
 			t.Fatalf("rebuild disabled, yet %d records for %d acknowledged: the test no longer shows the duplicates it guards against", len(got), n)

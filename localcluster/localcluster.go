@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kwal/kwal/broker"
@@ -42,8 +43,12 @@ type Config struct {
 	// RemoteWAL tunes every broker's remote WAL (the remote.wal.* keys).
 	RemoteWAL broker.RemoteWALConfig
 	// Tweak, if set, adjusts each broker's config before it starts.
-	Tweak  func(*broker.Config)
-	Logger *slog.Logger
+	Tweak func(*broker.Config)
+	// Liveness, if set, turns on session tracking in the controller
+	// (heartbeats, fencing, elections; see broker/doc.go), checked every
+	// quarter session timeout until Close.
+	Liveness *broker.LivenessConfig
+	Logger   *slog.Logger
 }
 
 // Cluster is a running in-process cluster.
@@ -58,8 +63,12 @@ type Cluster struct {
 	// RackStores are the stores by rack with StorePerRack, else nil.
 	RackStores map[string]objstore.Store
 	// Model is the latency model in force.
-	Model latency.Model
-	parts *rwnode.RemoteWALParts
+	Model   latency.Model
+	parts   *rwnode.RemoteWALParts
+	shared  *rwnode.RemoteWALParts // what every broker's replicator gets
+	configs []broker.Config        // as each broker was started, for RestartBroker
+	stop    chan struct{}
+	live    sync.WaitGroup
 }
 
 // Start starts the brokers, sharing one controller, one object
@@ -81,7 +90,7 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{Controller: broker.NewMemController(nil, 1000), Model: model}
+	c = &Cluster{Controller: broker.NewMemController(nil, 1000), Model: model, stop: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -119,6 +128,7 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		return c, err
 	}
 	shared.Store = c.Store
+	c.shared = shared
 	for i, rack := range cfg.Racks {
 		l := ledger.New()
 		bc := broker.Config{
@@ -130,18 +140,23 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		if cfg.Tweak != nil {
 			cfg.Tweak(&bc)
 		}
-		r, err := rwnode.NewRemoteWALReplicatorFor(&bc, shared, cfg.Logger)
-		if err != nil {
-			return c, err
-		}
-		c.Replicators = append(c.Replicators, r)
-		bc.Replicator = r
-		b, err := broker.New(bc)
-		if err != nil {
-			return c, err
-		}
-		c.Brokers = append(c.Brokers, b)
+		c.Brokers, c.Replicators, c.configs = append(c.Brokers, nil), append(c.Replicators, nil), append(c.configs, bc)
 		c.Ledgers = append(c.Ledgers, l)
+		if err := c.startBroker(i); err != nil {
+			return c, err
+		}
+	}
+	if cfg.Liveness != nil {
+		lc := *cfg.Liveness
+		if lc.Logger == nil {
+			lc.Logger = cfg.Logger
+		}
+		c.Controller.EnableLiveness(lc)
+		c.live.Add(1)
+		go func() {
+			defer c.live.Done()
+			c.Controller.RunLiveness(c.stop)
+		}()
 	}
 	return c, nil
 }
@@ -176,11 +191,68 @@ func openRackStores(ctx context.Context, cfg Config, slow func(objstore.Store) (
 	return stores, nil
 }
 
-// Bootstrap returns the brokers' addresses.
+// startBroker starts broker i (index into Brokers) from its config, with
+// a new replicator.
+func (c *Cluster) startBroker(i int) error {
+	bc := c.configs[i]
+	r, err := rwnode.NewRemoteWALReplicatorFor(&bc, c.shared, bc.Logger)
+	if err != nil {
+		return err
+	}
+	bc.Replicator = r
+	b, err := broker.New(bc)
+	if err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		r.Close(ctx)
+		return err
+	}
+	c.Brokers[i], c.Replicators[i] = b, r
+	return nil
+}
+
+// StopBroker stops broker id as a crash would look to the others: it
+// stops serving and heartbeating at once, nothing is handed over and its
+// remote WAL uploads nothing more; with Liveness the controller fences it
+// after the session timeout. (Its log is closed cleanly: what it had
+// appended stays on its disk, as the page cache would keep it.)
+func (c *Cluster) StopBroker(id int32) error {
+	for i, b := range c.Brokers {
+		if b == nil || b.Info().ID != id {
+			continue
+		}
+		err := b.Close()
+		// A crash uploads nothing more: the write path gets no time to
+		// drain what it holds.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if rerr := c.Replicators[i].Close(ctx); rerr != nil && !errors.Is(rerr, context.Canceled) {
+			err = errors.Join(err, rerr)
+		}
+		c.Brokers[i], c.Replicators[i] = nil, nil
+		return err
+	}
+	return fmt.Errorf("localcluster: no running broker %d", id)
+}
+
+// RestartBroker starts a stopped broker again on its log directory: a new
+// life (broker epoch) that registers and follows.
+func (c *Cluster) RestartBroker(id int32) error {
+	for i, bc := range c.configs {
+		if bc.BrokerID == id && c.Brokers[i] == nil {
+			return c.startBroker(i)
+		}
+	}
+	return fmt.Errorf("localcluster: broker %d is not stopped", id)
+}
+
+// Bootstrap returns the running brokers' addresses.
 func (c *Cluster) Bootstrap() []string {
 	var out []string
 	for _, b := range c.Brokers {
-		out = append(out, b.Addr())
+		if b != nil {
+			out = append(out, b.Addr())
+		}
 	}
 	return out
 }
@@ -191,7 +263,7 @@ func (c *Cluster) MetadataBootstrap() []string { return c.parts.Bootstrap }
 // Broker returns the broker with id, or nil.
 func (c *Cluster) Broker(id int32) *broker.Broker {
 	for _, b := range c.Brokers {
-		if b.Info().ID == id {
+		if b != nil && b.Info().ID == id {
 			return b
 		}
 	}
@@ -201,13 +273,22 @@ func (c *Cluster) Broker(id int32) *broker.Broker {
 // Close stops the brokers, then their replicators, then the shared parts.
 func (c *Cluster) Close() error {
 	var errs []error
+	if c.stop != nil {
+		close(c.stop)
+		c.live.Wait()
+		c.stop = nil
+	}
 	for _, b := range c.Brokers {
-		errs = append(errs, b.Close())
+		if b != nil {
+			errs = append(errs, b.Close())
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, r := range c.Replicators {
-		errs = append(errs, r.Close(ctx))
+		if r != nil {
+			errs = append(errs, r.Close(ctx))
+		}
 	}
 	if c.parts != nil {
 		c.parts.Close()

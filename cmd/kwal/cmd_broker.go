@@ -114,7 +114,7 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig
 	signal.Stop(sig)
-	return b.Close()
+	return b.Shutdown()
 }
 
 // openController picks the controller. With
@@ -126,7 +126,9 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 // the broker runs alone (or with a static list, computing the same
 // assignment as its peers but learning nothing from them) on an in-memory
 // controller; producer ids are then made disjoint by broker id and start
-// time.
+// time. With the metadata Kafka, brokers heartbeat into the state topic
+// and a broker silent for broker.session.timeout.ms is fenced and its
+// partitions get new leaders; the in-memory controller watches nobody.
 func openController(sc broker.ServerConfig, logger *slog.Logger) (broker.Controller, func(), error) {
 	var bootstrap []string
 	for _, s := range strings.Split(sc.Broker.RemoteWAL.MetadataBootstrapServers, ",") {
@@ -142,6 +144,10 @@ func openController(sc broker.ServerConfig, logger *slog.Logger) (broker.Control
 	if err != nil {
 		return nil, nil, err
 	}
+	session := sc.Broker.BrokerSessionTimeout
+	if session == 0 {
+		session = broker.DefaultBrokerSessionTimeout
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := broker.NewKafkaController(ctx, broker.KafkaControllerConfig{
@@ -150,6 +156,10 @@ func openController(sc broker.ServerConfig, logger *slog.Logger) (broker.Control
 		Brokers:   sc.Cluster,
 		ClientID:  fmt.Sprintf("kwal-controller-%d", sc.Broker.BrokerID),
 		Logger:    logger,
+		// Liveness: every broker heartbeats into the state topic and
+		// every broker's controller fences the silent (broker/doc.go).
+		SessionTimeout:        session,
+		UncleanLeaderElection: sc.Broker.UncleanLeaderElection,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("controller on %s: %w", strings.Join(bootstrap, ","), err)
