@@ -43,7 +43,7 @@ func (b *Broker) handleCreateTopics(req *kmsg.CreateTopicsRequest) kmsg.Response
 		if spec.ReplicationFactor == -1 {
 			spec.ReplicationFactor = b.cfg.DefaultReplicationFactor
 		}
-		switch err := b.checkTopicConfigs(configs); {
+		switch err := b.checkTopicConfigs(configs, spec.ReplicationFactor); {
 		case checkTopicName(rt.Topic) != nil:
 			fail(kerr.InvalidTopicException, checkTopicName(rt.Topic).Error())
 		case len(rt.ReplicaAssignment) > 0:

@@ -27,7 +27,12 @@ type Broker struct {
 	clock  clock.Clock
 	ctrl   Controller
 	ledger *ledger.Ledger
-	ln     net.Listener // the inter-broker listener's
+	ln     net.Listener // every listener, under the connection limits
+	// limits is the connection caps, under any TLS (the handshake runs in
+	// the connection's goroutine); conns counts what the connection layer
+	// refused.
+	limits *limitListener
+	conns  connCounters
 	// validator checks every produced batch once (BatchValidator).
 	validator *kafkalog.BatchValidator
 	info      BrokerInfo
@@ -54,7 +59,7 @@ type Broker struct {
 	mu struct {
 		sync.Mutex
 		partitions map[TopicPartition]*partition
-		conns      map[net.Conn]struct{}
+		conns      map[net.Conn]*connState
 		closed     bool
 	}
 }
@@ -65,11 +70,14 @@ func New(cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := CheckLogDir(cfg.LogDir); err != nil {
+		return nil, err
+	}
 	b := &Broker{cfg: cfg, clock: cfg.Clock, ctrl: cfg.Controller, ledger: cfg.Ledger, stop: make(chan struct{})}
 	b.validator = kafkalog.NewBatchValidator(kafkalog.DefaultMaxBatchBytes, cfg.MaxUncompressedBatchBytes)
 	b.logger = cfg.Logger.With("broker", cfg.BrokerID)
 	b.mu.partitions = map[TopicPartition]*partition{}
-	b.mu.conns = map[net.Conn]struct{}{}
+	b.mu.conns = map[net.Conn]*connState{}
 	b.saslFakeKey = make([]byte, 32)
 	if _, err := rand.Read(b.saslFakeKey); err != nil {
 		return nil, err
@@ -79,16 +87,13 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.listeners = lns
-	closeListeners := func() {
-		for _, l := range lns {
-			l.ln.Close()
-		}
-	}
+	b.limits = newLimitListener(newMultiListener(lns, cfg.InterBrokerListenerName), ConnLimits{Max: cfg.MaxConnections, PerIP: cfg.MaxConnectionsPerIP, PerIPOverrides: cfg.MaxConnectionsPerIPOverrides}, b.logger, b.clock)
+	b.ln = b.limits
+	closeListeners := func() { b.ln.Close() }
 	b.info = BrokerInfo{ID: cfg.BrokerID, Rack: cfg.Rack}
 	for _, l := range lns {
 		b.info.Endpoints = append(b.info.Endpoints, l.advertised)
 		if l.cfg.Name == cfg.InterBrokerListenerName {
-			b.ln = l.ln
 			b.info.Host, b.info.Port = l.advertised.Host, l.advertised.Port
 		}
 	}
@@ -128,15 +133,18 @@ func New(cfg Config) (*Broker, error) {
 		b.applyTopic(ts)
 	}
 	b.heartbeat() // learns whether a lease is enforced
-	b.wg.Add(5 + len(lns))
-	for _, l := range lns {
-		go b.acceptLoop(l)
-	}
+	// The reaper's timer is made here, not in its goroutine, so that a
+	// test on the manual clock may advance it as soon as New returns.
+	interval := reapInterval(cfg.ConnectionsMaxIdle, cfg.RequestReadTimeout)
+	reapTimer := b.clock.NewTimer(interval)
+	b.wg.Add(7)
+	go b.acceptLoop()
 	go b.isrLoop()
 	go b.retentionLoop()
 	go b.producerExpirationLoop()
 	go b.heartbeatLoop()
 	go b.rebalanceLoop()
+	go b.everyOn(reapTimer, interval, func() { b.reapConns(b.clock.Now()) }, cfg.afterReapArmed)
 	if !cfg.LogCleanerDisable {
 		b.wg.Add(1)
 		go b.cleanerLoop()
@@ -205,15 +213,13 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	b.mu.closed = true
-	for c := range b.mu.conns {
-		c.Close()
+	for _, cs := range b.mu.conns {
+		cs.close()
 	}
 	b.mu.Unlock()
 	close(b.stop)
 	b.unsubscribe()
-	for _, l := range b.listeners {
-		l.ln.Close()
-	}
+	b.ln.Close() // the limits, the listeners under them
 	b.fetchers.close()
 	b.produceWait.Shutdown()
 	b.fetchWait.Shutdown()
@@ -428,8 +434,14 @@ func (b *Broker) isrLoop() {
 // one b.wg count); armed, if set, runs after each fn once the next run is
 // scheduled (a test hook).
 func (b *Broker) every(period time.Duration, fn, armed func()) {
+	b.everyOn(b.clock.NewTimer(period), period, fn, armed)
+}
+
+// everyOn is every on a timer the caller made (and armed for the first
+// run), for a loop whose first run a test must be able to trigger as soon
+// as New returns.
+func (b *Broker) everyOn(t clock.Timer, period time.Duration, fn, armed func()) {
 	defer b.wg.Done()
-	t := b.clock.NewTimer(period)
 	defer t.Stop()
 	for {
 		select {
@@ -465,22 +477,50 @@ func (b *Broker) alterISR(p *partition, isr []int32) {
 	}
 }
 
-func (b *Broker) acceptLoop(l *listener) {
+// acceptLoop accepts until the broker closes. When accept fails (EMFILE,
+// ENFILE, ENOBUFS and the like) it logs once, backs off (5 ms doubling to
+// 1 s, on the broker's clock) and tries again, serving the connections it
+// has meanwhile; it logs again, with the count of failed accepts, once
+// accepting works again.
+func (b *Broker) acceptLoop() {
 	defer b.wg.Done()
+	var (
+		failures int64
+		backoff  time.Duration
+	)
 	for {
-		c, err := l.ln.Accept()
+		c, err := b.ln.Accept()
 		if err != nil {
 			select {
 			case <-b.stop:
 				return
 			default:
 			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			b.logger.Error("accept", "listener", l.cfg.Name, "err", err)
-			return
+			failures++
+			b.conns.acceptErrors.Add(1)
+			if failures == 1 {
+				b.logger.Error("accept failing: backing off, still serving open connections", "err", err, "open_connections", b.limits.open())
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			t := b.clock.NewTimer(backoff)
+			select {
+			case <-b.stop:
+				t.Stop()
+				return
+			case <-t.C():
+			}
+			continue
+		}
+		if failures > 0 {
+			b.logger.Warn("accepting connections again", "failed_accepts", failures, "open_connections", b.limits.open())
+			failures, backoff = 0, 0
 		}
 		b.mu.Lock()
 		if b.mu.closed {
@@ -488,10 +528,13 @@ func (b *Broker) acceptLoop(l *listener) {
 			c.Close()
 			return
 		}
-		b.mu.conns[c] = struct{}{}
+		cs := newConnState(c)
+		cs.listener = b.listenerOf(c)
+		cs.state.Store(packPhase(phaseIdle, b.clock.Now()))
+		b.mu.conns[c] = cs
 		b.wg.Add(1)
 		b.mu.Unlock()
-		go b.serveConn(c, l)
+		go b.serveConn(cs)
 	}
 }
 

@@ -128,6 +128,7 @@ func TestClusterISRShrinkAndExpand(t *testing.T) {
 		cfg.ReplicaLagTimeMax = 300 * time.Millisecond
 		cfg.ReplicaFetchWaitMax = 50 * time.Millisecond
 		cfg.MinInsyncReplicas = 3
+		cfg.DefaultReplicationFactor = 3 // min.insync.replicas may not exceed it
 	})
 	admin := newClient(t, c)
 	const topic = "isr"

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -30,18 +32,30 @@ const (
 	// topic's followers about it before its leaders, and a follower's first
 	// OffsetForLeaderEpoch then fails once and would otherwise stall the
 	// topic's first acks=all produces for a second.
-	DefaultReplicaFetchBackoff      = 100 * time.Millisecond
-	DefaultClusterID                = "kwal-cluster"
-	DefaultListener                 = "127.0.0.1:9092"
-	DefaultCombinerThreadPoolSize   = 2
-	DefaultCombinerQueueSize        = 1024
-	DefaultCombinerTaskInterval     = 10 * time.Millisecond
-	DefaultCombinerTaskUploadBytes  = 4 << 20
-	DefaultRemoteWALThreadPoolSize  = 4
-	maxTopicNameLength              = 249
-	replicaFetcherClientIDPrefix    = "kwal-replica-fetcher-"
-	unknownRack                     = ""
-	defaultProducerStateBatchWindow = kafkalog.ProducerBatchWindow // the log keeps Kafka's last 5 batches per producer
+	DefaultReplicaFetchBackoff = 100 * time.Millisecond
+	DefaultClusterID           = "kwal-cluster"
+	DefaultListener            = "127.0.0.1:9092"
+	DefaultMaxConnections      = math.MaxInt32    // max.connections
+	DefaultMaxConnectionsPerIP = math.MaxInt32    // max.connections.per.ip
+	DefaultConnectionsMaxIdle  = 10 * time.Minute // connections.max.idle.ms
+	// DefaultRequestReadTimeout is kwal.socket.request.read.timeout.ms:
+	// once a request's first byte has arrived, the whole request must
+	// arrive within this long or the connection is closed (Kafka has no such
+	// key; its idle timeout alone lets a slow sender hold a connection).
+	DefaultRequestReadTimeout = 30 * time.Second
+	// DefaultConnectionMaxBufferedBytes is
+	// kwal.connection.max.buffered.bytes: request and response bytes one
+	// connection may hold while pipelined responses wait.
+	DefaultConnectionMaxBufferedBytes = 128 << 20
+	DefaultCombinerThreadPoolSize     = 2
+	DefaultCombinerQueueSize          = 1024
+	DefaultCombinerTaskInterval       = 10 * time.Millisecond
+	DefaultCombinerTaskUploadBytes    = 4 << 20
+	DefaultRemoteWALThreadPoolSize    = 4
+	maxTopicNameLength                = 249
+	replicaFetcherClientIDPrefix      = "kwal-replica-fetcher-"
+	unknownRack                       = ""
+	defaultProducerStateBatchWindow   = kafkalog.ProducerBatchWindow // the log keeps Kafka's last 5 batches per producer
 )
 
 // Defaults of the log-maintenance tasks, Kafka's.
@@ -110,6 +124,13 @@ type RemoteWALConfig struct {
 	// (remote.wal.metadata.sasl.*, password from
 	// KWAL_METADATA_SASL_PASSWORD); nil: none.
 	MetadataSASL *SASLClientConfig
+	// StorageCheckTimeout: remote.wal.storage.check.timeout.ms, how long
+	// the start waits for the object store to answer. Default 10 s.
+	StorageCheckTimeout time.Duration
+	// MetadataBootstrapTimeout: remote.wal.metadata.bootstrap.timeout.ms,
+	// how long the start waits for the metadata Kafka (the controller's
+	// and the remote WAL's). Default 15 s.
+	MetadataBootstrapTimeout time.Duration
 }
 
 // MetadataClient is the security of the metadata Kafka clients.
@@ -225,6 +246,19 @@ type Config struct {
 	// one compressed produced batch may decompress to; a larger one is
 	// refused with CORRUPT_MESSAGE. Default 64 MiB.
 	MaxUncompressedBatchBytes int64
+	// MaxConnections: max.connections. Default 2147483647.
+	MaxConnections int
+	// MaxConnectionsPerIP: max.connections.per.ip. Default 2147483647.
+	MaxConnectionsPerIP int
+	// MaxConnectionsPerIPOverrides: max.connections.per.ip.overrides.
+	MaxConnectionsPerIPOverrides map[netip.Addr]int
+	// ConnectionsMaxIdle: connections.max.idle.ms. Default 10 minutes.
+	ConnectionsMaxIdle time.Duration
+	// RequestReadTimeout: kwal.socket.request.read.timeout.ms. Default 30 s.
+	RequestReadTimeout time.Duration
+	// ConnectionMaxBufferedBytes: kwal.connection.max.buffered.bytes.
+	// Default 128 MiB.
+	ConnectionMaxBufferedBytes int64
 	// AutoCreateTopics: auto.create.topics.enable. Default true (set
 	// DisableAutoCreateTopics to turn it off).
 	DisableAutoCreateTopics bool
@@ -273,11 +307,33 @@ type Config struct {
 	// afterRetention and afterProducerExpiration, for tests, run after
 	// each pass of those tasks.
 	afterRetention, afterProducerExpiration func()
+	// Connection test hooks: onConnPhase is called as a connection enters
+	// a phase (phaseIdle, phaseReading, phaseServing), onReap after each
+	// reaper pass with the connections it closed, afterReapArmed once the
+	// reaper's timer is armed for its next pass.
+	onConnPhase    func(remote string, phase int32)
+	onReap         func(now time.Time, closed int)
+	afterReapArmed func()
 }
 
-// Validate fills defaults and rejects nonsense; errors wrap ErrConfig and
-// name the setting.
+// Validate fills defaults and rejects nonsense (CheckSettings), and
+// requires a Controller; errors wrap ErrConfig and name the setting.
 func (c *Config) Validate() error {
+	if err := c.CheckSettings(); err != nil {
+		return err
+	}
+	if c.Controller == nil {
+		return fmt.Errorf("%w: a Controller is required", ErrConfig)
+	}
+	return nil
+}
+
+// CheckSettings fills defaults and checks every setting against its
+// documented range (serverKeyRanges) and the cross-key rules, without
+// touching the disk or the network; `kwal broker` runs it before it opens
+// anything. Errors wrap ErrConfig and name the key, the value, the allowed
+// range and what to do.
+func (c *Config) CheckSettings() error {
 	if c.Listener == "" {
 		c.Listener = DefaultListener
 	}
@@ -313,6 +369,24 @@ func (c *Config) Validate() error {
 	}
 	if c.SocketRequestMaxBytes == 0 {
 		c.SocketRequestMaxBytes = DefaultSocketRequestMaxBytes
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.MaxConnectionsPerIP == 0 {
+		c.MaxConnectionsPerIP = DefaultMaxConnectionsPerIP
+	}
+	if c.ConnectionsMaxIdle == 0 {
+		c.ConnectionsMaxIdle = DefaultConnectionsMaxIdle
+	}
+	if c.RequestReadTimeout == 0 {
+		c.RequestReadTimeout = DefaultRequestReadTimeout
+	}
+	if c.ConnectionMaxBufferedBytes == 0 {
+		c.ConnectionMaxBufferedBytes = DefaultConnectionMaxBufferedBytes
+	}
+	if c.MaxUncompressedBatchBytes == 0 {
+		c.MaxUncompressedBatchBytes = kafkalog.DefaultMaxUncompressedBatchBytes
 	}
 	if c.RetentionCheckInterval == 0 {
 		c.RetentionCheckInterval = DefaultRetentionCheckInterval
@@ -363,6 +437,12 @@ func (c *Config) Validate() error {
 	if r.CombinerTaskUploadBytes == 0 {
 		r.CombinerTaskUploadBytes = DefaultCombinerTaskUploadBytes
 	}
+	if r.StorageCheckTimeout == 0 {
+		r.StorageCheckTimeout = DefaultStoreCheckTimeout
+	}
+	if r.MetadataBootstrapTimeout == 0 {
+		r.MetadataBootstrapTimeout = DefaultMetadataBootstrapTimeout
+	}
 	if c.Ledger == nil {
 		c.Ledger = ledger.New()
 	}
@@ -372,64 +452,14 @@ func (c *Config) Validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	bad := func(key string, v any) error { return fmt.Errorf("%w: %s=%v", ErrConfig, key, v) }
 	switch {
-	case c.BrokerID < 0:
-		return bad("broker.id", c.BrokerID)
 	case c.LogDir == "":
 		return fmt.Errorf("%w: log.dirs is required", ErrConfig)
-	case c.SegmentBytes < 0:
-		return bad("log.segment.bytes", c.SegmentBytes)
-	case c.FlushMessages < 0:
-		return bad("flush.messages", c.FlushMessages)
-	case c.RetentionMs < -1:
-		return bad("log.retention.ms", c.RetentionMs)
-	case c.RetentionBytes < -1:
-		return bad("log.retention.bytes", c.RetentionBytes)
-	case c.RetentionCheckInterval < 0:
-		return bad("log.retention.check.interval.ms", c.RetentionCheckInterval)
-	case c.ProducerIDExpiration < time.Millisecond:
-		return bad("producer.id.expiration.ms", c.ProducerIDExpiration)
-	case c.ProducerIDExpirationCheckInterval < time.Millisecond:
-		return bad("producer.id.expiration.check.interval.ms", c.ProducerIDExpirationCheckInterval)
 	case c.MaxTopicPartitions < 1:
-		return bad("max topic partitions", c.MaxTopicPartitions)
-	case c.NumPartitions < 1 || c.NumPartitions > c.MaxTopicPartitions:
-		return bad("num.partitions", c.NumPartitions)
-	case c.DefaultReplicationFactor < 1:
-		return bad("default.replication.factor", c.DefaultReplicationFactor)
-	case c.MinInsyncReplicas < 1:
-		return bad("min.insync.replicas", c.MinInsyncReplicas)
-	case c.LogCleanerBackoff < 0:
-		return bad("log.cleaner.backoff.ms", c.LogCleanerBackoff)
-	case c.ReplicaLagTimeMax < 0:
-		return bad("replica.lag.time.max.ms", c.ReplicaLagTimeMax)
-	case c.BrokerHeartbeatInterval < 0:
-		return bad("broker.heartbeat.interval.ms", c.BrokerHeartbeatInterval)
-	case c.BrokerSessionTimeout <= c.BrokerHeartbeatInterval:
-		return fmt.Errorf("%w: broker.session.timeout.ms (%v) must exceed broker.heartbeat.interval.ms (%v)", ErrConfig, c.BrokerSessionTimeout, c.BrokerHeartbeatInterval)
-	case c.LeaderImbalanceCheckInterval < 0:
-		return bad("leader.imbalance.check.interval.seconds", c.LeaderImbalanceCheckInterval)
-	case c.ReplicaFetchWaitMax < 0:
-		return bad("replica.fetch.wait.max.ms", c.ReplicaFetchWaitMax)
-	case c.ReplicaFetchMaxBytes < 0:
-		return bad("replica.fetch.max.bytes", c.ReplicaFetchMaxBytes)
-	case c.ReplicaFetchBackoff < 0:
-		return bad("replica.fetch.backoff.ms", c.ReplicaFetchBackoff)
-	case c.SocketRequestMaxBytes < 64:
-		return bad("socket.request.max.bytes", c.SocketRequestMaxBytes)
-	case r.ThreadPoolSize < 1:
-		return bad("remote.wal.log.manager.thread.pool.size", r.ThreadPoolSize)
-	case r.CombinerThreadPoolSize < 1:
-		return bad("remote.wal.log.manager.combiner.thread.pool.size", r.CombinerThreadPoolSize)
-	case r.CombinerQueueSize < 1:
-		return bad("remote.wal.log.manager.combiner.queue.size", r.CombinerQueueSize)
-	case r.CombinerTaskInterval < 0:
-		return bad("remote.wal.log.manager.combiner.task.interval.ms", r.CombinerTaskInterval)
-	case r.CombinerTaskUploadBytes < 1:
-		return bad("remote.wal.log.manager.combiner.task.upload.bytes", r.CombinerTaskUploadBytes)
-	case c.Controller == nil:
-		return fmt.Errorf("%w: a Controller is required", ErrConfig)
+		return fmt.Errorf("%w: MaxTopicPartitions=%d, want >= 1", ErrConfig, c.MaxTopicPartitions)
+	}
+	if err := c.validateRanges(); err != nil {
+		return err
 	}
 	if _, _, err := net.SplitHostPort(c.Listener); err != nil && len(c.Listeners) == 0 {
 		return fmt.Errorf("%w: listeners=%q: %v", ErrConfig, c.Listener, err)

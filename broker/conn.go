@@ -8,7 +8,9 @@ import (
 	"net"
 	"reflect"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -40,6 +42,93 @@ type connState struct {
 	pipelining bool
 	deferred   func() kmsg.Response
 	lastHeader requestHeader
+
+	// state is what the connection reaper reads, the phase and since when
+	// in one word (see packPhase) so that it never pairs one phase with
+	// another's time. queued counts replies handed to the writer and not
+	// written; closed is set once the connection is closed.
+	state  atomic.Int64
+	queued atomic.Int32
+	closed atomic.Bool
+
+	// buffered bounds the bytes held for this connection: request frames
+	// being served or waiting for their pipelined response, and response
+	// frames queued for the writer (kwal.connection.max.buffered.bytes).
+	buffered struct {
+		sync.Mutex
+		n      int64
+		closed bool
+		cond   *sync.Cond
+	}
+}
+
+// Connection phases, for the reaper.
+const (
+	phaseIdle    = iota // waiting for a request's first byte
+	phaseReading        // a request's first byte arrived, the rest not yet
+	phaseServing        // serving a request
+)
+
+func newConnState(c net.Conn) *connState {
+	cs := &connState{conn: c, remote: c.RemoteAddr().String()}
+	cs.buffered.cond = sync.NewCond(&cs.buffered.Mutex)
+	return cs
+}
+
+// packPhase puts a phase in the low 2 bits of a clock time in
+// nanoseconds (the time loses its last 2 ns).
+func packPhase(p int32, t time.Time) int64 { return t.UnixNano()&^3 | int64(p) }
+
+func unpackPhase(v int64) (int32, time.Time) { return int32(v & 3), time.Unix(0, v&^3) }
+
+func (b *Broker) setPhase(cs *connState, p int32) {
+	cs.state.Store(packPhase(p, b.clock.Now()))
+	if h := b.cfg.onConnPhase; h != nil {
+		h(cs.remote, p)
+	}
+}
+
+// reserve waits until n more bytes fit under max (a request larger than
+// max alone is let through once nothing else is held, as
+// socket.request.max.bytes already bounds it) and counts them; ok is
+// false if the connection closed meanwhile, waited says whether it had
+// to wait.
+func (cs *connState) reserve(n, max int64) (ok, waited bool) {
+	cs.buffered.Lock()
+	defer cs.buffered.Unlock()
+	for cs.buffered.n > 0 && cs.buffered.n+n > max && !cs.buffered.closed {
+		waited = true
+		cs.buffered.cond.Wait()
+	}
+	cs.buffered.n += n
+	return !cs.buffered.closed, waited
+}
+
+// hold counts n bytes already allocated, without waiting.
+func (cs *connState) hold(n int64) {
+	cs.buffered.Lock()
+	cs.buffered.n += n
+	cs.buffered.Unlock()
+}
+
+func (cs *connState) release(n int64) {
+	if n == 0 {
+		return
+	}
+	cs.buffered.Lock()
+	cs.buffered.n -= n
+	cs.buffered.cond.Broadcast()
+	cs.buffered.Unlock()
+}
+
+// close closes the connection and wakes a reader waiting in reserve.
+func (cs *connState) close() {
+	cs.closed.Store(true)
+	cs.conn.Close()
+	cs.buffered.Lock()
+	cs.buffered.closed = true
+	cs.buffered.cond.Broadcast()
+	cs.buffered.Unlock()
 }
 
 // maxPipelined bounds the requests a connection has read but not yet
@@ -51,16 +140,17 @@ type reply struct {
 	frame []byte               // encoded response, or nil
 	wait  func() kmsg.Response // a pipelined response still to come
 	h     requestHeader
+	held  int64 // bytes reserved for this reply, released once written
 }
 
 // retainedBuffer is the largest buffer a connection keeps between requests.
 const retainedBuffer = 1 << 20
 
-func (b *Broker) serveConn(raw net.Conn, l *listener) {
+func (b *Broker) serveConn(cs *connState) {
 	defer b.wg.Done()
-	cs := &connState{conn: raw, remote: raw.RemoteAddr().String(), listener: l}
+	raw := cs.conn // closing it (cs.close, from anywhere) ends TLS too
 	defer func() {
-		raw.Close()
+		cs.close()
 		b.mu.Lock()
 		delete(b.mu.conns, raw)
 		b.mu.Unlock()
@@ -69,15 +159,14 @@ func (b *Broker) serveConn(raw net.Conn, l *listener) {
 	if !ok {
 		return
 	}
-	cs.conn = c
+	l := cs.listener
 	// Responses go out in request order from one writer; a request whose
 	// response is pipelined (acks=all) does not stop the reader.
 	replies := make(chan reply, maxPipelined)
 	writerDone := make(chan struct{})
-	// queued counts replies handed to the writer and not yet written; at
-	// zero the writer is idle and the reader writes its reply itself,
+	// cs.queued counts replies handed to the writer and not yet written;
+	// at zero the writer is idle and the reader writes its reply itself,
 	// without copying it out of cs.out.
-	var queued atomic.Int32
 	var writeFailed atomic.Bool
 	go func() {
 		defer close(writerDone)
@@ -88,22 +177,25 @@ func (b *Broker) serveConn(raw net.Conn, l *listener) {
 			if r.wait != nil {
 				resp := r.wait()
 				if resp == nil || failed {
-					queued.Add(-1)
+					cs.release(r.held)
+					cs.queued.Add(-1)
 					continue
 				}
 				frame = encodeResponse(nil, r.h, resp)
 			}
 			if frame == nil || failed {
-				queued.Add(-1)
+				cs.release(r.held)
+				cs.queued.Add(-1)
 				continue
 			}
-			if _, err := c.Write(frame); err != nil {
+			if _, err := b.writeResponse(c, frame); err != nil {
 				b.logger.Debug("connection write", "remote", cs.remote, "err", err)
 				failed = true
 				writeFailed.Store(true)
-				c.Close()
+				cs.close()
 			}
-			queued.Add(-1)
+			cs.release(r.held)
+			cs.queued.Add(-1)
 		}
 	}()
 	defer func() {
@@ -112,50 +204,93 @@ func (b *Broker) serveConn(raw net.Conn, l *listener) {
 	}()
 	var size [4]byte
 	for {
-		if _, err := io.ReadFull(c, size[:]); err != nil {
+		b.setPhase(cs, phaseIdle)
+		n, err := c.Read(size[:])
+		if n > 0 {
+			// The request has started: from now on it must arrive whole
+			// within the read timeout (the reaper watches).
+			b.setPhase(cs, phaseReading)
+			if n < len(size) {
+				_, err = io.ReadFull(c, size[n:])
+			} else {
+				err = nil
+			}
+		}
+		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				b.logger.Debug("connection read", "remote", cs.remote, "err", err)
 			}
 			return
 		}
-		n := int32(binary.BigEndian.Uint32(size[:]))
-		if raw := cs.sasl != nil && cs.sasl.rawTokens; (n < 8 && !raw) || n < 0 || n > b.cfg.SocketRequestMaxBytes {
-			b.logger.Warn("closing connection: bad request size", "remote", cs.remote, "size", n, "max", b.cfg.SocketRequestMaxBytes)
+		size := int32(binary.BigEndian.Uint32(size[:]))
+		// After SaslHandshake v0 a bare token may be shorter than a header.
+		if rawToken := cs.sasl != nil && cs.sasl.rawTokens; (size < 8 && !rawToken) || size < 0 || size > b.cfg.SocketRequestMaxBytes {
+			b.logger.Warn("closing connection: bad request size", "remote", cs.remote, "size", size, "max", b.cfg.SocketRequestMaxBytes)
 			return
 		}
-		if cs.sasl != nil && !cs.sasl.authenticated() && n > saslMaxReceiveSize {
-			b.logger.Warn("closing connection: request before authentication too large", "remote", cs.remote, "listener", l.cfg.Name, "size", n, "max", saslMaxReceiveSize)
+		if cs.sasl != nil && !cs.sasl.authenticated() && size > saslMaxReceiveSize {
+			b.logger.Warn("closing connection: request before authentication too large", "remote", cs.remote, "listener", l.cfg.Name, "size", size, "max", saslMaxReceiveSize)
 			return
 		}
-		if cap(cs.buf) < int(n) {
-			cs.buf = make([]byte, n)
+		// Waiting here for the client to read its responses is
+		// back-pressure, not a slow request: if reserve has to wait, the
+		// read timeout starts again once the body may be read; if not,
+		// it still runs from the request's first byte.
+		started := cs.state.Load()
+		cs.state.Store(packPhase(phaseServing, b.clock.Now()))
+		ok, waited := cs.reserve(int64(size), b.cfg.ConnectionMaxBufferedBytes)
+		if !ok {
+			cs.release(int64(size))
+			return
 		}
-		frame := cs.buf[:n]
+		if waited {
+			b.setPhase(cs, phaseReading)
+		} else {
+			cs.state.Store(started)
+		}
+		held := int64(size)
+		if cap(cs.buf) < int(size) {
+			cs.buf = make([]byte, size)
+		}
+		frame := cs.buf[:size]
 		if _, err := io.ReadFull(c, frame); err != nil {
-			b.logger.Warn("closing connection: short request", "remote", cs.remote, "size", n, "err", err)
+			cs.release(held)
+			if cs.closed.Load() && errors.Is(err, net.ErrClosed) {
+				return // the reaper closed it and said why
+			}
+			b.logger.Warn("closing connection: short request", "remote", cs.remote, "size", size, "err", err)
 			return
 		}
+		b.setPhase(cs, phaseServing)
 		cs.pipelining, cs.deferred = true, nil
 		resp, keep := b.handleFrame(cs, frame)
 		r := reply{}
-		if resp != nil && queued.Load() == 0 {
+		if resp != nil && cs.queued.Load() == 0 {
 			// Nothing ahead of this reply: write it now, from cs.out.
 			if writeFailed.Load() {
+				cs.release(held)
 				return
 			}
-			if _, err := c.Write(resp); err != nil {
+			if _, err := b.writeResponse(c, resp); err != nil {
 				b.logger.Debug("connection write", "remote", cs.remote, "err", err)
+				cs.release(held)
 				return
 			}
 			resp = nil
 		} else if resp != nil {
 			r.frame = append([]byte(nil), resp...)
+			r.held = int64(len(r.frame))
+			cs.hold(r.held)
 		}
 		if cs.deferred != nil && r.frame == nil && resp == nil {
 			r.wait, r.h = cs.deferred, cs.lastHeader
 			// The handler may still hold parts of frame; read the next
-			// request into a fresh buffer.
+			// request into a fresh buffer. The frame stays counted until
+			// the response is written.
 			cs.buf = nil
+			r.held += held
+		} else {
+			cs.release(held)
 		}
 		if cap(cs.buf) > retainedBuffer {
 			cs.buf = nil
@@ -164,13 +299,75 @@ func (b *Broker) serveConn(raw net.Conn, l *listener) {
 			cs.out = nil
 		}
 		if r.frame != nil || r.wait != nil {
-			queued.Add(1)
+			cs.queued.Add(1)
 			replies <- r
 		}
 		if !keep {
 			return
 		}
 	}
+}
+
+// writeResponse writes one response frame. A client that stops reading
+// is given connections.max.idle.ms for the write (a socket deadline, so
+// wall-clock time) before the connection is closed, so that it cannot
+// hold its goroutines and buffers forever.
+func (b *Broker) writeResponse(c net.Conn, frame []byte) (int, error) {
+	c.SetWriteDeadline(time.Now().Add(b.cfg.ConnectionsMaxIdle))
+	return c.Write(frame)
+}
+
+// reapConns closes connections idle for longer than connections.max.idle.ms
+// (with no response pending) and connections that started a request and
+// did not send all of it within kwal.socket.request.read.timeout.ms (a
+// slow or stalled client holds a goroutine and a buffer).
+func (b *Broker) reapConns(now time.Time) {
+	type victim struct {
+		cs     *connState
+		idle   bool
+		reason string
+		for_   time.Duration
+	}
+	var victims []victim
+	b.mu.Lock()
+	for _, cs := range b.mu.conns {
+		if cs.closed.Load() {
+			continue // closed already, its goroutine not yet gone
+		}
+		phase, since := unpackPhase(cs.state.Load())
+		age := now.Sub(since)
+		switch phase {
+		case phaseIdle:
+			if age > b.cfg.ConnectionsMaxIdle && cs.queued.Load() == 0 {
+				victims = append(victims, victim{cs, true, "idle for longer than connections.max.idle.ms", age})
+			}
+		case phaseReading:
+			if age > b.cfg.RequestReadTimeout {
+				victims = append(victims, victim{cs, false, "request not received whole within kwal.socket.request.read.timeout.ms", age})
+			}
+		}
+	}
+	b.mu.Unlock()
+	for _, v := range victims {
+		if v.idle {
+			b.logger.Info("closing connection: "+v.reason, "remote", v.cs.remote, "client_id", v.cs.clientID, "for", v.for_)
+			b.conns.reapedIdle.Add(1)
+		} else {
+			b.logger.Warn("closing connection: "+v.reason, "remote", v.cs.remote, "client_id", v.cs.clientID, "for", v.for_)
+			b.conns.reapedSlow.Add(1)
+		}
+		v.cs.close()
+	}
+	if h := b.cfg.onReap; h != nil {
+		h(now, len(victims))
+	}
+}
+
+// reapInterval is how often the reaper looks: a quarter of the shorter
+// timeout, between 1 ms and 1 s (a connection is closed at most that
+// late).
+func reapInterval(idle, read time.Duration) time.Duration {
+	return min(max(min(idle, read)/4, time.Millisecond), time.Second)
 }
 
 // requestHeader is Kafka's request header v1/v2.

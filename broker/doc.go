@@ -41,6 +41,46 @@
 // close. A request that does not decode closes the connection. Nothing
 // panics: a panic in a handler is logged and closes the connection.
 //
+// A produced batch is validated once, by the broker's
+// kafkalog.BatchValidator (compressed records decompressed and walked):
+// CORRUPT_MESSAGE for bytes that do not decode, INVALID_RECORD for
+// Kafka's client-batch rules, each with a warning naming the client.
+// A partition number the topic does not have is UNKNOWN_TOPIC_OR_PARTITION;
+// one it has but this broker does not hold is NOT_LEADER_OR_FOLLOWER.
+//
+// # Connections
+//
+// The listener is wrapped (connlimit.go) so that a TLS listener can sit
+// on top: at max.connections Accept waits for a slot (new connections wait
+// in the kernel backlog, as Kafka's acceptor does); a connection over
+// max.connections.per.ip (or its max.connections.per.ip.overrides entry)
+// is closed at once with a warning. A reaper on the broker's clock closes
+// connections idle longer than connections.max.idle.ms (none of their
+// responses pending) and those whose request started (first byte read)
+// but did not arrive whole within kwal.socket.request.read.timeout.ms
+// (slowloris). Bytes a connection holds (request frames being served or
+// waiting for a pipelined response, queued responses) are bounded by
+// kwal.connection.max.buffered.bytes: past it the reader stops reading.
+// A failing accept (EMFILE and the like) is logged once, retried with a
+// backoff of 5 ms doubling to 1 s on the broker's clock, and logged again
+// with the count of failures once accepting works; open connections are
+// served meanwhile.
+//
+// # Configuration
+//
+// Every integer server key has an allowed range (configranges.go,
+// printed by kwal broker --keys), checked twice: each explicit value as
+// server.properties is read (so 0 is not mistaken for "unset"), and the
+// filled-in Config in CheckSettings, with the cross-key rules
+// (min.insync.replicas <= default.replication.factor <= brokers in
+// cluster.brokers; replica.fetch.wait.max.ms <= replica.lag.time.max.ms).
+// New proves log.dirs writable by writing a file; rwnode.OpenRemoteWALParts lists
+// the store within remote.wal.storage.check.timeout.ms; kwal broker bounds
+// the metadata bootstrap by remote.wal.metadata.bootstrap.timeout.ms. Each
+// refusal wraps ErrConfig and names the key, the value, the range and
+// what to do. Topic configs get the same treatment at CreateTopics
+// (INVALID_CONFIG naming the key).
+//
 // # Listeners and security
 //
 // A broker binds every entry of Config.Listeners (listeners,
@@ -56,8 +96,9 @@
 //	    ApiVersions, SaslHandshake, SaslAuthenticate until authenticated
 //	    (PLAIN, SCRAM-SHA-256/512; requests ≤ 512 KiB) ─► dispatch
 //
-// A connection limit wraps the net.Listener under TLS: the handshake runs
-// in the connection's goroutine, never in the accept loop. Replica
+// Every listener is accepted through one multiListener under the one set
+// of connection limits, under TLS: the handshake runs in the connection's
+// goroutine, never in the accept loop. Replica
 // fetchers and remote-WAL leader requests dial the inter-broker listener
 // (dialBroker) with InterBrokerTLS and InterBrokerSASL. SCRAM is RFC 5802
 // over credentials stored salted (UserFile, kwal users add); PLAIN is
@@ -180,10 +221,11 @@
 //
 // # Concurrency
 //
-// A connection is served by one goroutine, one request at a time, in order
-// (Kafka mutes a connection until its response is sent), so per-connection
-// memory is one request and one response; buffers above 1 MiB are dropped
-// after use. Delayed produces and fetches wait in two purgatories keyed by
+// A connection is served by a reader goroutine, one request at a time,
+// and a writer goroutine that sends responses in request order (an
+// acks=all produce may wait while the next request is read, up to 8 in
+// flight and kwal.connection.max.buffered.bytes); buffers above 1 MiB are
+// dropped after use. Delayed produces and fetches wait in two purgatories keyed by
 // topic-partition; the connection goroutine blocks until the operation
 // completes, expires or the broker closes. Broker.mu guards the partition
 // map and the connection set. Each partition has appendMu (appends,

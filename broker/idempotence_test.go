@@ -82,19 +82,7 @@ func idemBatchAt(ts int64, pid int64, epoch int16, seq int32, vals ...string) []
 // produceBatch sends records to partition 0 of topic with acks=all.
 func produceBatch(t *testing.T, ctx context.Context, br *kgo.Broker, topic string, records []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = records
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, br)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.Topics[0].Partitions[0]
+	return produceTo(t, ctx, br, TopicPartition{Topic: topic}, -1, records)
 }
 
 // The sequence rules over a producer's entry (the log keeps its last 5

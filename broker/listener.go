@@ -3,11 +3,13 @@ package broker
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // SecurityProtocol is a listener's security protocol, as Kafka names it
@@ -310,4 +312,84 @@ func ParseSecurityProtocolMap(v string) (map[string]SecurityProtocol, error) {
 		out[name] = p
 	}
 	return out, nil
+}
+
+// multiListener accepts on every listener as one net.Listener, so that
+// one set of connection limits (limitListener) sits over all of them and
+// one accept loop serves them. Its Addr is the inter-broker listener's.
+type multiListener struct {
+	lns   []*listener
+	addr  net.Addr
+	conns chan acceptResult
+	done  chan struct{}
+	once  sync.Once
+}
+
+type acceptResult struct {
+	c   net.Conn
+	err error
+}
+
+func newMultiListener(lns []*listener, interBroker string) *multiListener {
+	m := &multiListener{lns: lns, addr: lns[0].ln.Addr(), conns: make(chan acceptResult), done: make(chan struct{})}
+	for _, l := range lns {
+		if l.cfg.Name == interBroker {
+			m.addr = l.ln.Addr()
+		}
+		go m.pump(l.ln)
+	}
+	return m
+}
+
+// pump hands one listener's accepts (and errors: EMFILE backs off in the
+// accept loop) to Accept until the listener closes.
+func (m *multiListener) pump(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		select {
+		case m.conns <- acceptResult{c, err}:
+		case <-m.done:
+			if c != nil {
+				c.Close()
+			}
+			return
+		}
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+	}
+}
+
+func (m *multiListener) Accept() (net.Conn, error) {
+	select {
+	case r := <-m.conns:
+		return r.c, r.err
+	case <-m.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (m *multiListener) Close() error {
+	var errs []error
+	m.once.Do(func() {
+		close(m.done)
+		for _, l := range m.lns {
+			errs = append(errs, l.ln.Close())
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func (m *multiListener) Addr() net.Addr { return m.addr }
+
+// listenerOf is the listener c came in on, found by its local port (each
+// listener binds its own).
+func (b *Broker) listenerOf(c net.Conn) *listener {
+	_, port, _ := net.SplitHostPort(c.LocalAddr().String())
+	for _, l := range b.listeners {
+		if _, p, _ := net.SplitHostPort(l.ln.Addr().String()); p == port {
+			return l
+		}
+	}
+	return nil
 }

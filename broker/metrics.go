@@ -20,6 +20,11 @@ type requestCounters struct {
 	produce, fetchConsumer, fetchReplica, fetchFallback atomic.Int64
 }
 
+// connCounters count what the connection layer did on its own.
+type connCounters struct {
+	reapedIdle, reapedSlow, acceptErrors atomic.Int64
+}
+
 // eventCounters count things worth watching that are not requests.
 type eventCounters struct {
 	// idempotentDuplicates: batches answered with their original offsets
@@ -51,6 +56,8 @@ var (
 	descStore      = prometheus.NewDesc("kwal_objstore_requests_total", "Object-store requests, by kind and component.", []string{"kind", "component"}, nil)
 	descStoreBytes = prometheus.NewDesc("kwal_objstore_bytes_total", "Object-store bytes, by direction.", []string{"direction"}, nil)
 	descLogEnd     = prometheus.NewDesc("kwal_partition_log_end_offset", "Log end offset of each local replica.", []string{"topic", "partition", "role"}, nil)
+	descConns      = prometheus.NewDesc("kwal_connections", "Client connections open now.", nil, nil)
+	descConnEvents = prometheus.NewDesc("kwal_connection_events_total", "Connections closed or refused by the broker, and failed accepts, by what.", []string{"what"}, nil)
 	descHW         = prometheus.NewDesc("kwal_partition_high_watermark", "High watermark of each local replica.", []string{"topic", "partition", "role"}, nil)
 	descDuplicates = prometheus.NewDesc("kwal_idempotent_duplicate_batches_total", "Idempotent batches already in the log, answered with their original offsets.", nil, nil)
 	descRetention  = prometheus.NewDesc("kwal_retention_deleted_segments_total", "Segments deleted by local retention (retention.ms, retention.bytes).", nil, nil)
@@ -58,7 +65,7 @@ var (
 
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRequests, descTransfer, descPurgatory, descWatchers, descExpired, descStore,
-		descStoreBytes, descLogEnd, descHW, descDuplicates, descRetention} {
+		descStoreBytes, descLogEnd, descHW, descDuplicates, descRetention, descConns, descConnEvents} {
 		ch <- d
 	}
 	if rc, ok := c.b.cfg.Replicator.(prometheus.Collector); ok {
@@ -80,6 +87,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRequests, float64(b.reqs.fetchFallback.Load()), "fetch", "fallback")
 	counter(descDuplicates, float64(b.events.idempotentDuplicates.Load()))
 	counter(descRetention, float64(b.events.retentionSegments.Load()))
+	gauge(descConns, float64(b.limits.open()))
+	counter(descConnEvents, float64(b.conns.reapedIdle.Load()), "closed_idle")
+	counter(descConnEvents, float64(b.conns.reapedSlow.Load()), "closed_slow_request")
+	counter(descConnEvents, float64(b.limits.refusedPerIP.Load()), "refused_per_ip")
+	counter(descConnEvents, float64(b.conns.acceptErrors.Load()), "accept_error")
 
 	snap := b.ledger.Snapshot()
 	type key struct {

@@ -199,6 +199,8 @@ func logErrorCode(err error) *kerr.Error {
 		return kerr.CorruptMessage
 	case errors.Is(err, kafkalog.ErrInvalidRecord):
 		return kerr.InvalidRecord
+	case errors.Is(err, kafkalog.ErrInvalidTimestamp):
+		return kerr.InvalidTimestamp
 	case errors.Is(err, kafkalog.ErrBatchTooLarge):
 		return kerr.MessageTooLarge
 	case errors.Is(err, kafkalog.ErrOffsetOutOfRange):

@@ -52,6 +52,7 @@ func TestIdempotentProducerAcrossLeaderRestart(t *testing.T) {
 				cfg.ProducerStateRebuildDisabled = !rebuild
 				cfg.ReplicaLagTimeMax = time.Minute // the stopped follower stays in the ISR
 				cfg.MinInsyncReplicas = 2
+				cfg.DefaultReplicationFactor = 2 // min.insync.replicas may not exceed it
 			})
 			cl := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(50*time.Millisecond),
 				kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }))
@@ -289,6 +290,9 @@ func TestProducerExpiration(t *testing.T) {
 		cfg.Clock = clk
 		cfg.ProducerIDExpiration = time.Hour
 		cfg.ProducerIDExpirationCheckInterval = time.Minute
+		// The manual clock jumps by the hour: keep the client's idle
+		// connection (connections.max.idle.ms runs on the same clock).
+		cfg.ConnectionsMaxIdle = 7 * 24 * time.Hour
 		cfg.afterProducerExpiration = func() { passes <- struct{}{} }
 	})
 	cl := newClient(t, c)

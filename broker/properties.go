@@ -356,6 +356,17 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 		sc.Broker.DisableAutoCreateTopics = !b
 		return err
 	},
+	"max.connections":        func(sc *ServerConfig, v string) error { return parseInt(v, &sc.Broker.MaxConnections) },
+	"max.connections.per.ip": func(sc *ServerConfig, v string) error { return parseInt(v, &sc.Broker.MaxConnectionsPerIP) },
+	"max.connections.per.ip.overrides": func(sc *ServerConfig, v string) error {
+		o, err := ParseConnectionOverrides(v)
+		sc.Broker.MaxConnectionsPerIPOverrides = o
+		return err
+	},
+	"connections.max.idle.ms":             func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ConnectionsMaxIdle) },
+	"kwal.socket.request.read.timeout.ms": func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.RequestReadTimeout) },
+	"kwal.connection.max.buffered.bytes":  func(sc *ServerConfig, v string) error { return parseInt64(v, &sc.Broker.ConnectionMaxBufferedBytes) },
+	"kwal.batch.max.uncompressed.bytes":   func(sc *ServerConfig, v string) error { return parseInt64(v, &sc.Broker.MaxUncompressedBatchBytes) },
 	"kwal.metrics.listener": func(sc *ServerConfig, v string) error {
 		sc.Broker.MetricsListener = v
 		return nil
@@ -395,6 +406,12 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 	"remote.wal.storage.url": func(sc *ServerConfig, v string) error {
 		sc.Broker.RemoteWAL.StorageURL = v
 		return nil
+	},
+	"remote.wal.storage.check.timeout.ms": func(sc *ServerConfig, v string) error {
+		return parseMs(v, &sc.Broker.RemoteWAL.StorageCheckTimeout)
+	},
+	"remote.wal.metadata.bootstrap.timeout.ms": func(sc *ServerConfig, v string) error {
+		return parseMs(v, &sc.Broker.RemoteWAL.MetadataBootstrapTimeout)
 	},
 	"remote.wal.metadata.bootstrap.servers": func(sc *ServerConfig, v string) error {
 		sc.Broker.RemoteWAL.MetadataBootstrapServers = v
@@ -458,7 +475,10 @@ func ServerConfigFromPropertiesEnv(props []Property, getenv func(string) string)
 			ok, set = true, func(sc *ServerConfig, v string) error { return setRackStorageURL(sc, rack, v) }
 		}
 		if !ok {
-			return ServerConfig{}, fmt.Errorf("%w: line %d: unknown key %q", ErrConfig, p.Line, p.Key)
+			return ServerConfig{}, fmt.Errorf("%w: line %d: unknown key %q (kwal broker --keys lists the keys)", ErrConfig, p.Line, p.Key)
+		}
+		if err := checkPropertyRange(p.Key, p.Value); err != nil {
+			return ServerConfig{}, fmt.Errorf("line %d: %w", p.Line, err)
 		}
 		if err := set(&sc, p.Value); err != nil {
 			return ServerConfig{}, fmt.Errorf("%w: line %d: %s=%q: %v", ErrConfig, p.Line, p.Key, p.Value, err)
@@ -492,6 +512,9 @@ func ServerConfigFromPropertiesEnv(props []Property, getenv func(string) string)
 		if !found {
 			return ServerConfig{}, fmt.Errorf("%w: cluster.brokers does not list broker.id=%d", ErrConfig, sc.Broker.BrokerID)
 		}
+	}
+	if err := sc.validateCluster(); err != nil {
+		return ServerConfig{}, err
 	}
 	return sc, nil
 }

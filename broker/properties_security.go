@@ -312,3 +312,47 @@ func (s securityProps) applyMetadataClient(r *RemoteWALConfig, getenv func(strin
 	r.MetadataSASL = c
 	return nil
 }
+
+// securityKeyNote is the default and a note of a security key, for
+// kwal broker --keys.
+func securityKeyNote(key string) ([2]string, bool) {
+	notes := map[string][2]string{
+		"listeners":                                    {DefaultListener, "NAME://host:port,...; each name mapped in listener.security.protocol.map (or a protocol name)"},
+		"advertised.listeners":                         {"(the bound addresses)", "NAME://host:port per listener, as clients reach it"},
+		"listener.security.protocol.map":               {"(each name is its protocol)", "NAME:PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL,..."},
+		"inter.broker.listener.name":                   {"(the only listener, else PLAINTEXT)", "the listener brokers dial each other on"},
+		"sasl.enabled.mechanisms":                      {"SCRAM-SHA-256,SCRAM-SHA-512", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"},
+		"sasl.mechanism.inter.broker.protocol":         {mechScramSHA512, "how brokers authenticate to each other"},
+		"kwal.sasl.users.file":                         {"(none)", "salted SCRAM credentials, written by kwal users add; required by SASL listeners"},
+		"kwal.inter.broker.sasl.username":              {"(none)", "the user brokers authenticate as; password in " + EnvInterBrokerSASLPassword},
+		"kwal.acl.file":                                {"(none: no ACLs)", "allow rules PRINCIPAL OPERATIONS RESOURCE (README)"},
+		"super.users":                                  {"(none)", "User:a;User:b, allowed everything; needs kwal.acl.file"},
+		"allow.everyone.if.no.acl.found":               {"false", "true allows topics and groups no rule names"},
+		metadataPrefix + "security.protocol":           {"PLAINTEXT", "the metadata Kafka client's protocol"},
+		metadataPrefix + "sasl.mechanism":              {mechScramSHA512, "the metadata Kafka client's SASL mechanism"},
+		metadataPrefix + "sasl.username":               {"(none)", "the metadata Kafka user; password in " + EnvMetadataSASLPassword},
+		"listener.name.<name>.sasl.enabled.mechanisms": {"(sasl.enabled.mechanisms)", "per listener, name in lower case"},
+		"listener.name.<name>.ssl.<any ssl.* key>":     {"(the ssl.* key)", "per listener, name in lower case"},
+	}
+	if n, ok := notes[key]; ok {
+		return n, true
+	}
+	k := strings.TrimPrefix(key, metadataPrefix)
+	if !slices.Contains(tlsKeyNames(), k) {
+		return [2]string{}, false
+	}
+	def := "(none)"
+	switch k {
+	case "ssl.keystore.type", "ssl.truststore.type":
+		def = "PEM"
+	case "ssl.client.auth":
+		def = "none"
+	case "ssl.endpoint.identification.algorithm":
+		def = "https"
+	}
+	who := "listeners (and the inter-broker client)"
+	if k != key {
+		who = "the metadata Kafka client"
+	}
+	return [2]string{def, "TLS of " + who + "; PEM only (README)"}, true
+}

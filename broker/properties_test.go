@@ -70,7 +70,7 @@ remote.wal.log.manager.combiner.task.interval.ms=25
 remote.wal.log.manager.combiner.task.upload.bytes=2097152
 remote.wal.storage.url=file:///tmp/wal
 remote.wal.metadata.bootstrap.servers=127.0.0.1:9999
-cluster.brokers=1@127.0.0.1:9092#az1, 2@127.0.0.1:9093#az2
+cluster.brokers=1@127.0.0.1:9092#az1, 2@127.0.0.1:9093#az2, 3@127.0.0.1:9094#az3
 `
 	cases := []struct {
 		name, in string
@@ -90,7 +90,7 @@ cluster.brokers=1@127.0.0.1:9092#az1, 2@127.0.0.1:9093#az2
 				r.StorageURL != "file:///tmp/wal" || r.MetadataBootstrapServers != "127.0.0.1:9999" {
 				t.Errorf("remote WAL settings: %+v", r)
 			}
-			if len(sc.Cluster) != 2 || !reflect.DeepEqual(sc.Cluster[1], BrokerInfo{ID: 2, Host: "127.0.0.1", Port: 9093, Rack: "az2"}) {
+			if len(sc.Cluster) != 3 || !reflect.DeepEqual(sc.Cluster[1], BrokerInfo{ID: 2, Host: "127.0.0.1", Port: 9093, Rack: "az2"}) {
 				t.Errorf("cluster: %+v", sc.Cluster)
 			}
 		}},

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -14,27 +15,11 @@ var errInvalidConfig = errors.New("broker: invalid topic config")
 // every log.retention.check.interval.ms); cleanup.policy is delete,
 // compact or both (compact runs the log cleaner, cleaner.go).
 var topicConfigCheck = map[string]func(v string) error{
-	TopicConfigRemoteWAL: func(v string) error { _, err := strconv.ParseBool(v); return err },
-	"min.insync.replicas": func(v string) error {
-		n, err := strconv.Atoi(v)
-		if err == nil && n < 1 {
-			err = fmt.Errorf("must be at least 1")
+	TopicConfigRemoteWAL: func(v string) error {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("must be true or false")
 		}
-		return err
-	},
-	"segment.bytes": func(v string) error {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err == nil && n < 14 {
-			err = fmt.Errorf("must be at least 14")
-		}
-		return err
-	},
-	"retention.ms": func(v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err == nil && n < -1 {
-			err = fmt.Errorf("must be -1 or more")
-		}
-		return err
+		return nil
 	},
 	// Read by the controller when it fences the leader (liveness.go).
 	"unclean.leader.election.enable": func(v string) error {
@@ -43,38 +28,34 @@ var topicConfigCheck = map[string]func(v string) error{
 		}
 		return nil
 	},
-	"retention.bytes": func(v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err == nil && n < -1 {
-			err = fmt.Errorf("must be -1 or more")
-		}
-		return err
-	},
+	"min.insync.replicas":   intInRange(1, math.MaxInt16, "at most the topic's replication factor"),
+	"segment.bytes":         intInRange(14, math.MaxInt32, "Kafka's minimum is 14 bytes"),
+	"retention.ms":          intInRange(-1, math.MaxInt64, "-1 keeps records forever"),
+	"retention.bytes":       intInRange(-1, math.MaxInt64, "-1 is unlimited"),
+	"delete.retention.ms":   intInRange(0, math.MaxInt64, "how long tombstones stay after compaction"),
+	"min.compaction.lag.ms": intInRange(0, math.MaxInt64, "how long a record stays uncompacted"),
 	"cleanup.policy": func(v string) error {
 		_, _, err := cleanupPolicy(v)
 		return err
 	},
 	"min.cleanable.dirty.ratio": func(v string) error {
 		f, err := strconv.ParseFloat(v, 64)
-		if err == nil && !(f >= 0 && f <= 1) {
-			err = fmt.Errorf("must be in [0, 1]")
+		if err != nil || !(f >= 0 && f <= 1) {
+			return fmt.Errorf("must be a number in [0, 1]")
 		}
-		return err
+		return nil
 	},
-	"delete.retention.ms": func(v string) error {
+}
+
+// intInRange checks an integer topic config against [lo, hi].
+func intInRange(lo, hi int64, hint string) func(v string) error {
+	return func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err == nil && n < 0 {
-			err = fmt.Errorf("must be 0 or more")
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("must be an integer in [%d, %d] (%s)", lo, hi, hint)
 		}
-		return err
-	},
-	"min.compaction.lag.ms": func(v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err == nil && n < 0 {
-			err = fmt.Errorf("must be 0 or more")
-		}
-		return err
-	},
+		return nil
+	}
 }
 
 // topicConfigDefaults are the values reported for unset keys.
@@ -97,8 +78,9 @@ func (b *Broker) topicConfigDefaults() map[string]string {
 	}
 }
 
-// checkTopicConfigs validates a CreateTopics config set.
-func (b *Broker) checkTopicConfigs(configs map[string]string) error {
+// checkTopicConfigs validates a CreateTopics config set for a topic of
+// replicationFactor replicas.
+func (b *Broker) checkTopicConfigs(configs map[string]string, replicationFactor int16) error {
 	for k, v := range configs {
 		check, ok := topicConfigCheck[k]
 		if !ok {
@@ -106,6 +88,11 @@ func (b *Broker) checkTopicConfigs(configs map[string]string) error {
 		}
 		if err := check(v); err != nil {
 			return fmt.Errorf("%w: %s=%q: %v", errInvalidConfig, k, v, err)
+		}
+	}
+	if v, ok := configs["min.insync.replicas"]; ok {
+		if n, _ := strconv.Atoi(v); n > int(replicationFactor) {
+			return fmt.Errorf("%w: min.insync.replicas=%q is above the replication factor %d: every acks=all produce would fail with NOT_ENOUGH_REPLICAS", errInvalidConfig, v, replicationFactor)
 		}
 	}
 	if mode, _ := replicationModeOf(configs); mode == RemoteWAL {

@@ -70,6 +70,8 @@ func TestProduceValidatesCompressedBatches(t *testing.T) {
 		{"gzip claiming 1000 records holding one", gz(kafkalogtest.Compress(kafkalogtest.Gzip, one), 1000, 999), kerr.CorruptMessage},
 		// Kafka: "Inconsistent batch offset range and count of records".
 		{"gzip with lastOffsetDelta 2^31-1", gz(kafkalogtest.Compress(kafkalogtest.Gzip, one), 1, math.MaxInt32), kerr.InvalidRecord},
+		{"a client batch claiming LogAppendTime", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: 8, BaseTimestamp: 1, Records: []kafkalogtest.Record{{Value: []byte("x")}}}), kerr.InvalidTimestamp},
+		{"a client control batch", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: 32, BaseTimestamp: 1, Records: []kafkalogtest.Record{{Value: []byte("x")}}}), kerr.InvalidRecord},
 	}
 	for _, tc := range cases {
 		got := produceRaw(ctx, t, cl, leader, tp, tc.batch)
@@ -94,10 +96,18 @@ func TestProduceValidatesCompressedBatches(t *testing.T) {
 	}
 }
 
+// produceRaw sends records (bytes as given, no client checks) to tp on
+// broker b with acks=1.
 func produceRaw(ctx context.Context, t *testing.T, cl *kgo.Client, b *Broker, tp TopicPartition, records []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
+	return produceTo(t, ctx, cl.Broker(int(b.cfg.BrokerID)), tp, 1, records)
+}
+
+// produceTo sends one partition's records as given to br.
+func produceTo(t *testing.T, ctx context.Context, br *kgo.Broker, tp TopicPartition, acks int16, records []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = 1, 5000
+	req.Acks, req.TimeoutMillis = acks, 5000
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = tp.Topic
 	rp := kmsg.NewProduceRequestTopicPartition()
@@ -105,7 +115,7 @@ func produceRaw(ctx context.Context, t *testing.T, cl *kgo.Client, b *Broker, tp
 	rp.Records = records
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl.Broker(int(b.cfg.BrokerID)))
+	resp, err := req.RequestWith(ctx, br)
 	if err != nil {
 		t.Fatal(err)
 	}

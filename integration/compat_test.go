@@ -104,34 +104,40 @@ func TestCompat(t *testing.T) {
 				}
 				checkValues(t, consumeFranz(t, c, topic, 0, n), want)
 			})
-			t.Run("kafkajs-produce-franz-go-consume", func(t *testing.T) {
-				node, dir := kafkajsPath(t)
-				topic := "compat-" + mode + "-kafkajs"
-				c.createTopic(t, topic, 1, configs)
-				const n = 5000
-				prefix := "kafkajs-" + mode
-				ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-				defer cancel()
-				cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "produce.js"), c.bootstrap(), topic, "0", strconv.Itoa(n), prefix)
-				cmd.Dir = dir
-				out, err := cmd.Output()
-				if err != nil {
-					var ee *exec.ExitError
-					if errors.As(err, &ee) {
-						t.Fatalf("kafkajs: %v\n%s%s", err, out, ee.Stderr)
+			for _, comp := range []string{"none", "gzip"} {
+				t.Run("kafkajs-produce-franz-go-consume/compression="+comp, func(t *testing.T) {
+					node, dir := kafkajsPath(t)
+					topic := "compat-" + mode + "-kafkajs-" + comp
+					c.createTopic(t, topic, 1, configs)
+					const n = 5000
+					prefix := "kafkajs-" + mode + "-" + comp
+					ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+					defer cancel()
+					args := []string{filepath.Join(dir, "produce.js"), c.bootstrap(), topic, "0", strconv.Itoa(n), prefix}
+					if comp != "none" {
+						args = append(args, comp)
 					}
-					t.Fatalf("kafkajs: %v", err)
-				}
-				var res struct{ Acked int }
-				if err := json.Unmarshal(bytes.TrimSpace(out), &res); err != nil || res.Acked != n {
-					t.Fatalf("kafkajs said %q (%v), want %d acknowledged", out, err, n)
-				}
-				want := make([][]byte, n)
-				for i := range want {
-					want[i] = fmt.Appendf(nil, "%s-%08d", prefix, i)
-				}
-				checkValues(t, consumeFranz(t, c, topic, 0, n), want)
-			})
+					cmd := exec.CommandContext(ctx, node, args...)
+					cmd.Dir = dir
+					out, err := cmd.Output()
+					if err != nil {
+						var ee *exec.ExitError
+						if errors.As(err, &ee) {
+							t.Fatalf("kafkajs: %v\n%s%s", err, out, ee.Stderr)
+						}
+						t.Fatalf("kafkajs: %v", err)
+					}
+					var res struct{ Acked int }
+					if err := json.Unmarshal(bytes.TrimSpace(out), &res); err != nil || res.Acked != n {
+						t.Fatalf("kafkajs said %q (%v), want %d acknowledged", out, err, n)
+					}
+					want := make([][]byte, n)
+					for i := range want {
+						want[i] = fmt.Appendf(nil, "%s-%08d", prefix, i)
+					}
+					checkValues(t, consumeFranz(t, c, topic, 0, n), want)
+				})
+			}
 		})
 	}
 }

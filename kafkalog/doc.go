@@ -4,11 +4,30 @@
 // recovery of a torn tail at open, truncation, retention and the producer
 // table of idempotent producers with its snapshots. It also
 // exports the RecordBatch v2 codec (ParseBatchHeader, ValidateBatch,
-// SplitBatches) for the follower, combiner and broker.
+// SplitBatches) for the follower, combiner and broker, and the leader's
+// check of a client's batch (BatchValidator, validate.go).
 //
-// It does not own networking, replication policy (who is leader, when the
-// high watermark moves) or compression: compressed batches are stored and
-// checked by header and CRC only.
+// It does not own networking or replication policy (who is leader, when
+// the high watermark moves). Compressed batches are stored as the client
+// compressed them; the log never recompresses.
+//
+// # Validation
+//
+// Two levels. ValidateBatch (every append, recovery, follower bytes):
+// framing, size, CRC32C, attributes, codec, and for uncompressed batches
+// every record. BatchValidator.Validate (the produce path, once per batch;
+// Log.AppendValidatedAsLeader then appends without looking again): that,
+// plus Kafka's client-batch rules (recordCount >= 1 and equal to
+// lastOffsetDelta+1, no control batch, a producer id with a sequence:
+// *InvalidRecordError, INVALID_RECORD on the wire; no LogAppendTime:
+// ErrInvalidTimestamp, INVALID_TIMESTAMP) and every record of a
+// compressed batch, streamed through gzip, snappy (raw or xerial-framed),
+// lz4 (frame) or zstd with a bound on the decompressed bytes, holding one
+// record at a time (a snappy block is decoded whole, within the bound):
+// varint framing, offsetDelta i for record i, exactly recordCount records,
+// nothing after them, and the codec's own checksum (*CorruptBatchError,
+// CORRUPT_MESSAGE). As Kafka's leader does, the appended batch's
+// maxTimestamp is set from the records when the client's differs.
 //
 // # Directory
 //
@@ -37,7 +56,7 @@
 // Assigning the base offset and stamping the leader epoch touch bytes
 // 0..7 and 12..15 only, so the CRC stays valid. Uncompressed records are
 // varint-framed: length | attributes | timestampDelta | offsetDelta |
-// key | value | headers (see checkRecords).
+// key | value | headers (see checkRecord).
 //
 // # Offset index (.index), Kafka's
 //

@@ -78,6 +78,10 @@ func offsetMismatch(expected, got int64) *OffsetError {
 // ErrInvalidRecord matches every *InvalidRecordError.
 var ErrInvalidRecord = errors.New("kafkalog: invalid record batch")
 
+// ErrInvalidTimestamp: a client's batch claims LogAppendTime, which only
+// the broker may set (Kafka's INVALID_TIMESTAMP).
+var ErrInvalidTimestamp = errors.New("kafkalog: invalid timestamp type")
+
 // InvalidRecordError is a well-formed batch that breaks one of the rules
 // Kafka's leader applies to a client's batch (LogValidator.validateBatch:
 // record count against the offset range, control batches, sequences);

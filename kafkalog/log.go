@@ -389,6 +389,9 @@ func (l *Log) AppendValidatedAsLeader(vb ValidBatch, leaderEpoch int32) (AppendI
 	if err := l.leaderAppendable(leaderEpoch); err != nil {
 		return AppendInfo{}, err
 	}
+	if len(vb.bytes) < BatchHeaderSize {
+		return AppendInfo{}, fmt.Errorf("kafkalog: append as leader: %w: not a batch from BatchValidator.Validate", ErrCorruptBatch)
+	}
 	if len(vb.bytes) > l.cfg.MaxBatchBytes {
 		return AppendInfo{}, fmt.Errorf("kafkalog: append as leader: %w: %d bytes, max %d", ErrBatchTooLarge, len(vb.bytes), l.cfg.MaxBatchBytes)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -20,9 +21,17 @@ import (
 const DefaultMaxUncompressedBatchBytes = 64 << 20
 
 // maxZstdWindow bounds the history a zstd frame may ask the decoder to
-// keep (zstd's own levels use at most 8 MiB; a frame of one segment
-// asks for its content size, which the decompressed bound limits anyway).
-const maxZstdWindow = 64 << 20
+// keep, which the decoder allocates up front: a few bytes of frame header
+// must not cost more. zstd's levels up to 19 use at most 8 MiB, the
+// window the format asks every decoder to support; a single-segment frame
+// (franz-go's) asks for its content size, so it covers batches up to
+// 8 MiB uncompressed.
+const maxZstdWindow = 8 << 20
+
+// maxSnappyRatio bounds what a snappy block may claim to decode to per
+// byte: its longest copy (64 bytes) takes 2-3 bytes, so a claim past ~32x
+// is a lie, refused before the output is allocated.
+const maxSnappyRatio = 32
 
 // Compression codec ids (attributes bits 0-2).
 const (
@@ -51,8 +60,9 @@ var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 // decode (CRC, framing, a compressed stream that does not decompress or
 // decompresses to more than the bound, fewer or more records than the
 // header says); *InvalidRecordError (ErrInvalidRecord) for Kafka's batch
-// rules; ErrBatchTooLarge. Kafka answers these CORRUPT_MESSAGE,
-// INVALID_RECORD and MESSAGE_TOO_LARGE.
+// rules; ErrInvalidTimestamp for a batch claiming LogAppendTime;
+// ErrBatchTooLarge. Kafka answers these CORRUPT_MESSAGE, INVALID_RECORD,
+// INVALID_TIMESTAMP and MESSAGE_TOO_LARGE.
 //
 // A BatchValidator is safe for concurrent use: it keeps decompressors for
 // reuse in a pool, so concurrent validations each hold their own.
@@ -158,6 +168,9 @@ func checkClientRules(h BatchHeader) error {
 		return invalidf("clients may not write control batches")
 	case h.ProducerID >= 0 && h.BaseSequence < 0:
 		return invalidf("producer id %d with invalid sequence %d", h.ProducerID, h.BaseSequence)
+	case h.LogAppendTime():
+		// Kafka's validateTimestamp: only the broker sets LogAppendTime.
+		return fmt.Errorf("%w: the batch says LogAppendTime; a producer may not set it", ErrInvalidTimestamp)
 	}
 	return nil
 }
@@ -197,7 +210,8 @@ type decompressState struct {
 	lz     *lz4.Reader
 	lim    io.LimitedReader
 	br     *bufio.Reader
-	rec    []byte
+	recLim io.LimitedReader
+	rec    bytes.Buffer
 	snappy []byte
 }
 
@@ -213,8 +227,8 @@ func (v *BatchValidator) getState() *decompressState {
 }
 
 func (v *BatchValidator) putState(st *decompressState) {
-	if cap(st.rec) > retainedDecompressBuffer {
-		st.rec = nil
+	if st.rec.Cap() > retainedDecompressBuffer {
+		st.rec = bytes.Buffer{}
 	}
 	if cap(st.snappy) > retainedDecompressBuffer {
 		st.snappy = nil
@@ -287,13 +301,17 @@ func (v *BatchValidator) walkCompressed(data []byte, h BatchHeader) (int64, erro
 		if length < 0 || length > v.maxUncompressed {
 			return 0, corruptf(BatchHeaderSize, "%s records: record %d: bad length %d", codecName(h.Compression()), i, length)
 		}
-		if int64(cap(st.rec)) < length {
-			st.rec = make([]byte, length)
-		}
-		rec := st.rec[:length]
-		if _, err := io.ReadFull(st.br, rec); err != nil {
+		// The buffer grows with the bytes that arrive, not with the
+		// length claimed: a small batch cannot make it allocate much.
+		st.rec.Reset()
+		st.recLim = io.LimitedReader{R: st.br, N: length}
+		if n, err := st.rec.ReadFrom(&st.recLim); err != nil || n != length {
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
 			return fail(i, "record body", err)
 		}
+		rec := st.rec.Bytes()
 		tsDelta, reason := checkRecord(rec, i, h)
 		if reason != "" {
 			return 0, corruptf(BatchHeaderSize, "%s records: record %d: %s", codecName(h.Compression()), i, reason)
@@ -324,11 +342,14 @@ func decodeSnappy(dst, src []byte, limit int64) ([]byte, error) {
 		if err != nil {
 			return dst, err
 		}
+		if int64(n) > int64(len(b))*maxSnappyRatio+64 {
+			return dst, fmt.Errorf("a %d byte block claims %d bytes, more than snappy can encode", len(b), n)
+		}
 		if int64(len(dst))+int64(n) > limit {
 			return dst, fmt.Errorf("decompresses to more than %d bytes", limit)
 		}
 		start := len(dst)
-		dst = append(dst, make([]byte, n)...)
+		dst = slices.Grow(dst, n)[:start+n]
 		if _, err := s2.Decode(dst[start:], b); err != nil {
 			return dst, err
 		}

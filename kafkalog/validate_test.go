@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"runtime"
 	"testing"
 
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"
@@ -89,6 +90,7 @@ func TestBatchValidatorRefuses(t *testing.T) {
 	tests = append(tests,
 		tc{"gzip checksum of the data wrong", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: 1, RawRecords: gz, RecordCount: 3, LastOffsetDelta: 2}), ErrCorruptBatch},
 		tc{"control batch", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: 32, Records: []kafkalogtest.Record{{Value: []byte("x")}}}), ErrInvalidRecord},
+		tc{"LogAppendTime from a client", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: 8, Records: []kafkalogtest.Record{{Value: []byte("x")}}}), ErrInvalidTimestamp},
 		tc{"producer id without sequence", kafkalogtest.Encode(kafkalogtest.BatchSpec{ProducerID: 5, BaseSequence: -1, Records: []kafkalogtest.Record{{Value: []byte("x")}}}), ErrInvalidRecord},
 		tc{"xerial chunk torn", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: 2, RawRecords: func() []byte { x := kafkalogtest.XerialSnappy(raw, 100); return x[:len(x)-2] }(), RecordCount: 3, LastOffsetDelta: 2}), ErrCorruptBatch},
 		tc{"crc wrong", func() []byte { b := kafkalogtest.EncodeCompressed(threeRecords(), 1); b[len(b)-1] ^= 1; return b }(), ErrCorruptBatch},
@@ -106,7 +108,7 @@ func TestBatchValidatorRefuses(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Validate = %v, want %v", err, tt.want)
 			}
-			if errors.Is(tt.want, ErrInvalidRecord) == errors.Is(err, ErrCorruptBatch) {
+			if errors.Is(tt.want, ErrCorruptBatch) != errors.Is(err, ErrCorruptBatch) {
 				t.Fatalf("%v matches the wrong sentinel", err)
 			}
 		})
@@ -199,4 +201,39 @@ func FuzzBatchValidator(f *testing.F) {
 			t.Fatalf("header %+v vs %+v", h, vb.Header())
 		}
 	})
+}
+
+// A few bytes must not make the validator allocate much: a record that
+// claims 60 MiB, a snappy block that claims 60 MiB, a zstd frame that asks
+// for a 64 MiB window. Each is refused, having allocated little.
+func TestBatchValidatorNoAllocationAmplification(t *testing.T) {
+	hugeRecord := binary.AppendVarint(nil, 60<<20)
+	snappyLie := binary.AppendUvarint(nil, 60<<20) // a raw block's decoded length, then nothing
+	snappyLie = append(snappyLie, 0)
+	zstdBigWindow := []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 16 << 3, 0x01, 0x00, 0x00}
+	cases := []struct {
+		name string
+		b    []byte
+	}{
+		{"gzip record claims 60 MiB", withRaw(kafkalogtest.Gzip, hugeRecord, 1, 0)},
+		{"zstd record claims 60 MiB", withRaw(kafkalogtest.Zstd, hugeRecord, 1, 0)},
+		{"snappy block claims 60 MiB", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: kafkalogtest.Snappy, RawRecords: snappyLie, RecordCount: 1})},
+		{"zstd window 64 MiB", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: kafkalogtest.Zstd, RawRecords: zstdBigWindow, RecordCount: 1})},
+	}
+	v := NewBatchValidator(0, 0)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := v.Validate(tc.b)
+			runtime.ReadMemStats(&after)
+			if !errors.Is(err, ErrCorruptBatch) {
+				t.Fatalf("Validate = %v", err)
+			}
+			if d := after.TotalAlloc - before.TotalAlloc; d > 8<<20 {
+				t.Fatalf("allocated %d bytes for a %d byte batch", d, len(tc.b))
+			}
+		})
+	}
 }

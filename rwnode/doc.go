@@ -20,7 +20,9 @@
 // the write path), the follower's connections to leaders for
 // OffsetForLeaderEpoch and fallback fetches, opening the shared parts from
 // a broker config (OpenRemoteWALParts: the store of remote.wal.storage.url,
-// the Kafka of remote.wal.metadata.bootstrap.servers or an embedded kfake),
+// proved reachable by a listing within remote.wal.storage.check.timeout.ms
+// (CheckStore), the Kafka of remote.wal.metadata.bootstrap.servers or an
+// embedded kfake, waited for at most remote.wal.metadata.bootstrap.timeout.ms),
 // and the node's Prometheus metrics (RemoteWALReplicator is a
 // prometheus.Collector the broker's collector includes).
 //

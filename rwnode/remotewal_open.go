@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/combiner"
@@ -100,7 +99,7 @@ func NewRemoteWALReplicatorFor(cfg *broker.Config, parts *RemoteWALParts, logger
 		},
 		Ledger:       l,
 		Retention:    metadata.RetentionPolicy{Retention: rw.Retention},
-		ReadyTimeout: 60 * time.Second,
+		ReadyTimeout: rw.MetadataBootstrapTimeout,
 		Clock:        cfg.Clock,
 		Logger:       logger,
 	})

@@ -298,8 +298,19 @@ func (r *RemoteWALReplicator) ownStore() (objstore.Store, error) {
 // of them (the template's stores open on first use).
 func openRemoteWALStores(ctx context.Context, cfg *broker.Config) (objstore.Store, *StoreSet, error) {
 	rw := cfg.RemoteWAL
+	// Each store opened is proved reachable by a listing within
+	// remote.wal.storage.check.timeout.ms, so that a store that refuses or
+	// never answers fails the start (or the first use of a rack's store)
+	// with its URL and the cause, not the first upload.
 	open := func(ctx context.Context, u string) (objstore.Store, error) {
-		return storeurl.Open(ctx, u, storeurl.WithClock(cfg.Clock))
+		st, err := storeurl.Open(ctx, u, storeurl.WithClock(cfg.Clock))
+		if err != nil {
+			return nil, err
+		}
+		if err := CheckStore(ctx, st, u, rw.StorageCheckTimeout); err != nil {
+			return nil, err
+		}
+		return st, nil
 	}
 	template := ""
 	if strings.Contains(rw.StorageURL, RackTemplate) {
@@ -317,7 +328,7 @@ func openRemoteWALStores(ctx context.Context, cfg *broker.Config) (objstore.Stor
 		}
 		st, err := open(ctx, u)
 		if err != nil {
-			return nil, nil, fmt.Errorf("remote.wal.storage.url=%q: %w", u, err)
+			return nil, nil, fmt.Errorf("remote.wal.storage.url=%q: %w", redactURL(u), err)
 		}
 		def = st
 	}
@@ -331,7 +342,7 @@ func openRemoteWALStores(ctx context.Context, cfg *broker.Config) (objstore.Stor
 	for rack, u := range rw.RackStorageURLs {
 		st, err := open(ctx, u)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s%s=%q: %w", broker.RackStorageURLKey, rack, u, err)
+			return nil, nil, fmt.Errorf("%s%s=%q: %w", broker.RackStorageURLKey, rack, redactURL(u), err)
 		}
 		stores[rack] = st
 	}
@@ -340,7 +351,7 @@ func openRemoteWALStores(ctx context.Context, cfg *broker.Config) (objstore.Stor
 		// Every broker reads and writes through the template: its own
 		// rack's store must open.
 		if _, err := set.Store(set.IDFor(cfg.Rack)); err != nil {
-			return nil, nil, fmt.Errorf("remote.wal.storage.url=%q (broker.rack=%q): %w", template, cfg.Rack, err)
+			return nil, nil, fmt.Errorf("remote.wal.storage.url=%q (broker.rack=%q): %w", redactURL(template), cfg.Rack, err)
 		}
 		def, _ = set.Store(set.IDFor(cfg.Rack))
 	}

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/kwal/kwal/broker"
@@ -28,7 +29,7 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("kwal broker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	config := fs.String("config", "", "server.properties file (Kafka's format; see broker.ServerPropertyKeys)")
-	keys := fs.Bool("keys", false, "list the accepted server.properties keys and exit")
+	keys := fs.Bool("keys", false, "list the accepted server.properties keys, with defaults and allowed ranges, and exit")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -37,10 +38,12 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *keys {
-		for _, k := range broker.ServerPropertyKeys() {
-			fmt.Fprintln(stdout, k)
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "KEY\tDEFAULT\tRANGE\tNOTE")
+		for _, d := range broker.ServerKeyDocs() {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Key, orDash(d.Default), orDash(d.Range), d.Hint)
 		}
-		return nil
+		return tw.Flush()
 	}
 	var sc broker.ServerConfig
 	if *config != "" {
@@ -58,6 +61,14 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 		if sc, err = broker.ServerConfigFromProperties(nil); err != nil {
 			return err
 		}
+	}
+	// Every setting is checked before anything is opened: a bad value
+	// fails at once, naming the key, not after a timeout elsewhere.
+	if err := sc.Broker.CheckSettings(); err != nil {
+		return err
+	}
+	if err := broker.CheckLogDir(sc.Broker.LogDir); err != nil {
+		return err
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -117,6 +128,13 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 	return b.Shutdown()
 }
 
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 // openController picks the controller. With
 // remote.wal.metadata.bootstrap.servers set, the cluster state lives in
 // that Kafka (topic broker.DefaultClusterStateTopic), shared by every
@@ -148,7 +166,11 @@ func openController(sc broker.ServerConfig, logger *slog.Logger) (broker.Control
 	if session == 0 {
 		session = broker.DefaultBrokerSessionTimeout
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	timeout := sc.Broker.RemoteWAL.MetadataBootstrapTimeout
+	if timeout <= 0 {
+		timeout = broker.DefaultMetadataBootstrapTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	c, err := broker.NewKafkaController(ctx, broker.KafkaControllerConfig{
 		Security:  sec,
@@ -162,7 +184,11 @@ func openController(sc broker.ServerConfig, logger *slog.Logger) (broker.Control
 		UncleanLeaderElection: sc.Broker.UncleanLeaderElection,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("controller on %s: %w", strings.Join(bootstrap, ","), err)
+		if ctx.Err() != nil {
+			return nil, nil, fmt.Errorf("remote.wal.metadata.bootstrap.servers=%s: no usable answer within remote.wal.metadata.bootstrap.timeout.ms=%d: %w; check the addresses and that the Kafka cluster is up",
+				strings.Join(bootstrap, ","), timeout.Milliseconds(), err)
+		}
+		return nil, nil, fmt.Errorf("remote.wal.metadata.bootstrap.servers=%s: controller: %w", strings.Join(bootstrap, ","), err)
 	}
 	return c, func() { c.Close() }, nil
 }

@@ -1,20 +1,27 @@
 // Produces count records to one partition with kafkajs and acks=all, for
 // kwal's compatibility tests (integration/compat_test.go).
 //
-//   node produce.js <bootstrap,...> <topic> <partition> <count> <prefix>
+//   node produce.js <bootstrap,...> <topic> <partition> <count> <prefix> [gzip]
 //
+// With gzip, every batch is sent gzip-compressed (the codec kafkajs has
+// without plugins), so the broker's record validation sees a JavaScript
+// client's compressed batches.
 // Record i has the value `${prefix}-${i zero-padded to 8 digits}`; the test
 // builds the same values to compare. Prints one JSON line {"acked": n} and
 // exits 0 only when every record was acknowledged.
 'use strict';
 
-const { Kafka, logLevel } = require('kafkajs');
+const { Kafka, logLevel, CompressionTypes } = require('kafkajs');
 
 async function main() {
-  const [bootstrap, topic, partitionArg, countArg, prefix] = process.argv.slice(2);
+  const [bootstrap, topic, partitionArg, countArg, prefix, compressionArg] = process.argv.slice(2);
   if (!prefix) {
     throw new Error('usage: node produce.js <bootstrap> <topic> <partition> <count> <prefix>');
   }
+  if (compressionArg && compressionArg !== 'gzip') {
+    throw new Error(`compression ${compressionArg}: only gzip`);
+  }
+  const compression = compressionArg === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None;
   const partition = Number(partitionArg);
   const count = Number(countArg);
   const kafka = new Kafka({
@@ -33,7 +40,7 @@ async function main() {
       for (let i = start; i < Math.min(count, start + batch); i++) {
         messages.push({ partition, value: `${prefix}-${String(i).padStart(8, '0')}` });
       }
-      await producer.send({ topic, acks: -1, messages });
+      await producer.send({ topic, acks: -1, compression, messages });
       acked += messages.length;
     }
   } finally {

@@ -151,7 +151,7 @@ func runMode(ctx context.Context, cfg Config, mode, dir string, progress io.Writ
 		Liveness: &broker.LivenessConfig{SessionTimeout: cfg.SessionTimeout},
 		Tweak: func(c *broker.Config) {
 			c.BrokerSessionTimeout, c.BrokerHeartbeatInterval = cfg.SessionTimeout, cfg.HeartbeatInterval
-			c.MinInsyncReplicas = 2
+			c.MinInsyncReplicas, c.DefaultReplicationFactor = 2, 3
 			c.DisableAutoLeaderRebalance = true // the kills decide leadership
 		},
 	})
