@@ -81,6 +81,31 @@
 // what to do. Topic configs get the same treatment at CreateTopics
 // (INVALID_CONFIG naming the key).
 //
+// # Listeners and security
+//
+// A broker binds every entry of Config.Listeners (listeners,
+// listener.security.protocol.map, advertised.listeners) and registers all
+// their advertised endpoints with the controller; BrokerInfo.Host/Port are
+// the inter-broker listener's. Metadata answers with each broker's
+// endpoint on the listener the request came in on (Kafka's rule), so one
+// cluster can serve containers on INTERNAL and the host on EXTERNAL.
+//
+//	accept (one loop per listener) ─► serveConn goroutine:
+//	    SSL, SASL_SSL: TLS handshake (10 s bound) ─┐
+//	    PLAINTEXT, SASL_PLAINTEXT ─────────────────┴─► SASL listeners: only
+//	    ApiVersions, SaslHandshake, SaslAuthenticate until authenticated
+//	    (PLAIN, SCRAM-SHA-256/512; requests ≤ 512 KiB) ─► dispatch
+//
+// Every listener is accepted through one multiListener under the one set
+// of connection limits, under TLS: the handshake runs in the connection's
+// goroutine, never in the accept loop. Replica
+// fetchers and remote-WAL leader requests dial the inter-broker listener
+// (dialBroker) with InterBrokerTLS and InterBrokerSASL. SCRAM is RFC 5802
+// over credentials stored salted (UserFile, kwal users add); PLAIN is
+// checked against the same stored credential. An unknown user runs the
+// SCRAM exchange against a stand-in credential, so it fails exactly as a
+// wrong password does. See sasl.go for what differs from Kafka.
+//
 // # Replication (classic)
 //
 //	producer ──Produce──► leader: appendAsLeader ─┐

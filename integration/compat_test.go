@@ -184,8 +184,7 @@ func TestCompat(t *testing.T) {
 func s3StoreURL(env objstoretest.Env, name string) string {
 	store := url.URL{Scheme: "s3", Host: env.Bucket, Path: "/" + name + "-" + objstoretest.RandomPrefix()}
 	store.RawQuery = url.Values{
-		"endpoint": {env.Endpoint}, "region": {"us-east-1"}, "path_style": {"true"},
-		"access_key": {env.AccessKey}, "secret_key": {env.SecretKey}, "create_bucket": {"true"},
+		"endpoint": {env.Endpoint}, "region": {"us-east-1"}, "path_style": {"true"}, "create_bucket": {"true"},
 	}.Encode()
 	return store.String()
 }
