@@ -43,8 +43,10 @@
 //
 // A produced batch is validated once, by the broker's
 // kafkalog.BatchValidator (compressed records decompressed and walked):
-// CORRUPT_MESSAGE for bytes that do not decode, INVALID_RECORD for
-// Kafka's client-batch rules, each with a warning naming the client.
+// CORRUPT_MESSAGE for bytes that do not decode and for every corrupt
+// compressed batch (its lastOffsetDelta disagreeing with its records
+// too), INVALID_RECORD for Kafka's other client-batch rules, each with a
+// warning naming the client.
 // A partition number the topic does not have is UNKNOWN_TOPIC_OR_PARTITION;
 // one it has but this broker does not hold is NOT_LEADER_OR_FOLLOWER.
 //
