@@ -31,7 +31,7 @@ type Broker struct {
 	// limits is the connection caps, under any TLS (the handshake runs in
 	// the connection's goroutine); conns counts what the connection layer
 	// refused.
-	limits *limitListener
+	limits *connQuota
 	conns  connCounters
 	// validator checks every produced batch once (BatchValidator).
 	validator *kafkalog.BatchValidator
@@ -87,8 +87,8 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.listeners = lns
-	b.limits = newLimitListener(newMultiListener(lns, cfg.InterBrokerListenerName), ConnLimits{Max: cfg.MaxConnections, PerIP: cfg.MaxConnectionsPerIP, PerIPOverrides: cfg.MaxConnectionsPerIPOverrides}, b.logger, b.clock)
-	b.ln = b.limits
+	b.limits = newConnQuota(ConnLimits{Max: cfg.MaxConnections, PerIP: cfg.MaxConnectionsPerIP, PerIPOverrides: cfg.MaxConnectionsPerIPOverrides}, b.logger, b.clock)
+	b.ln = newMultiListener(lns, cfg.InterBrokerListenerName, b.limits)
 	closeListeners := func() { b.ln.Close() }
 	b.info = BrokerInfo{ID: cfg.BrokerID, Rack: cfg.Rack}
 	for _, l := range lns {
@@ -533,6 +533,37 @@ func (b *Broker) acceptLoop() {
 		b.wg.Add(1)
 		b.mu.Unlock()
 		go b.serveConn(cs)
+		if cs.listener != nil && cs.listener.protected {
+			b.makeRoom()
+		}
+	}
+}
+
+// makeRoom closes, while an inter-broker connection let in at
+// max.connections keeps the broker over it, the least recently used
+// connection of another listener, as Kafka's processors do
+// (Selector.lowestPriorityChannel): the one whose last request started or
+// ended the longest ago.
+func (b *Broker) makeRoom() {
+	for b.limits.exceeded() {
+		var lru *connState
+		var lruAt time.Time
+		b.mu.Lock()
+		for _, cs := range b.mu.conns {
+			if cs.closed.Load() || cs.listener == nil || cs.listener.protected {
+				continue
+			}
+			if _, at := unpackPhase(cs.state.Load()); lru == nil || at.Before(lruAt) {
+				lru, lruAt = cs, at
+			}
+		}
+		b.mu.Unlock()
+		if lru == nil {
+			return // only inter-broker connections: over the cap they stay
+		}
+		b.limits.evicted.Add(1)
+		b.logger.Warn("closing connection: max.connections reached, making room for an inter-broker connection", "remote", lru.remote, "listener", lru.listener.cfg.Name, "last_active", lruAt, "limit", b.cfg.MaxConnections)
+		lru.close()
 	}
 }
 

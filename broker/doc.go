@@ -52,9 +52,15 @@
 //
 // # Connections
 //
-// The listener is wrapped (connlimit.go) so that a TLS listener can sit
-// on top: at max.connections Accept waits for a slot (new connections wait
-// in the kernel backlog, as Kafka's acceptor does); a connection over
+// Every listener accepts through a quotaListener over one connQuota
+// (connlimit.go; TLS sits on top of the counted connection): at
+// max.connections, counted over all listeners, Accept waits for a slot
+// (new connections wait in the kernel backlog, as Kafka's acceptor does),
+// except on the inter-broker listener of a broker with several (Kafka's
+// protected listener): its connection is let in and the least recently
+// used connection of another listener is closed with a warning
+// (Broker.makeRoom), so replication and the controller still connect when
+// clients have taken every slot; a connection over
 // max.connections.per.ip (or its max.connections.per.ip.overrides entry)
 // is closed at once with a warning. A reaper on the broker's clock closes
 // connections idle longer than connections.max.idle.ms (none of their

@@ -220,6 +220,9 @@ type listener struct {
 	cfg        ListenerConfig
 	ln         net.Listener
 	advertised Endpoint
+	// protected: the inter-broker listener of a broker with several
+	// (Kafka's protected listener), exempt from max.connections.
+	protected bool
 }
 
 // listen binds every listener and works out its advertised endpoint.
@@ -314,11 +317,13 @@ func ParseSecurityProtocolMap(v string) (map[string]SecurityProtocol, error) {
 	return out, nil
 }
 
-// multiListener accepts on every listener as one net.Listener, so that
-// one set of connection limits (limitListener) sits over all of them and
-// one accept loop serves them. Its Addr is the inter-broker listener's.
+// multiListener accepts on every listener as one net.Listener, each
+// through a quotaListener under one connQuota, so that one set of
+// connection limits holds over all of them and one accept loop serves
+// them. Its Addr is the inter-broker listener's.
 type multiListener struct {
 	lns   []*listener
+	q     *connQuota
 	addr  net.Addr
 	conns chan acceptResult
 	done  chan struct{}
@@ -330,13 +335,14 @@ type acceptResult struct {
 	err error
 }
 
-func newMultiListener(lns []*listener, interBroker string) *multiListener {
-	m := &multiListener{lns: lns, addr: lns[0].ln.Addr(), conns: make(chan acceptResult), done: make(chan struct{})}
+func newMultiListener(lns []*listener, interBroker string, q *connQuota) *multiListener {
+	m := &multiListener{lns: lns, q: q, addr: lns[0].ln.Addr(), conns: make(chan acceptResult), done: make(chan struct{})}
 	for _, l := range lns {
 		if l.cfg.Name == interBroker {
 			m.addr = l.ln.Addr()
+			l.protected = len(lns) > 1
 		}
-		go m.pump(l.ln)
+		go m.pump(&quotaListener{Listener: l.ln, q: q, protected: l.protected})
 	}
 	return m
 }
@@ -373,6 +379,7 @@ func (m *multiListener) Close() error {
 	var errs []error
 	m.once.Do(func() {
 		close(m.done)
+		m.q.close()
 		for _, l := range m.lns {
 			errs = append(errs, l.ln.Close())
 		}
