@@ -412,3 +412,43 @@ func TestMaxConnectionsInterBrokerListenerExempt(t *testing.T) {
 		t.Fatalf("after the inter-broker connection closed: %v", err)
 	}
 }
+
+// max.connections holds across listeners: each listener's accept goroutine
+// passed its wait for a slot when nothing was open, so a second
+// listener's connection is accepted while the first's takes the last
+// slot; it must then wait for a slot too, not be let in over the cap.
+func TestMaxConnectionsAcrossListeners(t *testing.T) {
+	ct := startConnTestBroker(t, func(c *Config) {
+		c.Clock = nil
+		c.MaxConnections = 1
+		c.Listeners = []ListenerConfig{
+			{Name: "INTERNAL", Addr: "127.0.0.1:0", Protocol: ProtocolPlaintext},
+			{Name: "A", Addr: "127.0.0.1:0", Protocol: ProtocolPlaintext},
+			{Name: "B", Addr: "127.0.0.1:0", Protocol: ProtocolPlaintext},
+		}
+		c.InterBrokerListenerName = "INTERNAL"
+	})
+	a, _ := ct.b.ListenerAddr("A")
+	bAddr, _ := ct.b.ListenerAddr("B")
+	first := dialFrom(t, "127.0.0.1", a)
+	if err := wiretest.ApiVersions(first, 1); err != nil {
+		t.Fatal(err)
+	}
+	second := dialFrom(t, "127.0.0.1", bAddr)
+	if err := wiretest.WriteApiVersions(second, 2); err != nil {
+		t.Fatal(err)
+	}
+	second.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	var b [1]byte
+	if _, err := second.Read(b[:]); err == nil {
+		t.Fatal("a second listener's connection was served over max.connections")
+	}
+	if n := ct.b.limits.open(); n != 1 {
+		t.Fatalf("%d connections open, want 1", n)
+	}
+	first.Close()
+	second.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if err := wiretest.ReadResponse(second, 2); err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+}
