@@ -279,13 +279,18 @@
 //
 // # Zero-copy fetch
 //
-// On a plaintext TCP connection a fetch takes each partition's record
+// On a connection whose bytes go unchanged onto TCP (PLAINTEXT and
+// SASL_PLAINTEXT listeners: PLAIN and SCRAM do not wrap the stream;
+// connState.sendfile, decided on the secured connection, not the raw one
+// under TLS) a fetch takes each partition's record
 // bytes as a kafkalog.Section (a segment-file region with its own
 // duplicated descriptor, so retention, compaction or Close may drop the
 // segment meanwhile) instead of reading them; the response is encoded with
 // a random marker in their place, the marker cut out and the real length
 // prefix written, and the connection writer sends the framing with write
 // and each section with sendfile at an explicit offset (zerocopy.go). A
-// marker found anywhere else makes that response copy its records. TLS
-// connections, MemFS logs and Config.ZeroCopyFetchDisabled copy.
+// marker found anywhere else makes that response copy its records. SSL
+// and SASL_SSL connections (every byte is encrypted, as Kafka's
+// SslTransportLayer copies), MemFS logs and Config.ZeroCopyFetchDisabled
+// copy.
 package broker
