@@ -34,7 +34,9 @@ import (
 // Kafka's leader validates a client's batch (kafkalog.BatchValidator:
 // compressed records decompressed and walked): Kafka's batch rules
 // (record count against the offset range, control batches, sequences)
-// get INVALID_RECORD as in Kafka; a batch claiming LogAppendTime gets
+// get INVALID_RECORD as in Kafka, except a compressed batch whose offset
+// range disagrees with its count, which is CORRUPT_MESSAGE with every
+// other corrupt compressed batch; a batch claiming LogAppendTime gets
 // INVALID_TIMESTAMP, as in Kafka; bytes that do not decode (CRC, a
 // compressed stream that does not decompress, record framing, fewer or
 // more records than claimed) get CORRUPT_MESSAGE, as issue 15 asks, where

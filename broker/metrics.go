@@ -97,6 +97,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descConnEvents, float64(b.conns.reapedIdle.Load()), "closed_idle")
 	counter(descConnEvents, float64(b.conns.reapedSlow.Load()), "closed_slow_request")
 	counter(descConnEvents, float64(b.limits.refusedPerIP.Load()), "refused_per_ip")
+	counter(descConnEvents, float64(b.limits.evicted.Load()), "closed_for_inter_broker")
 	counter(descConnEvents, float64(b.conns.acceptErrors.Load()), "accept_error")
 	counter(descZeroCopy, float64(b.events.zeroCopyBytes.Load()))
 
