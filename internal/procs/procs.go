@@ -40,6 +40,8 @@ type Process struct {
 	LogPath string
 	// Addr, if set, is where it listens: Start waits until it accepts.
 	Addr string
+	// Env is added to this process's environment (KEY=value).
+	Env []string
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -59,6 +61,9 @@ func (p *Process) Start(ctx context.Context) error {
 		return err
 	}
 	cmd := exec.Command(p.Bin, p.Args...)
+	if len(p.Env) > 0 {
+		cmd.Env = append(os.Environ(), p.Env...)
+	}
 	// A writer that is not an *os.File makes exec copy through a pipe.
 	w := struct{ io.Writer }{logf}
 	cmd.Stdout, cmd.Stderr = w, w

@@ -70,6 +70,11 @@ const (
 	s3Secret = "kwalchaossecret123"
 )
 
+// s3Env gives storeurl the runner's own versitygw credentials.
+func s3Env(key string) string {
+	return map[string]string{"KWAL_S3_ACCESS_KEY": s3Access, "KWAL_S3_SECRET_KEY": s3Secret}[key]
+}
+
 func startProcesses(ctx context.Context, cfg Config) (_ *procCluster, err error) {
 	c := &procCluster{cfg: cfg, brokers: map[int32]*procBroker{}, pairs: map[[2]int32]*faultnet.Proxy{}, rewrite: map[string]string{}}
 	defer func() {
@@ -158,6 +163,7 @@ func startProcesses(ctx context.Context, cfg Config) (_ *procCluster, err error)
 			return nil, err
 		}
 		b.proc = procs.Broker(fmt.Sprintf("broker %d", id), bin, props, b.addr)
+		b.proc.Env = []string{"KWAL_S3_ACCESS_KEY=" + s3Access, "KWAL_S3_SECRET_KEY=" + s3Secret}
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(ids))
@@ -180,9 +186,9 @@ func startProcesses(ctx context.Context, cfg Config) (_ *procCluster, err error)
 
 // props is broker b's server.properties.
 func (c *procCluster) props(b *procBroker, clusterList string) map[string]string {
+	// The credentials go in the environment (a store URL may not carry them).
 	store := url.Values{
-		"endpoint": {"http://" + b.store.Addr()}, "region": {"us-east-1"}, "path_style": {"true"},
-		"access_key": {s3Access}, "secret_key": {s3Secret}, "create_bucket": {"true"},
+		"endpoint": {"http://" + b.store.Addr()}, "region": {"us-east-1"}, "path_style": {"true"}, "create_bucket": {"true"},
 	}
 	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	return map[string]string{
@@ -306,10 +312,9 @@ func (c *procCluster) metadataBootstrap() []string { return c.emb.Bootstrap() }
 func (c *procCluster) auditStores() map[string]objstore.Store {
 	out := map[string]objstore.Store{}
 	for _, rack := range uniq(c.cfg.Racks) {
-		q := url.Values{"endpoint": {"http://" + c.vgwAddr}, "region": {"us-east-1"}, "path_style": {"true"},
-			"access_key": {s3Access}, "secret_key": {s3Secret}, "create_bucket": {"true"}}
+		q := url.Values{"endpoint": {"http://" + c.vgwAddr}, "region": {"us-east-1"}, "path_style": {"true"}, "create_bucket": {"true"}}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		st, err := storeurl.Open(ctx, "s3://wal-"+rack+"/kwal?"+q.Encode())
+		st, err := storeurl.Open(ctx, "s3://wal-"+rack+"/kwal?"+q.Encode(), storeurl.WithGetenv(s3Env))
 		cancel()
 		if err != nil {
 			c.cfg.Logger.Error("chaos: opening a store to audit", "rack", rack, "err", err)
