@@ -145,6 +145,12 @@ type partView struct {
 	RetryAt       time.Time
 	StuckSince    time.Time
 	FallbackUntil int64
+	// WantedSince is when the slice at the log end was first wanted from
+	// object storage (zero: not yet); Config.FallbackAfter runs from it.
+	WantedSince time.Time
+	// Degraded: object storage failed this partition and a probe has not
+	// yet shown it answers again; the leader serves everything meanwhile.
+	Degraded bool
 }
 
 // partDecision is what to do next for one partition.
@@ -154,8 +160,9 @@ type partDecision struct {
 	StuckSince    time.Time // zero when not stuck
 	Fallback      bool      // fetch from the leader at the log end
 	FallbackUntil int64     // keep fetching from the leader below this
-	GapCause      Cause     // set when the fallback starts because of a gap
+	GapCause      Cause     // set when the fallback starts because of a gap, or CauseReadTimeout
 	WakeAt        time.Time // zero: nothing timed
+	WantedSince   time.Time // see partView; zero when nothing is wanted from object storage
 	Target        int64     // the highest end known (leader, index)
 	Fenced        int       // slices at or above the log end fenced off
 }
@@ -174,6 +181,10 @@ func decide(now time.Time, v partView, cfg *Config) partDecision {
 	retry := now.Before(v.RetryAt)
 	if v.FallbackUntil > v.LEO {
 		d.Fallback = true
+	}
+	if v.Degraded && d.Target > v.LEO {
+		d.Fallback = true
+		d.FallbackUntil = max(d.FallbackUntil, d.Target)
 	}
 	// The chain: the usable slots that continue the log without a gap, as
 	// Chain takes them. The read-ahead counts it from the log end, busy
@@ -196,9 +207,31 @@ func decide(now time.Time, v partView, cfg *Config) partDecision {
 		n++
 		need = e.LastOffset + 1
 		if n == 1 {
-			if !d.Fallback && v.Failures >= cfg.MaxReadAttempts {
-				d.Fallback = true
-				d.FallbackUntil = e.LastOffset + 1
+			if !d.Fallback {
+				// One budget in time for the slice at the log end, across
+				// every read and every retry the store client makes (0, in
+				// a Config not validated: none).
+				timedOut := false
+				if cfg.FallbackAfter > 0 {
+					d.WantedSince = v.WantedSince
+					if d.WantedSince.IsZero() {
+						d.WantedSince = now
+					}
+					due := d.WantedSince.Add(cfg.FallbackAfter)
+					if timedOut = !now.Before(due); !timedOut {
+						wake(due)
+					}
+				}
+				switch {
+				case v.Failures >= cfg.MaxReadAttempts:
+				case timedOut:
+					d.GapCause = CauseReadTimeout
+				}
+				if v.Failures >= cfg.MaxReadAttempts || timedOut {
+					d.Fallback = true
+					d.FallbackUntil = e.LastOffset + 1
+					d.WantedSince = time.Time{}
+				}
 			}
 			if retry {
 				break
