@@ -121,6 +121,12 @@ type RemoteWALConfig struct {
 	// how long the start waits for the metadata Kafka (the controller's
 	// and the remote WAL's). Default 15 s.
 	MetadataBootstrapTimeout time.Duration
+	// FollowerFallback: remote.wal.follower.fallback.ms, how long a
+	// follower may wait for object storage to serve the slice at its log
+	// end (every read and every retry of the store client included)
+	// before it fetches from the leader (follower.Config.FallbackAfter).
+	// Default 1 s; below replica.lag.time.max.ms.
+	FollowerFallback time.Duration
 }
 
 // DialFunc opens a connection to another broker. Benchmarks replace it
@@ -400,6 +406,9 @@ func (c *Config) CheckSettings() error {
 	}
 	if r.MetadataBootstrapTimeout == 0 {
 		r.MetadataBootstrapTimeout = DefaultMetadataBootstrapTimeout
+	}
+	if r.FollowerFallback == 0 {
+		r.FollowerFallback = DefaultFollowerFallback
 	}
 	if c.Ledger == nil {
 		c.Ledger = ledger.New()

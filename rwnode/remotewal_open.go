@@ -10,6 +10,7 @@ import (
 
 	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/combiner"
+	"github.com/kwal/kwal/follower"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/ledger"
@@ -94,6 +95,7 @@ func NewRemoteWALReplicatorFor(cfg *broker.Config, parts *RemoteWALParts, logger
 			UploadBytes:    rw.CombinerTaskUploadBytes,
 			UploadTimeout:  rw.UploadTimeout,
 		},
+		Follower:     follower.Config{FallbackAfter: rw.FollowerFallback},
 		Ledger:       l,
 		Retention:    metadata.RetentionPolicy{Retention: rw.Retention},
 		ReadyTimeout: rw.MetadataBootstrapTimeout,
