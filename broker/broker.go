@@ -441,6 +441,17 @@ func (b *Broker) shrinkISRs() {
 	}
 }
 
+// brokerFenced reports whether the controller's current registration of
+// broker id is fenced (a broker that never registered is not).
+func (b *Broker) brokerFenced(id int32) bool {
+	for _, r := range b.ctrl.Registrations() {
+		if r.ID == id {
+			return r.Fenced
+		}
+	}
+	return false
+}
+
 // alterISR asks the controller for a new ISR; the subscription applies it.
 func (b *Broker) alterISR(p *partition, isr []int32) {
 	st, _ := p.snapshot()
