@@ -123,6 +123,8 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 			switch {
 			case part.p == nil:
 				part.err = b.notHere(part.tp)
+			case b.dir.offline():
+				part.err = kerr.KafkaStorageError
 			case replica >= 0:
 				st, _ := part.p.snapshot()
 				if part.err = checkEpoch(part.epoch, st.LeaderEpoch); part.err != nil {

@@ -42,6 +42,7 @@ type Broker struct {
 	unsubscribe func()
 	reqs        requestCounters
 	events      eventCounters
+	dir         logDirHealth // log.dirs online or offline (logdir.go)
 	stop        chan struct{}
 	wg          sync.WaitGroup
 
@@ -65,6 +66,9 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	if err := CheckLogDir(cfg.LogDir); err != nil {
+		return nil, err
+	}
+	if err := checkPartitionDirs(cfg.LogDir, cfg.logFS()); err != nil {
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, clock: cfg.Clock, ctrl: cfg.Controller, ledger: cfg.Ledger, stop: make(chan struct{})}
@@ -344,6 +348,7 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, ts Topic
 		return nil, err
 	}
 	lc := kafkalog.Config{
+		FS:                           b.cfg.logFS(),
 		FlushMessages:                b.cfg.FlushMessages,
 		ProducerStateRebuildDisabled: b.cfg.ProducerStateRebuildDisabled,
 		ProducerIDExpirationMs:       b.cfg.ProducerIDExpiration.Milliseconds(),
@@ -356,10 +361,12 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, ts Topic
 	_, lc.Compacted = compactConfigOf(ts.Configs)
 	l, err := kafkalog.Open(dir, lc)
 	if err != nil {
+		b.storageFailed("opening the log", tp, err)
 		return nil, err
 	}
 	p := &partition{tp: tp, topicID: ts.ID, configEpoch: ts.Epoch, self: b.cfg.BrokerID, log: l, validator: b.validator, mode: mode,
-		logAppendTime: set.logAppendTime, compacted: set.compacted, lagMax: b.cfg.ReplicaLagTimeMax, clock: b.clock, logger: b.logger}
+		logAppendTime: set.logAppendTime, compacted: set.compacted, lagMax: b.cfg.ReplicaLagTimeMax, clock: b.clock, logger: b.logger,
+		storage: func(what string, err error) bool { return b.storageFailed(what, tp, err) }}
 	p.minISR.Store(int64(set.minISR))
 	b.mu.partitions[tp] = p
 	return p, nil

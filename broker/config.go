@@ -147,6 +147,9 @@ type Config struct {
 	AdvertisedHost string
 	// LogDir: log.dirs (one directory). Required.
 	LogDir string
+	// LogFS is the file system the logs are kept on; nil is the real one
+	// (kafkalog.OSFS). Tests inject faults through it.
+	LogFS kafkalog.FS
 	// SegmentBytes: log.segment.bytes. Default kafkalog's (1 GiB).
 	SegmentBytes int64
 	// FlushMessages: flush.messages. Default: the OS decides.
@@ -432,4 +435,11 @@ func (c *Config) CheckSettings() error {
 		return fmt.Errorf("%w: listeners=%q: %v", ErrConfig, c.Listener, err)
 	}
 	return nil
+}
+
+func (c *Config) logFS() kafkalog.FS {
+	if c.LogFS == nil {
+		return kafkalog.OSFS{}
+	}
+	return c.LogFS
 }

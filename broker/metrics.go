@@ -65,11 +65,12 @@ var (
 	descDuplicates = prometheus.NewDesc("kwal_idempotent_duplicate_batches_total", "Idempotent batches already in the log, answered with their original offsets.", nil, nil)
 	descRetention  = prometheus.NewDesc("kwal_retention_deleted_segments_total", "Segments deleted by local retention (retention.ms, retention.bytes).", nil, nil)
 	descZeroCopy   = prometheus.NewDesc("kwal_fetch_zero_copy_bytes_total", "Fetched record bytes sent from segment files with sendfile (no user-space copy).", nil, nil)
+	descLogDir     = prometheus.NewDesc("kwal_log_dir_offline", "1 when the broker's log dir (log.dirs) had an I/O error and is offline: its partitions answer KAFKA_STORAGE_ERROR until a restart.", []string{"log_dir"}, nil)
 )
 
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRequests, descTransfer, descPurgatory, descWatchers, descExpired, descStore,
-		descStoreBytes, descLogEnd, descHW, descDuplicates, descRetention, descConns, descConnEvents, descZeroCopy} {
+		descStoreBytes, descLogEnd, descHW, descDuplicates, descRetention, descConns, descConnEvents, descZeroCopy, descLogDir} {
 		ch <- d
 	}
 	if rc, ok := c.b.cfg.Replicator.(prometheus.Collector); ok {
@@ -97,6 +98,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descConnEvents, float64(b.limits.refusedPerIP.Load()), "refused_per_ip")
 	counter(descConnEvents, float64(b.conns.acceptErrors.Load()), "accept_error")
 	counter(descZeroCopy, float64(b.events.zeroCopyBytes.Load()))
+	offline := 0.0
+	if b.dir.offline() {
+		offline = 1
+	}
+	gauge(descLogDir, offline, b.cfg.LogDir)
 
 	snap := b.ledger.Snapshot()
 	type key struct {
