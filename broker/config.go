@@ -125,7 +125,8 @@ type RemoteWALConfig struct {
 	// follower may wait for object storage to serve the slice at its log
 	// end (every read and every retry of the store client included)
 	// before it fetches from the leader (follower.Config.FallbackAfter).
-	// Default 1 s; below replica.lag.time.max.ms.
+	// Default 1 s, or a third of replica.lag.time.max.ms if that is less;
+	// a value set must be below replica.lag.time.max.ms.
 	FollowerFallback time.Duration
 }
 
@@ -411,7 +412,8 @@ func (c *Config) CheckSettings() error {
 		r.MetadataBootstrapTimeout = DefaultMetadataBootstrapTimeout
 	}
 	if r.FollowerFallback == 0 {
-		r.FollowerFallback = DefaultFollowerFallback
+		// Well under the lag limit even when that is set short.
+		r.FollowerFallback = max(time.Millisecond, min(DefaultFollowerFallback, c.ReplicaLagTimeMax/3))
 	}
 	if c.Ledger == nil {
 		c.Ledger = ledger.New()

@@ -84,7 +84,7 @@ var serverKeyRanges = map[string]keyRange{
 		"how long the start may wait for the object store to answer; at most 10 minutes"},
 	"remote.wal.metadata.bootstrap.timeout.ms": {1, maxStartupTimeoutMs, "15000",
 		"how long the start may wait for the metadata Kafka; at most 10 minutes"},
-	"remote.wal.follower.fallback.ms": {1, dayMs, "1000",
+	"remote.wal.follower.fallback.ms": {1, dayMs, "1000 (or replica.lag.time.max.ms/3 if less)",
 		"how long a follower waits for object storage (all reads and retries) before fetching from the leader; below replica.lag.time.max.ms"},
 	"log.retention.ms":      {-1, math.MaxInt64, "604800000", "-1 keeps segments forever; the topic's retention.ms overrides it"},
 	"log.retention.minutes": {-1, math.MaxInt64 / 60_000, "10080", "-1 keeps segments forever; log.retention.ms wins if both are set"},

@@ -293,7 +293,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Replicas = n
 	}
 	rep.Failures = append(rep.Failures, r.healAndAudit(ctx, hws, deadline, rep)...)
-	floods, warns := counter.floods()
+	floods, warns := counter.floods(time.Since(start))
 	rep.Failures = append(rep.Failures, floods...)
 	rep.Warnings = warns
 	rep.Wall = time.Since(start)
@@ -522,6 +522,16 @@ func (r *run) converge(ctx context.Context, deadline time.Time) (map[broker.Topi
 				fs, ok := b.PartitionStatus(tp)
 				if !ok || fs.LogEnd != st.LogEnd {
 					why = fmt.Sprintf("%s: follower %d at %d, leader %d at %d", tp, b.Info().ID, fs.LogEnd, l.Info().ID, st.LogEnd)
+					return false
+				}
+			}
+			// Caught up is not enough: a replica that stays out of the
+			// ISR (an unusable log dir, a leader that keeps proposing a
+			// fenced replica) is a broker that looks healthy and is not.
+			if ts, ok := r.lc.Controller.Topic(tp.Topic); ok {
+				ps := ts.Partitions[tp.Partition]
+				if len(ps.ISR) != len(ps.Replicas) {
+					why = fmt.Sprintf("%s: ISR %v of replicas %v with every follower caught up", tp, ps.ISR, ps.Replicas)
 					return false
 				}
 			}
