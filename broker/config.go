@@ -125,8 +125,9 @@ type RemoteWALConfig struct {
 	// follower may wait for object storage to serve the slice at its log
 	// end (every read and every retry of the store client included)
 	// before it fetches from the leader (follower.Config.FallbackAfter).
-	// Default 1 s, or a third of replica.lag.time.max.ms if that is less;
-	// a value set must be below replica.lag.time.max.ms.
+	// 0 means the default (FollowerFallbackAfter): 1 s, or a third of
+	// replica.lag.time.max.ms if that is less; a value set must be below
+	// replica.lag.time.max.ms.
 	FollowerFallback time.Duration
 }
 
@@ -411,10 +412,6 @@ func (c *Config) CheckSettings() error {
 	if r.MetadataBootstrapTimeout == 0 {
 		r.MetadataBootstrapTimeout = DefaultMetadataBootstrapTimeout
 	}
-	if r.FollowerFallback == 0 {
-		// Well under the lag limit even when that is set short.
-		r.FollowerFallback = max(time.Millisecond, min(DefaultFollowerFallback, c.ReplicaLagTimeMax/3))
-	}
 	if c.Ledger == nil {
 		c.Ledger = ledger.New()
 	}
@@ -444,4 +441,19 @@ func (c *Config) logFS() kafkalog.FS {
 		return kafkalog.OSFS{}
 	}
 	return c.LogFS
+}
+
+// FollowerFallbackAfter is remote.wal.follower.fallback.ms as set, else
+// its default: 1 s, or a third of replica.lag.time.max.ms if that is less
+// (computed here, not stored by Validate, so that a config whose lag is
+// changed after a first Validate still gets a default below it).
+func (c *Config) FollowerFallbackAfter() time.Duration {
+	if c.RemoteWAL.FollowerFallback > 0 {
+		return c.RemoteWAL.FollowerFallback
+	}
+	lag := c.ReplicaLagTimeMax
+	if lag <= 0 {
+		lag = DefaultReplicaLagTimeMax
+	}
+	return max(time.Millisecond, min(DefaultFollowerFallback, lag/3))
 }

@@ -240,7 +240,7 @@ func (c *Config) validateRanges() error {
 		{"remote.wal.retention.ms", ms(r.Retention), r.Retention != 0},
 		{"remote.wal.storage.check.timeout.ms", ms(r.StorageCheckTimeout), true},
 		{"remote.wal.metadata.bootstrap.timeout.ms", ms(r.MetadataBootstrapTimeout), true},
-		{"remote.wal.follower.fallback.ms", ms(r.FollowerFallback), true},
+		{"remote.wal.follower.fallback.ms", ms(r.FollowerFallback), r.FollowerFallback != 0},
 		{"log.retention.ms", c.RetentionMs, true},
 		{"log.retention.bytes", c.RetentionBytes, true},
 		{"log.retention.check.interval.ms", ms(c.RetentionCheckInterval), true},
@@ -270,7 +270,7 @@ func (c *Config) validateRanges() error {
 		return fmt.Errorf("%w: replica.fetch.wait.max.ms=%d is above replica.lag.time.max.ms=%d: followers would drop out of the ISR while their fetches wait (Kafka refuses this too); lower replica.fetch.wait.max.ms",
 			ErrConfig, ms(c.ReplicaFetchWaitMax), ms(c.ReplicaLagTimeMax))
 	}
-	if r.FollowerFallback >= c.ReplicaLagTimeMax {
+	if r.FollowerFallback != 0 && r.FollowerFallback >= c.ReplicaLagTimeMax {
 		return fmt.Errorf("%w: remote.wal.follower.fallback.ms=%d is not below replica.lag.time.max.ms=%d: a follower waiting that long for object storage drops out of the ISR before it asks the leader; lower remote.wal.follower.fallback.ms",
 			ErrConfig, ms(r.FollowerFallback), ms(c.ReplicaLagTimeMax))
 	}

@@ -95,7 +95,7 @@ func NewRemoteWALReplicatorFor(cfg *broker.Config, parts *RemoteWALParts, logger
 			UploadBytes:    rw.CombinerTaskUploadBytes,
 			UploadTimeout:  rw.UploadTimeout,
 		},
-		Follower:     follower.Config{FallbackAfter: rw.FollowerFallback},
+		Follower:     follower.Config{FallbackAfter: cfg.FollowerFallbackAfter()},
 		Ledger:       l,
 		Retention:    metadata.RetentionPolicy{Retention: rw.Retention},
 		ReadyTimeout: rw.MetadataBootstrapTimeout,

@@ -53,15 +53,22 @@ const (
 
 // Episode turns a stream of failures and successes into state changes.
 // The zero value, with Every set, is ready; Every <= 0 never reports
-// Still.
+// Still and never folds episodes.
+//
+// A failure that flaps (fail, succeed, fail...) would start an episode at
+// every failure; an episode that starts less than Every after the last
+// report is therefore quiet: its failures are carried into the next
+// report, and its end is not reported. So one Episode reports at most
+// one Entered or Still per Every, plus one Left per reported Entered.
 type Episode struct {
 	Every time.Duration
 
 	active   bool
+	loud     bool // this episode's start was reported
 	since    time.Time
-	reported time.Time
+	reported time.Time // the last report of any episode
 	total    int64
-	unlogged int64
+	unlogged int64 // failures not yet counted in a report, carried across quiet episodes
 }
 
 // Active says whether the last event was a failure.
@@ -73,17 +80,27 @@ func (e *Episode) Since() time.Time { return e.since }
 // Total is the number of failures of the current episode.
 func (e *Episode) Total() int64 { return e.total }
 
+func (e *Episode) due(now time.Time) bool {
+	return e.reported.IsZero() || e.Every <= 0 || now.Sub(e.reported) >= e.Every
+}
+
 // Fail records a failure at now. It returns Entered for the first of an
-// episode, Still with the failures since the last report once Every has
-// passed since then, else Quiet.
+// episode, Still once Every has passed since the last report, else
+// Quiet; the count is of the failures since the last report.
 func (e *Episode) Fail(now time.Time) (Report, int64) {
 	e.total++
-	if !e.active {
-		e.active, e.since, e.reported, e.unlogged = true, now, now, 0
-		return Entered, 1
-	}
 	e.unlogged++
-	if e.Every > 0 && now.Sub(e.reported) >= e.Every {
+	if !e.active {
+		e.active, e.since, e.total = true, now, 1
+		e.loud = e.due(now)
+		if e.loud {
+			n := e.unlogged
+			e.reported, e.unlogged = now, 0
+			return Entered, n
+		}
+		return Quiet, 0
+	}
+	if e.Every > 0 && e.due(now) {
 		n := e.unlogged
 		e.reported, e.unlogged = now, 0
 		return Still, n
@@ -92,12 +109,17 @@ func (e *Episode) Fail(now time.Time) (Report, int64) {
 }
 
 // OK records a success at now. It returns Left, the episode's failure
-// count and how long it lasted when it ends an episode, else Quiet.
+// count and how long it lasted when it ends an episode whose start was
+// reported, else Quiet.
 func (e *Episode) OK(now time.Time) (Report, int64, time.Duration) {
 	if !e.active {
 		return Quiet, 0, 0
 	}
-	n, d := e.total, now.Sub(e.since)
-	*e = Episode{Every: e.Every}
+	n, d, loud := e.total, now.Sub(e.since), e.loud
+	e.active, e.loud, e.since, e.total = false, false, time.Time{}, 0
+	if !loud {
+		return Quiet, 0, 0 // its failures are carried to the next report
+	}
+	e.unlogged = 0 // counted in the total reported now
 	return Left, n, d
 }

@@ -74,7 +74,46 @@ func TestEpisodeLinesOverAnOutage(t *testing.T) {
 	if r, _, _ := e.OK(now); r != Quiet {
 		t.Fatal("a second success reported again")
 	}
-	if r, n := e.Fail(now); r != Entered || n != 1 {
-		t.Fatalf("a new episode: %v %d", r, n)
+	// A new episode within Every of the last report is quiet, and its
+	// failure is counted in the next report.
+	if r, _ := e.Fail(now); r != Quiet {
+		t.Fatalf("a new episode right after a report: %v", r)
+	}
+	if r, _, _ := e.OK(now); r != Quiet {
+		t.Fatalf("the end of a quiet episode: %v", r)
+	}
+	if r, n := e.Fail(now.Add(10 * time.Second)); r != Entered || n != 2 {
+		t.Fatalf("a new episode after Every: %v %d, want Entered with the carried failure", r, n)
+	}
+}
+
+// TestEpisodeFlapping: a failure every other attempt (a store answering
+// some requests with 503) for 25 s logs at most one start or count per
+// Every and one end per logged start, and every failure is counted.
+func TestEpisodeFlapping(t *testing.T) {
+	e := Episode{Every: 10 * time.Second}
+	now := time.Unix(1_700_000_000, 0)
+	lines := map[Report]int{}
+	var counted, failures int64
+	for i := range 1250 {
+		if i%2 == 0 {
+			failures++
+			if r, n := e.Fail(now); r != Quiet {
+				lines[r]++
+				counted += n
+			}
+		} else if r, _, _ := e.OK(now); r != Quiet {
+			lines[r]++
+		}
+		now = now.Add(20 * time.Millisecond)
+	}
+	if lines[Entered]+lines[Still] > 3 || lines[Left] > lines[Entered] {
+		t.Fatalf("lines %v over 25 s of flapping, want at most one start or count per 10 s", lines)
+	}
+	// The failures after the last report are carried to the next one.
+	e.Every = 0
+	r, n := e.Fail(now)
+	if r != Entered || counted+n != failures+1 {
+		t.Fatalf("reported %d + %d of %d failures (%v)", counted, n, failures+1, r)
 	}
 }
