@@ -251,6 +251,12 @@ func logErrorCode(err error) *kerr.Error {
 // appendAsFollower appends replicated batches; the log learns their
 // producer state, so that this replica can check sequences once it leads.
 func (p *partition) appendAsFollower(records []byte, epoch int32) (kafkalog.AppendInfo, error) {
+	return p.appendFollowerBatches(records, epoch, false)
+}
+
+// appendFollowerBatches appends as a follower at epoch; verified batches
+// were validated by the caller (kafkalog.ValidateBatchesCRC32C).
+func (p *partition) appendFollowerBatches(records []byte, epoch int32, verified bool) (kafkalog.AppendInfo, error) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	p.mu.Lock()
@@ -262,7 +268,13 @@ func (p *partition) appendAsFollower(records []byte, epoch int32) (kafkalog.Appe
 	if p.dirOffline() {
 		return kafkalog.AppendInfo{}, ErrLogDirOffline
 	}
-	info, err := p.log.AppendAsFollower(records)
+	var info kafkalog.AppendInfo
+	var err error
+	if verified {
+		info, err = p.log.AppendVerifiedAsFollower(records)
+	} else {
+		info, err = p.log.AppendAsFollower(records)
+	}
 	p.storageErr("appending as follower", err)
 	return info, err
 }
