@@ -63,11 +63,25 @@ type fullLog struct {
 }
 
 func (l fullLog) AppendAsFollower(b []byte) (kafkalog.AppendInfo, error) {
-	if l.full.Load() {
-		l.calls.Add(1)
-		return kafkalog.AppendInfo{}, fmt.Errorf("write /follower/00000000000000000000.log: %w", syscall.ENOSPC)
+	if err := l.refuse(); err != nil {
+		return kafkalog.AppendInfo{}, err
 	}
 	return l.Log.AppendAsFollower(b)
+}
+
+func (l fullLog) AppendVerifiedAsFollower(b []byte) (kafkalog.AppendInfo, error) {
+	if err := l.refuse(); err != nil {
+		return kafkalog.AppendInfo{}, err
+	}
+	return l.Log.AppendVerifiedAsFollower(b)
+}
+
+func (l fullLog) refuse() error {
+	if l.full.Load() {
+		l.calls.Add(1)
+		return fmt.Errorf("write /follower/00000000000000000000.log: %w", syscall.ENOSPC)
+	}
+	return nil
 }
 
 // lineCounter counts log records by level and message.
