@@ -42,6 +42,9 @@ func TestStoreOutageAcksAllStall(t *testing.T) {
 		after  = 10 * time.Second
 	)
 	vgw := startVersitygw(t)
+	// The brokers read the store's credentials from the environment.
+	t.Setenv("KWAL_S3_ACCESS_KEY", vgwAccess)
+	t.Setenv("KWAL_S3_SECRET_KEY", vgwSecret)
 	bin := buildKwal(t)
 	emb, err := metadata.StartEmbedded(t.TempDir(), testLogger(t))
 	if err != nil {
@@ -214,7 +217,7 @@ func (v *versitygw) storeURL(name string) string {
 	u := url.URL{Scheme: "s3", Host: "kwal-outage", Path: "/" + name}
 	u.RawQuery = url.Values{
 		"endpoint": {"http://127.0.0.1:" + strconv.Itoa(v.port)}, "region": {"us-east-1"}, "path_style": {"true"},
-		"access_key": {vgwAccess}, "secret_key": {vgwSecret}, "create_bucket": {"true"},
+		"create_bucket": {"true"},
 	}.Encode()
 	return u.String()
 }
