@@ -171,6 +171,7 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 				continue
 			}
 			b.logger.Info("expanding ISR", "partition", e.p.tp, "isr", e.isr)
+			b.events.isrExpands.Add(1)
 			b.alterISR(e.p, e.isr)
 		}
 	}
