@@ -84,7 +84,7 @@ func TestFencedReplicaNotProposedForISR(t *testing.T) {
 	waitFor(t, "broker 2 out of the ISR at the leader", 10*time.Second, func() bool {
 		st, ok := b.PartitionStatus(tp)
 		return ok && st.IsLeader && !slices.Contains(st.State.ISR, 2)
-	})
+	}, b, mem)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
 	if err != nil {
@@ -127,7 +127,7 @@ func TestFencedReplicaNotProposedForISR(t *testing.T) {
 	waitFor(t, "broker 2 back in the ISR", 10*time.Second, func() bool {
 		st, _ := b.PartitionStatus(tp)
 		return slices.Contains(st.State.ISR, 2)
-	})
+	}, b, mem)
 	if asked, refused := ctrl.counts(); asked != 1 || refused != 0 {
 		t.Fatalf("after re-registering: %d proposals, %d refused; want one, accepted", asked, refused)
 	}
