@@ -57,6 +57,7 @@ func WriteTable(w io.Writer, rep *Report) {
 	row("RSS MB (end)", "%.0f", func(r Result) float64 { return r.RSSMB })
 	row("RSS MB (peak)", "%.0f", func(r Result) float64 { return r.RSSPeakMB })
 	row("CPU-s per s", "%.2f", func(r Result) float64 { return r.CPUPerS })
+	row("CPU-ms per MB produced", "%.1f", func(r Result) float64 { return r.CPUmsPerMB })
 	row("GETs/s (priced)", "%.0f", func(r Result) float64 { return r.GetsPerS })
 	row("$ per broker-month", "%.2f", func(r Result) float64 { return r.CostUSD })
 	tw.Flush()

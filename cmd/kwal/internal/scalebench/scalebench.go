@@ -136,7 +136,10 @@ type Result struct {
 	// window's end, taken out of the heap figures (not out of RSS).
 	StoreHeldMB float64 `json:"mem_store_held_mb,omitempty"`
 	CPUPerS     float64 `json:"cpu_s_per_s"` // user+system CPU-seconds of the process per second of window
-	GCs         uint32  `json:"gcs"`
+	// CPUmsPerMB is CPUPerS per produced MB/s: the cost of a MB, whatever
+	// share of the machine the run got.
+	CPUmsPerMB float64 `json:"cpu_ms_per_mb"`
+	GCs        uint32  `json:"gcs"`
 
 	GetsPerS  float64            `json:"gets_per_s"` // Readers × the GETs a follower's plan issues per object
 	CostUSD   float64            `json:"usd_per_broker_month"`
@@ -441,6 +444,9 @@ func (r *run) do(ctx context.Context) (*Result, error) {
 	res.CPUPerS = (cpu1 - cpu0).Seconds() / secs
 	res.ProducedMBps = float64(prod1-prod0) / 1e6 / secs
 	res.BatchesPerS = float64(bat1-bat0) / secs
+	if res.ProducedMBps > 0 {
+		res.CPUmsPerMB = 1e3 * res.CPUPerS / res.ProducedMBps
+	}
 	put := r.puts.ByKind[ledger.Put]
 	res.PutsPerS = float64(put.Requests) / secs
 	res.PutMBps = float64(put.BytesWritten) / 1e6 / secs
