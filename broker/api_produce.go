@@ -34,7 +34,9 @@ import (
 // Kafka's leader validates a client's batch (kafkalog.BatchValidator:
 // compressed records decompressed and walked): Kafka's batch rules
 // (record count against the offset range, control batches, sequences)
-// get INVALID_RECORD as in Kafka; a batch claiming LogAppendTime gets
+// get INVALID_RECORD as in Kafka, except a compressed batch whose offset
+// range disagrees with its count, which is CORRUPT_MESSAGE with every
+// other corrupt compressed batch; a batch claiming LogAppendTime gets
 // INVALID_TIMESTAMP, as in Kafka; bytes that do not decode (CRC, a
 // compressed stream that does not decompress, record framing, fewer or
 // more records than claimed) get CORRUPT_MESSAGE, as issue 15 asks, where
@@ -80,18 +82,20 @@ func (o *produceOp) TryComplete() bool {
 			continue
 		}
 		rp := &o.resp.Topics[w.ti].Partitions[w.pi]
-		st, leader := w.p.snapshot()
-		switch {
-		case o.b.partition(w.tp) != w.p || !leader || st.LeaderEpoch != w.epoch || !o.b.leaseValid():
+		if o.b.partition(w.tp) != w.p || !o.b.leaseValid() {
 			rp.ErrorCode, w.done = kerr.NotLeaderForPartition.Code, true
-		case w.p.log.HighWatermark() >= w.required:
-			if len(st.ISR) < int(w.p.minISR.Load()) {
-				rp.ErrorCode = kerr.NotEnoughReplicasAfterAppend.Code
-			}
-			w.done = true
-		default:
-			all = false
+			continue
 		}
+		// The HW and min.insync.replicas rule is the leader machine's.
+		done, err := w.p.ackDone(w.epoch, w.required)
+		if !done {
+			all = false
+			continue
+		}
+		if err != nil {
+			rp.ErrorCode = err.Code
+		}
+		w.done = true
 	}
 	return all
 }

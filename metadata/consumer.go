@@ -81,6 +81,7 @@ func StartConsumer(ctx context.Context, cfg ConsumerConfig, state *State, clk cl
 		kgo.ClientID(cfg.ClientID),
 		kgo.FetchMaxWait(500 * time.Millisecond),
 	}
+	base = append(base, cfg.Security.Opts()...)
 	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: consumer client: %w", err)

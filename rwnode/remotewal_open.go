@@ -80,6 +80,10 @@ func NewRemoteWALReplicatorFor(cfg *broker.Config, parts *RemoteWALParts, logger
 	if cfg.Stages == nil {
 		cfg.Stages = stagehist.New()
 	}
+	sec, err := rw.MetadataClient()
+	if err != nil {
+		return nil, err
+	}
 	var stores StoreResolver
 	if parts.Stores != nil {
 		stores = newWrappedStores(parts.Stores, func(s objstore.Store) objstore.Store { return ledger.Wrap(s, l) })
@@ -89,7 +93,7 @@ func NewRemoteWALReplicatorFor(cfg *broker.Config, parts *RemoteWALParts, logger
 		BrokerID: cfg.BrokerID,
 		Rack:     cfg.Rack,
 		Store:    ledger.Wrap(parts.Store, l),
-		Metadata: metadata.TopicConfig{Bootstrap: parts.Bootstrap},
+		Metadata: metadata.TopicConfig{Bootstrap: parts.Bootstrap, Security: sec},
 		Tasks:    remotewal.Config{ThreadPoolSize: rw.ThreadPoolSize, Interval: rw.CombinerTaskInterval / 2},
 		Combiner: combiner.Config{
 			ThreadPoolSize: rw.CombinerThreadPoolSize,
