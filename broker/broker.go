@@ -131,12 +131,13 @@ func New(cfg Config) (*Broker, error) {
 	// test on the manual clock may advance it as soon as New returns.
 	interval := reapInterval(cfg.ConnectionsMaxIdle, cfg.RequestReadTimeout)
 	reapTimer := b.clock.NewTimer(interval)
+	heartbeatTimer := b.clock.NewTimer(cfg.BrokerHeartbeatInterval) // the same, for the heartbeats
 	b.wg.Add(7)
 	go b.acceptLoop()
 	go b.isrLoop()
 	go b.retentionLoop()
 	go b.producerExpirationLoop()
-	go b.heartbeatLoop()
+	go b.heartbeatLoop(heartbeatTimer)
 	go b.rebalanceLoop()
 	go b.everyOn(reapTimer, interval, func() { b.reapConns(b.clock.Now()) }, cfg.afterReapArmed)
 	if !cfg.LogCleanerDisable {

@@ -175,6 +175,11 @@ type KafkaControllerConfig struct {
 	UncleanLeaderElection bool
 	// Clock times sessions; default clock.Real.
 	Clock clock.Clock
+
+	// applyHook, in tests, gets every record consumed, in order, instead
+	// of the applier; it must pass each to apply, in order (it may hold
+	// some back first, as a controller that lags behind the log).
+	applyHook func(r *kgo.Record, apply func(*kgo.Record))
 }
 
 // Validate fills defaults and rejects nonsense.
@@ -336,6 +341,10 @@ func (c *KafkaController) applyLoop() {
 		fs.EachError(func(topic string, p int32, err error) {
 			c.logger.Warn("consuming cluster state", "topic", topic, "partition", p, "err", err)
 		})
+		if h := c.cfg.applyHook; h != nil {
+			fs.EachRecord(func(r *kgo.Record) { h(r, c.applyRecord) })
+			continue
+		}
 		fs.EachRecord(c.applyRecord)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"time"
+
+	"github.com/kwal/kwal/clock"
 )
 
 // The broker's side of liveness: it registers (a new broker epoch per
@@ -113,7 +115,13 @@ func (b *Broker) noteLease() {
 	was := b.lease.st.valid
 	b.lease.st.valid = valid
 	until := b.lease.st.until
+	parked := len(b.lease.st.parked) > 0
 	b.lease.Unlock()
+	if was && valid && parked {
+		// Parked by a leadership that started while the lease had run
+		// out (startRemoteLeader), with no transition seen here.
+		b.unparkRemoteLeaders()
+	}
 	switch {
 	case was && !valid:
 		b.logger.Error("lease expired: no heartbeat acknowledged within broker.session.timeout.ms; fencing myself (leading nothing, refusing produces)",
@@ -220,9 +228,10 @@ func (b *Broker) unparkRemoteLeaders() {
 	}
 }
 
-// heartbeatLoop heartbeats every broker.heartbeat.interval.ms.
-func (b *Broker) heartbeatLoop() {
-	b.every(b.cfg.BrokerHeartbeatInterval, b.heartbeat, nil)
+// heartbeatLoop heartbeats every broker.heartbeat.interval.ms, first when
+// t (made in New) fires.
+func (b *Broker) heartbeatLoop(t clock.Timer) {
+	b.everyOn(t, b.cfg.BrokerHeartbeatInterval, b.heartbeat, b.cfg.afterHeartbeat)
 }
 
 // rebalanceLoop nominates this broker, every
