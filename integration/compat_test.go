@@ -607,7 +607,7 @@ func keepLogs(t *testing.T, dir string, brokers []*compatBroker) {
 		return
 	}
 	for _, b := range brokers {
-		data, err := os.ReadFile(b.logPath)
+		data, err := os.ReadFile(b.proc.LogPath)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d-broker%d.log", name, time.Now().UnixNano(), b.id)), data, 0o644)
 		}
