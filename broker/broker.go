@@ -34,6 +34,8 @@ type Broker struct {
 	// validator checks every produced batch once (BatchValidator).
 	validator *kafkalog.BatchValidator
 	info      BrokerInfo
+	// topicIDs caches topic id -> name for requests by id (topicids.go).
+	topicIDs sync.Map
 
 	produceWait *purgatory.Purgatory[TopicPartition]
 	fetchWait   *purgatory.Purgatory[TopicPartition]
