@@ -200,6 +200,11 @@ type Config struct {
 	// SocketRequestMaxBytes: socket.request.max.bytes; larger frames close
 	// the connection. Default 100 MiB.
 	SocketRequestMaxBytes int32
+	// MessageMaxBytes: message.max.bytes, the largest batch a topic without
+	// its own max.message.bytes takes (MESSAGE_TOO_LARGE above it). Default
+	// 1048588, Kafka's. Batches are bounded otherwise only by the request
+	// frame (SocketRequestMaxBytes), as in Kafka.
+	MessageMaxBytes int32
 	// MaxUncompressedBatchBytes: kwal.batch.max.uncompressed.bytes, what
 	// one compressed produced batch may decompress to; a larger one is
 	// refused with CORRUPT_MESSAGE. Default 64 MiB.
@@ -345,6 +350,9 @@ func (c *Config) CheckSettings() error {
 	}
 	if c.MaxUncompressedBatchBytes == 0 {
 		c.MaxUncompressedBatchBytes = kafkalog.DefaultMaxUncompressedBatchBytes
+	}
+	if c.MessageMaxBytes == 0 {
+		c.MessageMaxBytes = kafkalog.DefaultMaxBatchBytes
 	}
 	if c.RetentionCheckInterval == 0 {
 		c.RetentionCheckInterval = DefaultRetentionCheckInterval
