@@ -112,8 +112,14 @@ type RemoteWALConfig struct {
 	// metadata; followers read it from there (see rwnode.StoreSet).
 	RackStorageURLs map[string]string
 	// MetadataBootstrapServers: remote.wal.metadata.bootstrap.servers;
-	// empty means an embedded kfake.
+	// empty means an embedded kfake. It may name the cluster's own brokers
+	// (rwnode: the metadata topic is then hosted by the cluster itself).
 	MetadataBootstrapServers string
+	// ControllerBootstrapServers: controller.bootstrap.servers, the Kafka
+	// holding the controller's __kwal_cluster_state log; empty means
+	// MetadataBootstrapServers. It must not name this cluster: the cluster
+	// cannot elect its own leaders through itself.
+	ControllerBootstrapServers string
 	// StorageCheckTimeout: remote.wal.storage.check.timeout.ms, how long
 	// the start waits for the object store to answer. Default 10 s.
 	StorageCheckTimeout time.Duration

@@ -128,8 +128,10 @@ var serverKeyNotes = map[string][2]string{
 	"log.dirs":                             {"/tmp/kwal-logs", "one directory; created if missing and checked writable at start"},
 	"max.connections.per.ip.overrides":     {"none", "ip:count,... (IP addresses, not host names; count >= 0)"},
 	"remote.log.wal.storage.system.enable": {"false", "true or false: lets topics set remote.wal.storage.enable=true"},
-	"remote.wal.metadata.bootstrap.servers": {"an embedded kfake", "host:port,... of the Kafka holding the metadata topic; " +
-		"must answer within remote.wal.metadata.bootstrap.timeout.ms"},
+	"remote.wal.metadata.bootstrap.servers": {"an embedded kfake", "host:port,... of the Kafka holding the metadata topic, or of this cluster's " +
+		"own brokers (the cluster then hosts it); must answer within remote.wal.metadata.bootstrap.timeout.ms"},
+	"controller.bootstrap.servers": {"remote.wal.metadata.bootstrap.servers", "host:port,... of the Kafka holding the controller's " +
+		"__kwal_cluster_state log; never this cluster's own brokers"},
 	RackStorageURLKey + "<rack>": {"remote.wal.storage.url", "the store of one rack (its leaders upload there); same forms as remote.wal.storage.url, " +
 		"checked the same way"},
 	"remote.wal.storage.url": {"file://<log.dirs>/remote-wal", "mem://, file:///dir, s3://bucket/prefix?endpoint=..., minio://...; " +

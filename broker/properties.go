@@ -431,6 +431,10 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 		sc.Broker.RemoteWAL.MetadataBootstrapServers = v
 		return nil
 	},
+	"controller.bootstrap.servers": func(sc *ServerConfig, v string) error {
+		sc.Broker.RemoteWAL.ControllerBootstrapServers = v
+		return nil
+	},
 }
 
 // RackStorageURLKey + <rack> is the server.properties key of one rack's

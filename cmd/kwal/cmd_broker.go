@@ -131,9 +131,9 @@ func orDash(s string) string {
 	return s
 }
 
-// openController picks the controller. With
-// remote.wal.metadata.bootstrap.servers set, the cluster state lives in
-// that Kafka (topic broker.DefaultClusterStateTopic), shared by every
+// openController picks the controller. With controller.bootstrap.servers
+// (default: remote.wal.metadata.bootstrap.servers) set, the cluster state
+// lives in that Kafka (topic broker.DefaultClusterStateTopic), shared by every
 // broker pointed at it: a topic created on one broker is learned by all,
 // and a restarted broker finds its topics again. The static cluster.brokers
 // list fixes the broker set, so every process assigns alike. Without it
@@ -144,11 +144,9 @@ func orDash(s string) string {
 // and a broker silent for broker.session.timeout.ms is fenced and its
 // partitions get new leaders; the in-memory controller watches nobody.
 func openController(sc broker.ServerConfig, logger *slog.Logger) (broker.Controller, func(), error) {
-	var bootstrap []string
-	for _, s := range strings.Split(sc.Broker.RemoteWAL.MetadataBootstrapServers, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			bootstrap = append(bootstrap, s)
-		}
+	key, bootstrap, err := broker.ControllerBootstrap(&sc.Broker, sc.Cluster)
+	if err != nil {
+		return nil, nil, err
 	}
 	if len(bootstrap) == 0 {
 		pidBase := int64(sc.Broker.BrokerID)<<48 | (time.Now().UnixMilli() & (1<<47 - 1))
@@ -176,10 +174,10 @@ func openController(sc broker.ServerConfig, logger *slog.Logger) (broker.Control
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, nil, fmt.Errorf("remote.wal.metadata.bootstrap.servers=%s: no usable answer within remote.wal.metadata.bootstrap.timeout.ms=%d: %w; check the addresses and that the Kafka cluster is up",
-				strings.Join(bootstrap, ","), timeout.Milliseconds(), err)
+			return nil, nil, fmt.Errorf("%s=%s: no usable answer within remote.wal.metadata.bootstrap.timeout.ms=%d: %w; check the addresses and that the Kafka cluster is up",
+				key, strings.Join(bootstrap, ","), timeout.Milliseconds(), err)
 		}
-		return nil, nil, fmt.Errorf("remote.wal.metadata.bootstrap.servers=%s: controller: %w", strings.Join(bootstrap, ","), err)
+		return nil, nil, fmt.Errorf("%s=%s: controller: %w", key, strings.Join(bootstrap, ","), err)
 	}
 	return c, func() { c.Close() }, nil
 }
