@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -485,6 +486,10 @@ type compatCluster struct {
 	brokers []*compatBroker
 }
 
+// clusterAddrs in a property value stands for the cluster's own broker
+// addresses (host:port,...), known only once startCompatCluster picks them.
+const clusterAddrs = "$CLUSTER"
+
 func startCompatCluster(t *testing.T, bin string, racks []string, props map[string]string) *compatCluster {
 	t.Helper()
 	c := &compatCluster{bin: bin}
@@ -493,6 +498,10 @@ func startCompatCluster(t *testing.T, bin string, racks []string, props map[stri
 		b := &compatBroker{id: int32(i + 1), rack: rack, port: freePort(t), dir: t.TempDir()}
 		c.brokers = append(c.brokers, b)
 		list = append(list, fmt.Sprintf("%d@%s#%s", b.id, b.addr(), rack))
+	}
+	props = maps.Clone(props)
+	for k, v := range props {
+		props[k] = strings.ReplaceAll(v, clusterAddrs, c.bootstrap())
 	}
 	for _, b := range c.brokers {
 		var sb strings.Builder

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/broker"
+	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/kwal/kwal/rwnode"
 )
 
@@ -86,17 +88,33 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 	var closeRemoteWAL func()
 	if cfg.RemoteWAL.SystemEnable {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		parts, err := rwnode.OpenRemoteWALParts(ctx, &cfg)
+		parts, err := rwnode.OpenRemoteWALParts(ctx, &cfg, sc.Cluster)
 		cancel()
 		if err != nil {
 			return err
 		}
-		r, err := rwnode.NewRemoteWALReplicatorFor(&cfg, parts, logger)
-		if err != nil {
-			parts.Close()
-			return err
+		if cfg.Ledger == nil {
+			cfg.Ledger = ledger.New() // one ledger for the broker and its replicator
 		}
-		cfg.Replicator = r
+		var r interface{ Close(context.Context) error }
+		if parts.SelfHosted {
+			// The metadata topic lives on this cluster, which is not
+			// answering yet: build the replicator once it does.
+			logger.Info("remote WAL metadata topic hosted by this cluster", "bootstrap", parts.Bootstrap,
+				"replication_factor", parts.MetadataReplicationFactor)
+			rc := cfg
+			d := rwnode.NewDeferredReplicator(func() (*rwnode.RemoteWALReplicator, error) {
+				return rwnode.NewRemoteWALReplicatorFor(&rc, parts, logger)
+			}, selfHostedRetry, clock.Real{}, logger)
+			cfg.Replicator, r = d, d
+		} else {
+			rr, err := rwnode.NewRemoteWALReplicatorFor(&cfg, parts, logger)
+			if err != nil {
+				parts.Close()
+				return err
+			}
+			cfg.Replicator, r = rr, rr
+		}
 		closeRemoteWAL = func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -123,6 +141,10 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 	signal.Stop(sig)
 	return b.Shutdown()
 }
+
+// selfHostedRetry is how long a broker whose cluster hosts the metadata
+// topic waits between attempts to reach it at start.
+const selfHostedRetry = time.Second
 
 func orDash(s string) string {
 	if s == "" {
