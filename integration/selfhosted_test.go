@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,21 @@ func TestSelfHostedMetadataTopic(t *testing.T) {
 		"broker.heartbeat.interval.ms": "300",
 	}))
 	t.Cleanup(func() { c.stopAll(t) })
+	t.Cleanup(func() {
+		if t.Failed() { // the remote WAL's own lines, which the log tails miss
+			for _, b := range c.brokers {
+				data, _ := os.ReadFile(b.logPath)
+				var keep []string
+				for _, l := range strings.Split(string(data), "\n") {
+					if (strings.Contains(l, "remote WAL") || strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "ISR")) &&
+						!strings.Contains(l, "has no leader") {
+						keep = append(keep, l)
+					}
+				}
+				t.Logf("broker %d remote WAL lines:\n%s", b.id, strings.Join(keep[:min(len(keep), 60)], "\n"))
+			}
+		}
+	})
 
 	const topic, partitions = "selfhosted", 2
 	c.createTopic(t, topic, partitions, modeConfigs("remotewal"))
