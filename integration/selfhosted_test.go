@@ -95,9 +95,13 @@ func TestSelfHostedMetadataTopic(t *testing.T) {
 			want := len(acked[p])
 			for _, b := range c.brokers {
 				var log [][]byte
-				waitUntil(t, ctx, fmt.Sprintf("%s: broker %d to hold %s-%d's %d acknowledged records", when, b.id, topic, p, want), func() bool {
+				var lastErr error
+				waitUntil(t, ctx, fmt.Sprintf("%s: broker %d to hold %s-%d's %d acknowledged records (last read: %d records, %v)", when, b.id, topic, p, want, len(log), lastErr), func() bool {
 					l, err := readBroker(ctx, b.addr(), topic, p)
-					log = l
+					log, lastErr = l, err
+					if err != nil {
+						t.Logf("read broker %d: %v", b.id, err)
+					}
 					return err == nil && len(l) >= want
 				})
 				checkAcked(t, fmt.Sprintf("%s: broker %d %s-%d", when, b.id, topic, p), log, acked[p])
