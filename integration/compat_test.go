@@ -183,9 +183,15 @@ func TestCompat(t *testing.T) {
 // s3StoreURL is a remote.wal.storage.url for the test S3 server, under a
 // fresh prefix starting with name.
 func s3StoreURL(env objstoretest.Env, name string) string {
-	store := url.URL{Scheme: "s3", Host: env.Bucket, Path: "/" + name + "-" + objstoretest.RandomPrefix()}
+	return s3StoreURLAt(env, env.Endpoint, name+"-"+objstoretest.RandomPrefix())
+}
+
+// s3StoreURLAt is a remote.wal.storage.url for prefix in the test S3
+// server's bucket, reached at endpoint (env.Endpoint, or a tcpProxy to it).
+func s3StoreURLAt(env objstoretest.Env, endpoint, prefix string) string {
+	store := url.URL{Scheme: "s3", Host: env.Bucket, Path: "/" + prefix}
 	store.RawQuery = url.Values{
-		"endpoint": {env.Endpoint}, "region": {"us-east-1"}, "path_style": {"true"},
+		"endpoint": {endpoint}, "region": {"us-east-1"}, "path_style": {"true"},
 		"access_key": {env.AccessKey}, "secret_key": {env.SecretKey}, "create_bucket": {"true"},
 	}.Encode()
 	return store.String()
@@ -396,8 +402,15 @@ func checkValues(t *testing.T, got, want [][]byte) {
 // until the high watermark, so extra records are seen too.
 func consumeFranz(t *testing.T, c *compatCluster, topic string, p int32, n int) [][]byte {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs()...), kgo.FetchMaxWait(200*time.Millisecond),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().AtStart()}}))
+	return consumeFranzWith(t, c.addrs(), topic, p, n)
+}
+
+// consumeFranzWith is consumeFranz through the brokers at seeds, with
+// more client options (kgo.Rack to fetch from a follower).
+func consumeFranzWith(t *testing.T, seeds []string, topic string, p int32, n int, opts ...kgo.Opt) [][]byte {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.FetchMaxWait(200 * time.Millisecond),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().AtStart()}})}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,6 +502,8 @@ type compatBroker struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	logPath string
+	// metricsAddr is its kwal.metrics.listener, if set.
+	metricsAddr string
 }
 
 func (b *compatBroker) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(b.port)) }
@@ -505,28 +520,51 @@ const clusterAddrs = "$CLUSTER"
 
 func startCompatCluster(t *testing.T, bin string, racks []string, props map[string]string) *compatCluster {
 	t.Helper()
+	return startCompatClusterWith(t, bin, racks, props, nil)
+}
+
+// brokerSetup adjusts one broker's server.properties before the cluster
+// starts, once every broker has its port: peers replaces the address by
+// which this broker knows a peer in its cluster.brokers (with a static
+// list, that address is where it fetches from the peer: a link the test
+// can put a tcpProxy on), props adds or overrides keys.
+type brokerSetup func(b *compatBroker) (peers map[int32]string, props map[string]string)
+
+// startCompatClusterWith is startCompatCluster with a brokerSetup (nil:
+// every broker alike).
+func startCompatClusterWith(t *testing.T, bin string, racks []string, props map[string]string, setup brokerSetup) *compatCluster {
+	t.Helper()
 	c := &compatCluster{bin: bin}
-	var list []string
 	for i, rack := range racks {
 		b := &compatBroker{id: int32(i + 1), rack: rack, port: freePort(t), dir: t.TempDir()}
 		c.brokers = append(c.brokers, b)
-		list = append(list, fmt.Sprintf("%d@%s#%s", b.id, b.addr(), rack))
 	}
 	props = maps.Clone(props)
 	for k, v := range props {
 		props[k] = strings.ReplaceAll(v, clusterAddrs, c.bootstrap())
 	}
 	for _, b := range c.brokers {
+		var peers map[int32]string
+		all := maps.Clone(props)
+		if setup != nil {
+			var extra map[string]string
+			peers, extra = setup(b)
+			maps.Copy(all, extra)
+		}
+		b.metricsAddr = all["kwal.metrics.listener"]
+		var list []string
+		for _, o := range c.brokers {
+			addr := o.addr()
+			if a, ok := peers[o.id]; ok {
+				addr = a
+			}
+			list = append(list, fmt.Sprintf("%d@%s#%s", o.id, addr, o.rack))
+		}
 		var sb strings.Builder
 		fmt.Fprintf(&sb, "broker.id=%d\nlisteners=PLAINTEXT://%s\nlog.dirs=%s\ncluster.brokers=%s\n",
 			b.id, b.addr(), filepath.Join(b.dir, "logs"), strings.Join(list, ","))
-		keys := make([]string, 0, len(props))
-		for k := range props {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			fmt.Fprintf(&sb, "%s=%s\n", k, props[k])
+		for _, k := range slices.Sorted(maps.Keys(all)) {
+			fmt.Fprintf(&sb, "%s=%s\n", k, all[k])
 		}
 		b.props = filepath.Join(b.dir, "server.properties")
 		if err := os.WriteFile(b.props, []byte(sb.String()), 0o644); err != nil {

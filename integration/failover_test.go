@@ -374,7 +374,15 @@ func TestFailoverZombieLeader(t *testing.T) {
 // broker at addr only and returns the partition's error code.
 func produceTo(t *testing.T, ctx context.Context, addr, topic string, acks int16, value string) int16 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	// kgo rewrites a ProduceRequest's acks to its client's RequiredAcks.
+	required := kgo.AllISRAcks()
+	switch acks {
+	case 0:
+		required = kgo.NoAck()
+	case 1:
+		required = kgo.LeaderAck()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequiredAcks(required), kgo.DisableIdempotentWrite())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,6 +400,7 @@ func produceTo(t *testing.T, ctx context.Context, addr, topic string, acks int16
 	defer cancel()
 	resp, err := req.RequestWith(rctx, cl.SeedBrokers()[0])
 	if err != nil {
+		t.Logf("produce of %q to %s: %v", value, addr, err)
 		return kerr.RequestTimedOut.Code // not acknowledged
 	}
 	return resp.Topics[0].Partitions[0].ErrorCode
