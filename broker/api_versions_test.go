@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -417,5 +418,50 @@ func TestTopicIDs(t *testing.T) {
 	})
 	if p := fetchAt(t, wc, 17, "", recreated, 0); p.ErrorCode != 0 || p.HighWatermark != 0 {
 		t.Fatalf("Fetch v17 of the recreated topic: error %d, high watermark %d", p.ErrorCode, p.HighWatermark)
+	}
+}
+
+// ListOffsets v0 answers offset lists; v8-9's earliest-local (-4) is the
+// log start and latest-tiered (-5) is -1 (no KIP-405 tiered storage).
+func TestListOffsetsOldAndNewTimestamps(t *testing.T) {
+	c := startCluster(t, []string{"az1"}, nil)
+	if _, err := c.ctrl.CreateTopic(TopicSpec{Name: "lo", Partitions: 1, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	wc := dialTest(t, c)
+	for i := range 3 {
+		if p := produceAt(t, wc, 9, "lo", kafkalogtest.MakeBatch(0, 0, [][]byte{[]byte("x")}, int64(1000+i))); p.ErrorCode != 0 {
+			t.Fatalf("produce: %d", p.ErrorCode)
+		}
+	}
+	list := func(v int16, ts int64) kmsg.ListOffsetsResponseTopicPartition {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.Version, req.ReplicaID = v, -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "lo"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp, rp.MaxNumOffsets, rp.CurrentLeaderEpoch = ts, 1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := wc.roundTrip(req, time.Now().Add(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+	}
+	for _, tc := range []struct {
+		ts   int64
+		want []int64
+	}{{-1, []int64{3}}, {-2, []int64{0}}, {1001, []int64{1}}, {5000, []int64{}}} {
+		p := list(0, tc.ts)
+		if p.ErrorCode != 0 || !slices.Equal(p.OldStyleOffsets, tc.want) {
+			t.Errorf("ListOffsets v0 at %d: error %d offsets %v, want %v", tc.ts, p.ErrorCode, p.OldStyleOffsets, tc.want)
+		}
+	}
+	if p := list(8, -4); p.ErrorCode != 0 || p.Offset != 0 {
+		t.Errorf("ListOffsets v8 earliest-local: error %d offset %d, want 0", p.ErrorCode, p.Offset)
+	}
+	if p := list(9, -5); p.ErrorCode != 0 || p.Offset != -1 || p.LeaderEpoch != -1 {
+		t.Errorf("ListOffsets v9 latest-tiered: error %d offset %d epoch %d, want -1 -1", p.ErrorCode, p.Offset, p.LeaderEpoch)
 	}
 }
