@@ -12,7 +12,11 @@ import (
 //
 // v0's empty topic list means every topic (v1+: a null list).
 // __consumer_offsets is marked internal and is created only
-// by the group coordinator (FindCoordinator), never by auto-creation.
+// by the group coordinator (FindCoordinator), never by auto-creation;
+// nor is __remote_wal_log_metadata auto-created (a cluster hosting it
+// gets it from the remote WAL's own CreateTopics, compacted, with its
+// partition count), so a client asking for it early cannot give it
+// default configs.
 // As Kafka: v10+ answer each topic's id (given at creation, kept in the
 // controller state, new on recreation); v12 may ask by id, an unknown id
 // getting UNKNOWN_TOPIC_ID with a null name; v10-11 asking by id or with
@@ -83,7 +87,7 @@ func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
 			}
 			name := *rt.Topic
 			ts, ok := b.ctrl.Topic(name)
-			if !ok && allowCreate && name != OffsetsTopic {
+			if !ok && allowCreate && name != OffsetsTopic && name != RemoteWALMetadataTopic {
 				var err error
 				ts, err = b.autoCreate(name)
 				ok = err == nil

@@ -465,3 +465,27 @@ func TestListOffsetsOldAndNewTimestamps(t *testing.T) {
 		t.Errorf("ListOffsets v9 latest-tiered: error %d offset %d epoch %d, want -1 -1", p.ErrorCode, p.Offset, p.LeaderEpoch)
 	}
 }
+
+// The internal topics are never auto-created by a Metadata request: a
+// client asking early must not give them default configs.
+func TestInternalTopicsNotAutoCreated(t *testing.T) {
+	c := startCluster(t, []string{"az1"}, nil)
+	wc := dialTest(t, c)
+	for _, name := range []string{RemoteWALMetadataTopic, OffsetsTopic} {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version, req.AllowAutoTopicCreation = 12, true
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, rt)
+		resp, err := wc.roundTrip(req, time.Now().Add(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mt := resp.(*kmsg.MetadataResponse).Topics[0]; mt.ErrorCode != kerr.UnknownTopicOrPartition.Code {
+			t.Errorf("Metadata of %s with auto-creation: error %d, want UNKNOWN_TOPIC_OR_PARTITION", name, mt.ErrorCode)
+		}
+		if _, ok := c.ctrl.Topic(name); ok {
+			t.Errorf("%s was auto-created", name)
+		}
+	}
+}

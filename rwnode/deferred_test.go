@@ -125,3 +125,10 @@ func TestDeferredReplicatorReplaysStartsWhenReady(t *testing.T) {
 		}
 	}
 }
+
+// broker.RemoteWALMetadataTopic names the metadata package's topic.
+func TestRemoteWALMetadataTopicName(t *testing.T) {
+	if broker.RemoteWALMetadataTopic != metadata.DefaultTopic {
+		t.Fatalf("broker says %q, metadata %q", broker.RemoteWALMetadataTopic, metadata.DefaultTopic)
+	}
+}
