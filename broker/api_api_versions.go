@@ -63,6 +63,8 @@ var apiRanges = []struct{ key, min, max int16 }{
 	{apiKeyInitProducerID, 0, 5},
 	{apiKeyOffsetForLeaderEpoch, 0, 4},
 	{apiKeyDescribeConfigs, 0, 4},
+	{apiKeySASLHandshake, 0, 1},
+	{apiKeySASLAuthenticate, 0, 2},
 	{apiKeyDeleteGroups, 0, 2},
 	{apiKeyOffsetDelete, 0, 0},
 	{apiKeyDeleteTopics, 0, 6},

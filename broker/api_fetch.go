@@ -109,7 +109,7 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 	}
 	now := b.clock.Now()
 	op := &fetchOp{b: b, req: req, replica: replica, ch: make(chan struct{}), fallback: replica >= 0 && req.Rack == FallbackRack}
-	if _, tcp := tcpConnOf(cs.conn); tcp && !cs.noWait && !b.cfg.ZeroCopyFetchDisabled && req.Version >= 4 {
+	if cs.sendfile && !cs.noWait && !b.cfg.ZeroCopyFetchDisabled && req.Version >= 4 {
 		op.zeroCopy = true
 	}
 	switch {

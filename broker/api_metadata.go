@@ -23,19 +23,39 @@ import (
 // a null name is INVALID_REQUEST on every topic asked (Kafka throws
 // InvalidRequestException there).
 //
+// Brokers are listed with their address on the listener the request came
+// in on (Kafka's behaviour with several listeners); a broker that has no
+// such listener is left out.
+//
 // Where it differs from Kafka: no authorized operations (always -2147483648). Offline replicas are the fenced ones; a
 // partition without a leader (-1) has LEADER_NOT_AVAILABLE. The controller id
 // is the lowest broker id. Topics are auto-created with num.partitions and
 // default.replication.factor when the request allows it (v4+; always for
 // v1-3) and auto.create.topics.enable is on.
 
-func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
+func (b *Broker) handleMetadata(cs *connState, req *kmsg.MetadataRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	brokers := b.ctrl.Brokers()
 	resp.ControllerID = -1
+	listenerName := b.cfg.InterBrokerListenerName
+	if cs.listener != nil {
+		listenerName = cs.listener.cfg.Name
+	}
 	for _, bi := range brokers {
+		// As Kafka: each broker's address on the listener the client
+		// came in on; a broker without that listener is left out.
+		ep, ok := bi.Endpoint(listenerName)
+		if len(bi.Endpoints) == 0 && listenerName != b.cfg.InterBrokerListenerName {
+			// Known only from a static list: that address is the
+			// inter-broker listener's, not this one's.
+			ok = false
+		}
+		if !ok {
+			b.logger.Debug("metadata: broker has no endpoint on the listener", "broker_id", bi.ID, "listener", listenerName)
+			continue
+		}
 		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port = bi.ID, bi.Host, bi.Port
+		mb.NodeID, mb.Host, mb.Port = bi.ID, ep.Host, ep.Port
 		if bi.Rack != "" {
 			rack := bi.Rack
 			mb.Rack = &rack

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/kwal/kwal/purgatory"
@@ -40,7 +41,9 @@ import (
 // Kafka's leader validates a client's batch (kafkalog.BatchValidator:
 // compressed records decompressed and walked): Kafka's batch rules
 // (record count against the offset range, control batches, sequences)
-// get INVALID_RECORD as in Kafka; a batch claiming LogAppendTime gets
+// get INVALID_RECORD as in Kafka, except a compressed batch whose offset
+// range disagrees with its count, which is CORRUPT_MESSAGE with every
+// other corrupt compressed batch; a batch claiming LogAppendTime gets
 // INVALID_TIMESTAMP, as in Kafka; bytes that do not decode (CRC, a
 // compressed stream that does not decompress, record framing, fewer or
 // more records than claimed) get CORRUPT_MESSAGE, as issue 15 asks, where
@@ -69,6 +72,7 @@ type produceOp struct {
 	waits []produceWait
 	resp  *kmsg.ProduceResponse
 	ch    chan struct{}
+	start time.Time // appended, waiting from here (acks_all_wait)
 }
 
 func (o *produceOp) TryComplete() bool {
@@ -105,6 +109,7 @@ func (o *produceOp) OnComplete() {
 			o.resp.Topics[w.ti].Partitions[w.pi].ErrorCode = kerr.RequestTimedOut.Code
 		}
 	}
+	o.b.cfg.Stages.Observe(stagehist.AcksAllWait, o.b.clock.Since(o.start))
 	close(o.ch)
 }
 
@@ -154,7 +159,7 @@ func (b *Broker) handleProduce(cs *connState, req *kmsg.ProduceRequest) (kmsg.Re
 	for _, w := range waits {
 		keys = append(keys, w.tp)
 	}
-	op := &produceOp{b: b, waits: waits, resp: resp, ch: make(chan struct{})}
+	op := &produceOp{b: b, waits: waits, resp: resp, ch: make(chan struct{}), start: b.clock.Now()}
 	op.Timeout = time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond
 	if cs.noWait {
 		op.Timeout = 0

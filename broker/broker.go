@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,16 +27,21 @@ type Broker struct {
 	clock  clock.Clock
 	ctrl   Controller
 	ledger *ledger.Ledger
-	ln     net.Listener
-	// limits is the listener's connection caps (under b.ln, which a TLS
-	// listener may wrap); conns counts what the connection layer refused.
-	limits *limitListener
+	ln     net.Listener // every listener, under the connection limits
+	// limits is the connection caps, under any TLS (the handshake runs in
+	// the connection's goroutine); conns counts what the connection layer
+	// refused.
+	limits *connQuota
 	conns  connCounters
 	// validator checks every produced batch once (BatchValidator).
 	validator *kafkalog.BatchValidator
 	info      BrokerInfo
 	// topicIDs caches topic id -> name for requests by id (topicids.go).
 	topicIDs sync.Map
+	// listeners are bound in New and closed by Close.
+	listeners []*listener
+	// saslFakeKey derives stand-in SCRAM credentials for unknown users.
+	saslFakeKey []byte
 
 	produceWait *purgatory.Purgatory[TopicPartition]
 	fetchWait   *purgatory.Purgatory[TopicPartition]
@@ -76,21 +82,27 @@ func New(cfg Config) (*Broker, error) {
 	b.logger = cfg.Logger.With("broker", cfg.BrokerID)
 	b.mu.partitions = map[TopicPartition]*partition{}
 	b.mu.conns = map[net.Conn]*connState{}
-	inner, err := net.Listen("tcp", cfg.Listener)
+	b.saslFakeKey = make([]byte, 32)
+	if _, err := rand.Read(b.saslFakeKey); err != nil {
+		return nil, err
+	}
+	lns, err := listen(cfg.Listeners)
 	if err != nil {
-		return nil, fmt.Errorf("broker: listen %s: %w", cfg.Listener, err)
+		return nil, err
 	}
-	b.limits = newLimitListener(inner, ConnLimits{Max: cfg.MaxConnections, PerIP: cfg.MaxConnectionsPerIP, PerIPOverrides: cfg.MaxConnectionsPerIPOverrides}, b.logger, b.clock)
-	ln := net.Listener(b.limits)
-	b.ln = ln
-	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	if cfg.AdvertisedHost != "" {
-		host = cfg.AdvertisedHost
+	b.listeners = lns
+	b.limits = newConnQuota(ConnLimits{Max: cfg.MaxConnections, PerIP: cfg.MaxConnectionsPerIP, PerIPOverrides: cfg.MaxConnectionsPerIPOverrides}, b.logger, b.clock)
+	b.ln = newMultiListener(lns, cfg.InterBrokerListenerName, b.limits)
+	closeListeners := func() { b.ln.Close() }
+	b.info = BrokerInfo{ID: cfg.BrokerID, Rack: cfg.Rack}
+	for _, l := range lns {
+		b.info.Endpoints = append(b.info.Endpoints, l.advertised)
+		if l.cfg.Name == cfg.InterBrokerListenerName {
+			b.info.Host, b.info.Port = l.advertised.Host, l.advertised.Port
+		}
 	}
-	pn, _ := strconv.Atoi(port)
-	b.info = BrokerInfo{ID: cfg.BrokerID, Host: host, Port: int32(pn), Rack: cfg.Rack}
 	if err := b.register(false); err != nil {
-		ln.Close()
+		closeListeners()
 		return nil, err
 	}
 	for _, bi := range b.ctrl.Brokers() {
@@ -105,18 +117,18 @@ func New(cfg Config) (*Broker, error) {
 		return purgatory.New[TopicPartition](purgatory.Config{Timer: purgatory.TimerConfig{Clock: purgClock}})
 	}
 	if b.produceWait, err = newPurg(); err != nil {
-		ln.Close()
+		closeListeners()
 		return nil, err
 	}
 	if b.fetchWait, err = newPurg(); err != nil {
-		ln.Close()
+		closeListeners()
 		b.produceWait.Shutdown()
 		return nil, err
 	}
 	b.fetchers = newFetcherManager(b)
 	b.removeDeletedDirs()
 	if err := b.startGroups(); err != nil {
-		ln.Close()
+		closeListeners()
 		b.produceWait.Shutdown()
 		b.fetchWait.Shutdown()
 		return nil, err
@@ -151,15 +163,28 @@ func New(cfg Config) (*Broker, error) {
 		}
 		b.logger.Info("serving Prometheus metrics", "url", "http://"+addr+"/metrics")
 	}
-	b.logger.Info("broker started", "addr", ln.Addr().String(), "rack", cfg.Rack, "log_dir", cfg.LogDir)
+	for _, l := range lns {
+		b.logger.Info("listening", "listener", l.cfg.Name, "protocol", l.cfg.Protocol, "addr", l.ln.Addr().String(), "advertised", l.advertised.Addr())
+	}
+	b.logger.Info("broker started", "addr", b.ln.Addr().String(), "rack", cfg.Rack, "log_dir", cfg.LogDir, "inter_broker_listener", cfg.InterBrokerListenerName)
 	return b, nil
 }
 
 // LogDir is the broker's log.dirs.
 func (b *Broker) LogDir() string { return b.cfg.LogDir }
 
-// Addr is the address the broker listens on.
+// Addr is the address the inter-broker listener is bound to.
 func (b *Broker) Addr() string { return b.ln.Addr().String() }
+
+// ListenerAddr is the address the named listener is bound to.
+func (b *Broker) ListenerAddr(name string) (string, bool) {
+	for _, l := range b.listeners {
+		if l.cfg.Name == name {
+			return l.ln.Addr().String(), true
+		}
+	}
+	return "", false
+}
 
 // Info is the broker as the controller knows it.
 func (b *Broker) Info() BrokerInfo { return b.info }
@@ -200,7 +225,7 @@ func (b *Broker) Close() error {
 	b.mu.Unlock()
 	close(b.stop)
 	b.unsubscribe()
-	b.ln.Close()
+	b.ln.Close() // the limits, the listeners under them
 	b.fetchers.close()
 	b.produceWait.Shutdown()
 	b.fetchWait.Shutdown()
@@ -506,11 +531,43 @@ func (b *Broker) acceptLoop() {
 			return
 		}
 		cs := newConnState(c)
+		cs.listener = b.listenerOf(c)
 		cs.state.Store(packPhase(phaseIdle, b.clock.Now()))
 		b.mu.conns[c] = cs
 		b.wg.Add(1)
 		b.mu.Unlock()
 		go b.serveConn(cs)
+		if cs.listener != nil && cs.listener.protected {
+			b.makeRoom()
+		}
+	}
+}
+
+// makeRoom closes, while an inter-broker connection let in at
+// max.connections keeps the broker over it, the least recently used
+// connection of another listener, as Kafka's processors do
+// (Selector.lowestPriorityChannel): the one whose last request started or
+// ended the longest ago.
+func (b *Broker) makeRoom() {
+	for b.limits.exceeded() {
+		var lru *connState
+		var lruAt time.Time
+		b.mu.Lock()
+		for _, cs := range b.mu.conns {
+			if cs.closed.Load() || cs.listener == nil || cs.listener.protected {
+				continue
+			}
+			if _, at := unpackPhase(cs.state.Load()); lru == nil || at.Before(lruAt) {
+				lru, lruAt = cs, at
+			}
+		}
+		b.mu.Unlock()
+		if lru == nil {
+			return // only inter-broker connections: over the cap they stay
+		}
+		b.limits.evicted.Add(1)
+		b.logger.Warn("closing connection: max.connections reached, making room for an inter-broker connection", "remote", lru.remote, "listener", lru.listener.cfg.Name, "last_active", lruAt, "limit", b.cfg.MaxConnections)
+		lru.close()
 	}
 }
 

@@ -91,13 +91,14 @@ func (s *clusterState) apply(rec stateRecord, offset int64) (applied, applyResul
 		if rec.Broker == nil {
 			return applied{}, applyResult{err: errors.New("controller: broker record without a broker")}
 		}
-		b := BrokerInfo{ID: rec.Broker.ID, Host: rec.Broker.Host, Port: rec.Broker.Port, Rack: rec.Broker.Rack}
+		b := brokerFromWire(rec.Broker)
 		if err := s.checkBroker(b); err != nil {
 			return applied{}, applyResult{err: err}
 		}
-		if !s.fixed { // a static list decides addresses
-			s.brokers[b.ID] = b
+		if s.fixed { // a static list decides the inter-broker address
+			b = fixedBrokerUpdate(s.brokers[b.ID], b)
 		}
+		s.brokers[b.ID] = b
 		changes := registerBroker(s.topics, s.regs, b.ID, offset, rec.Unclean, rec.FencePrevious)
 		return s.appliedOf(changes), applyResult{registration: s.regs[b.ID]}
 	case kindFence:

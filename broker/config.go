@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore/ledger"
 )
 
@@ -72,6 +75,10 @@ type BrokerInfo struct {
 	Host string
 	Port int32
 	Rack string
+	// Endpoints are the broker's advertised listeners; Host and Port are
+	// its inter-broker listener's. Empty for a broker known only from a
+	// static list.
+	Endpoints []Endpoint
 }
 
 // Addr is host:port.
@@ -120,6 +127,14 @@ type RemoteWALConfig struct {
 	// MetadataBootstrapServers. It must not name this cluster: the cluster
 	// cannot elect its own leaders through itself.
 	ControllerBootstrapServers string
+	// MetadataTLS is the client TLS of the metadata Kafka connections
+	// (remote.wal.metadata.security.protocol SSL or SASL_SSL, and
+	// remote.wal.metadata.ssl.*); nil: plaintext.
+	MetadataTLS *tls.Config
+	// MetadataSASL authenticates to the metadata Kafka
+	// (remote.wal.metadata.sasl.*, password from
+	// KWAL_METADATA_SASL_PASSWORD); nil: none.
+	MetadataSASL *SASLClientConfig
 	// StorageCheckTimeout: remote.wal.storage.check.timeout.ms, how long
 	// the start waits for the object store to answer. Default 10 s.
 	StorageCheckTimeout time.Duration
@@ -127,6 +142,19 @@ type RemoteWALConfig struct {
 	// how long the start waits for the metadata Kafka (the controller's
 	// and the remote WAL's). Default 15 s.
 	MetadataBootstrapTimeout time.Duration
+}
+
+// MetadataClient is the security of the metadata Kafka clients.
+func (r RemoteWALConfig) MetadataClient() (metadata.ClientSecurity, error) {
+	sec := metadata.ClientSecurity{TLS: r.MetadataTLS}
+	if r.MetadataSASL != nil {
+		m, err := r.MetadataSASL.SASL()
+		if err != nil {
+			return metadata.ClientSecurity{}, err
+		}
+		sec.SASL = m
+	}
+	return sec, nil
 }
 
 // DialFunc opens a connection to another broker. Benchmarks replace it
@@ -139,12 +167,36 @@ type Config struct {
 	BrokerID int32
 	// Rack: broker.rack (the availability zone).
 	Rack string
-	// Listener is the host:port to listen on ("127.0.0.1:0" picks a
-	// port). Default 127.0.0.1:9092.
+	// Listener is the host:port of a single PLAINTEXT listener
+	// ("127.0.0.1:0" picks a port), used when Listeners is empty. Default
+	// 127.0.0.1:9092.
 	Listener string
-	// AdvertisedHost overrides the host registered with the controller;
-	// default: the listener's host.
+	// AdvertisedHost overrides the host registered for Listener; default:
+	// the listener's host.
 	AdvertisedHost string
+	// Listeners: listeners, listener.security.protocol.map and
+	// advertised.listeners. Empty means one PLAINTEXT listener on Listener.
+	Listeners []ListenerConfig
+	// listenersFromListener: Validate made Listeners from Listener.
+	listenersFromListener bool
+	// InterBrokerListenerName: inter.broker.listener.name, the listener
+	// other brokers dial. Default: the only listener, else the one named
+	// PLAINTEXT.
+	InterBrokerListenerName string
+	// InterBrokerTLS is the client side of broker-to-broker connections
+	// when the inter-broker listener uses TLS (root CAs, and a client
+	// certificate when the listener requires one). ServerName is set per
+	// dial unless InsecureSkipVerify.
+	InterBrokerTLS *tls.Config
+	// InterBrokerSASL authenticates broker-to-broker connections when the
+	// inter-broker listener uses SASL.
+	InterBrokerSASL *SASLClientConfig
+	// SASLCredentials holds the users SASL listeners accept (see
+	// LoadUserFile). Required when a listener uses SASL.
+	SASLCredentials CredentialStore
+	// Authorizer applies ACLs (kwal.acl.file, super.users); nil allows
+	// everything.
+	Authorizer *Authorizer
 	// LogDir: log.dirs (one directory). Required.
 	LogDir string
 	// SegmentBytes: log.segment.bytes. Default kafkalog's (1 GiB).
@@ -270,6 +322,10 @@ type Config struct {
 	Replicator Replicator
 	// Ledger records bytes crossing racks. Default: a fresh ledger.
 	Ledger *ledger.Ledger
+	// Stages holds the data path's latency histograms (acks=all wait here;
+	// the remote-WAL stages where the replicator shares them), served on
+	// /metrics. Default: fresh histograms.
+	Stages *stagehist.Histograms
 	Clock  clock.Clock  // default clock.Real{}
 	Logger *slog.Logger // default slog.Default()
 
@@ -418,6 +474,9 @@ func (c *Config) CheckSettings() error {
 	if c.Ledger == nil {
 		c.Ledger = ledger.New()
 	}
+	if c.Stages == nil {
+		c.Stages = stagehist.New()
+	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
@@ -433,8 +492,8 @@ func (c *Config) CheckSettings() error {
 	if err := c.validateRanges(); err != nil {
 		return err
 	}
-	if _, _, err := net.SplitHostPort(c.Listener); err != nil {
+	if _, _, err := net.SplitHostPort(c.Listener); err != nil && len(c.Listeners) == 0 {
 		return fmt.Errorf("%w: listeners=%q: %v", ErrConfig, c.Listener, err)
 	}
-	return nil
+	return c.validateListeners()
 }

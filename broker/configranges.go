@@ -188,6 +188,8 @@ func ServerKeyDocs() []ServerKeyDoc {
 			d.Default, d.Range, d.Hint = r.def, r.text(), r.hint
 		} else if n, ok := serverKeyNotes[k]; ok {
 			d.Default, d.Hint = n[0], n[1]
+		} else if n, ok := securityKeyNote(k); ok {
+			d.Default, d.Hint = n[0], n[1]
 		}
 		out = append(out, d)
 	}

@@ -22,8 +22,22 @@ type connState struct {
 	conn     net.Conn
 	remote   string
 	clientID string
-	buf      []byte
-	out      []byte
+	// listener is the listener the connection came in on: Metadata
+	// answers with addresses on it, and its protocol decides TLS and SASL.
+	listener *listener
+	// sasl is the connection's SASL state (nil on listeners without SASL).
+	sasl *saslState
+	// tlsPrincipal is User:<subject> of a verified client certificate.
+	tlsPrincipal string
+	buf          []byte
+	out          []byte
+	// sendfile: the connection's responses go unchanged onto a TCP
+	// socket (a plaintext or SASL_PLAINTEXT listener: PLAIN and SCRAM do
+	// not wrap the stream), so fetched records may go out with sendfile.
+	// A TLS connection must encrypt every byte and copies them, as
+	// Kafka's SslTransportLayer does. Set by serveConn once the
+	// connection is secured.
+	sendfile bool
 	// noWait completes delayed operations at once, as if they expired
 	// (fuzzing drives handlers without a clock).
 	noWait bool
@@ -148,13 +162,19 @@ const retainedBuffer = 1 << 20
 
 func (b *Broker) serveConn(cs *connState) {
 	defer b.wg.Done()
-	c := cs.conn
+	raw := cs.conn // closing it (cs.close, from anywhere) ends TLS too
 	defer func() {
 		cs.close()
 		b.mu.Lock()
-		delete(b.mu.conns, c)
+		delete(b.mu.conns, raw)
 		b.mu.Unlock()
 	}()
+	c, ok := b.secureConn(cs, raw)
+	if !ok {
+		return
+	}
+	_, cs.sendfile = tcpConnOf(c)
+	l := cs.listener
 	// Responses go out in request order from one writer; a request whose
 	// response is pipelined (acks=all) does not stop the reader.
 	replies := make(chan reply, maxPipelined)
@@ -227,8 +247,13 @@ func (b *Broker) serveConn(cs *connState) {
 			return
 		}
 		size := int32(binary.BigEndian.Uint32(size[:]))
-		if size < 8 || size > b.cfg.SocketRequestMaxBytes {
+		// After SaslHandshake v0 a bare token may be shorter than a header.
+		if rawToken := cs.sasl != nil && cs.sasl.rawTokens; (size < 8 && !rawToken) || size < 0 || size > b.cfg.SocketRequestMaxBytes {
 			b.logger.Warn("closing connection: bad request size", "remote", cs.remote, "size", size, "max", b.cfg.SocketRequestMaxBytes)
+			return
+		}
+		if cs.sasl != nil && !cs.sasl.authenticated() && size > saslMaxReceiveSize {
+			b.logger.Warn("closing connection: request before authentication too large", "remote", cs.remote, "listener", l.cfg.Name, "size", size, "max", saslMaxReceiveSize)
 			return
 		}
 		// Waiting here for the client to read its responses is
@@ -454,6 +479,9 @@ func (b *Broker) handleFrame(cs *connState, frame []byte) (resp []byte, keep boo
 			resp, keep = nil, false
 		}
 	}()
+	if cs.sasl != nil && cs.sasl.rawTokens {
+		return b.saslRawToken(cs, frame)
+	}
 	h, rest, err := parseRequestHeader(frame)
 	if err != nil {
 		b.logger.Warn("closing connection: malformed request header", "remote", cs.remote, "err", err)
@@ -464,6 +492,9 @@ func (b *Broker) handleFrame(cs *connState, frame []byte) (resp []byte, keep boo
 	req := kmsg.RequestForKey(h.key)
 	if req == nil {
 		b.logger.Warn("closing connection: unknown api key", "remote", cs.remote, "key", h.key, "version", h.version)
+		return nil, false
+	}
+	if !b.allowedBeforeAuth(cs, h) {
 		return nil, false
 	}
 	if h.key == apiKeyApiVersions && !supported(h.key, h.version) {
@@ -493,7 +524,7 @@ func (b *Broker) handleFrame(cs *connState, frame []byte) (resp []byte, keep boo
 		b.logger.Warn("closing connection: malformed request", "remote", cs.remote, "key", kmsg.NameForKey(h.key), "version", h.version, "err", err)
 		return nil, false
 	}
-	r, keep := b.dispatch(cs, req)
+	r, keep := b.authorizedDispatch(cs, req)
 	if sp := cs.splices; len(sp) > 0 {
 		cs.splices = nil
 		fr := r.(*kmsg.FetchResponse)
@@ -539,7 +570,11 @@ func (b *Broker) dispatch(cs *connState, req kmsg.Request) (kmsg.Response, bool)
 	case *kmsg.ApiVersionsRequest:
 		return b.handleApiVersions(r), true
 	case *kmsg.MetadataRequest:
-		return b.handleMetadata(r), true
+		return b.handleMetadata(cs, r), true
+	case *kmsg.SASLHandshakeRequest:
+		return b.handleSASLHandshake(cs, r)
+	case *kmsg.SASLAuthenticateRequest:
+		return b.handleSASLAuthenticate(cs, r)
 	case *kmsg.ProduceRequest:
 		return b.handleProduce(cs, r)
 	case *kmsg.FetchRequest:

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -327,5 +328,127 @@ func TestConnectionBufferedBytesBound(t *testing.T) {
 	cs.close()
 	if <-got {
 		t.Fatal("reserve succeeded on a closed connection")
+	}
+}
+
+// With several listeners, max.connections does not hold back the
+// inter-broker one (Kafka's protected listener): at the cap an
+// inter-broker connection is served at once and the least recently used
+// connection of another listener is closed to make room; a client of
+// another listener keeps waiting for a slot, and gets in once the
+// inter-broker connection closes.
+func TestMaxConnectionsInterBrokerListenerExempt(t *testing.T) {
+	logs := &logBuffer{}
+	ct := startConnTestBroker(t, func(c *Config) {
+		c.MaxConnections = 3
+		c.Listeners = []ListenerConfig{
+			{Name: "INTERNAL", Addr: "127.0.0.1:0", Protocol: ProtocolPlaintext},
+			{Name: "EXTERNAL", Addr: "127.0.0.1:0", Protocol: ProtocolPlaintext},
+		}
+		c.InterBrokerListenerName = "INTERNAL"
+		c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, &testLogWriter{t: t}), nil))
+	})
+	internal, _ := ct.b.ListenerAddr("INTERNAL")
+	external, _ := ct.b.ListenerAddr("EXTERNAL")
+	// Three EXTERNAL connections, used in the order 0, 1, 2, then 0 and 2
+	// again: 1 is the least recently used. The manual clock moves between
+	// requests so that their times differ.
+	var ext []net.Conn
+	for range 3 {
+		c := dialFrom(t, "127.0.0.1", external)
+		ext = append(ext, c)
+	}
+	corr := int32(0)
+	use := func(c net.Conn) {
+		t.Helper()
+		corr++
+		if err := wiretest.ApiVersions(c, corr); err != nil {
+			t.Fatal(err)
+		}
+		ct.waitServed(t, c.LocalAddr())
+		ct.clk.Advance(time.Millisecond)
+	}
+	for _, i := range []int{0, 1, 2, 0, 2} {
+		use(ext[i])
+	}
+	waiting := dialFrom(t, "127.0.0.2", external)
+	if err := wiretest.WriteApiVersions(waiting, 100); err != nil {
+		t.Fatal(err)
+	}
+	// An inter-broker connection at the cap is served.
+	ib := dialFrom(t, "127.0.0.3", internal)
+	ib.SetDeadline(time.Now().Add(20 * time.Second))
+	if err := wiretest.ApiVersions(ib, 200); err != nil {
+		t.Fatalf("inter-broker connection at max.connections: %v", err)
+	}
+	// The least recently used EXTERNAL connection was closed for it, the
+	// others still serve.
+	assertClosedByPeer(t, ext[1])
+	for _, i := range []int{0, 2} {
+		if err := wiretest.ApiVersions(ext[i], 300+int32(i)); err != nil {
+			t.Fatalf("external connection %d: %v", i, err)
+		}
+	}
+	if n := ct.b.limits.open(); n != 3 {
+		t.Fatalf("%d connections open, want 3", n)
+	}
+	if n := ct.b.limits.evicted.Load(); n != 1 {
+		t.Fatalf("%d connections closed for the inter-broker one, want 1", n)
+	}
+	if !strings.Contains(logs.String(), "making room for an inter-broker connection") {
+		t.Fatalf("no log line for the closed connection:\n%s", logs)
+	}
+	// The waiting EXTERNAL client is still not served: the room made was
+	// the inter-broker connection's. A timeout here cannot come from a
+	// slow machine answering late, only from not answering.
+	waiting.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	var b [1]byte
+	if _, err := waiting.Read(b[:]); err == nil {
+		t.Fatal("an external connection over max.connections was served")
+	}
+	ib.Close()
+	waiting.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if err := wiretest.ReadResponse(waiting, 100); err != nil {
+		t.Fatalf("after the inter-broker connection closed: %v", err)
+	}
+}
+
+// max.connections holds across listeners: each listener's accept goroutine
+// passed its wait for a slot when nothing was open, so a second
+// listener's connection is accepted while the first's takes the last
+// slot; it must then wait for a slot too, not be let in over the cap.
+func TestMaxConnectionsAcrossListeners(t *testing.T) {
+	ct := startConnTestBroker(t, func(c *Config) {
+		c.Clock = nil
+		c.MaxConnections = 1
+		c.Listeners = []ListenerConfig{
+			{Name: "INTERNAL", Addr: "127.0.0.1:0", Protocol: ProtocolPlaintext},
+			{Name: "A", Addr: "127.0.0.1:0", Protocol: ProtocolPlaintext},
+			{Name: "B", Addr: "127.0.0.1:0", Protocol: ProtocolPlaintext},
+		}
+		c.InterBrokerListenerName = "INTERNAL"
+	})
+	a, _ := ct.b.ListenerAddr("A")
+	bAddr, _ := ct.b.ListenerAddr("B")
+	first := dialFrom(t, "127.0.0.1", a)
+	if err := wiretest.ApiVersions(first, 1); err != nil {
+		t.Fatal(err)
+	}
+	second := dialFrom(t, "127.0.0.1", bAddr)
+	if err := wiretest.WriteApiVersions(second, 2); err != nil {
+		t.Fatal(err)
+	}
+	second.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	var b [1]byte
+	if _, err := second.Read(b[:]); err == nil {
+		t.Fatal("a second listener's connection was served over max.connections")
+	}
+	if n := ct.b.limits.open(); n != 1 {
+		t.Fatalf("%d connections open, want 1", n)
+	}
+	first.Close()
+	second.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if err := wiretest.ReadResponse(second, 2); err != nil {
+		t.Fatalf("after the first closed: %v", err)
 	}
 }

@@ -14,11 +14,14 @@ import (
 	"github.com/kwal/kwal/clock"
 )
 
-// ConnLimits are the connection caps of a listener, Kafka's keys.
+// ConnLimits are the connection caps of a broker, Kafka's keys.
 type ConnLimits struct {
-	// Max: max.connections. When reached, the listener stops accepting
-	// (new connections wait in the kernel's backlog) until one closes, as
-	// Kafka's acceptor does.
+	// Max: max.connections, over all listeners. When reached, a listener
+	// stops accepting (new connections wait in the kernel's backlog)
+	// until one closes, as Kafka's acceptor does, except the inter-broker
+	// listener when there are several: its connections are let in, and
+	// the broker then closes the least recently used connection of
+	// another listener (Kafka's protected listener).
 	Max int
 	// PerIP: max.connections.per.ip. A connection over it is closed at
 	// once, with a log line.
@@ -27,17 +30,20 @@ type ConnLimits struct {
 	PerIPOverrides map[netip.Addr]int
 }
 
-// limitListener enforces ConnLimits on an inner listener. It wraps the
-// net.Listener (and each net.Conn, whose Close frees its slots), so that a
-// TLS listener can sit on top of it.
-type limitListener struct {
-	net.Listener
+// connQuota counts a broker's connections, in total and per client IP,
+// for every listener (Kafka's ConnectionQuotas). Each listener accepts
+// through a quotaListener over it; each accepted net.Conn is wrapped so
+// that its Close frees its slots, and so that a TLS listener can sit on
+// top of it.
+type connQuota struct {
 	limits ConnLimits
 	logger *slog.Logger
 	clock  clock.Clock
 
-	// refusedPerIP counts connections closed for the per-IP cap.
+	// refusedPerIP counts connections closed for the per-IP cap;
+	// evicted, connections closed to make room for an inter-broker one.
 	refusedPerIP atomic.Int64
+	evicted      atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -48,102 +54,138 @@ type limitListener struct {
 		// when that was: a flood logs once a second, not per connection.
 		unlogged int64
 		lastLog  time.Time
-		// free is signalled when a slot frees (or on Close) while Accept
-		// waits at max.connections.
+		// free is broadcast when a slot frees (or on close) while
+		// listeners wait at max.connections.
 		free *sync.Cond
 	}
 }
 
-func newLimitListener(inner net.Listener, limits ConnLimits, logger *slog.Logger, clk clock.Clock) *limitListener {
-	l := &limitListener{Listener: inner, limits: limits, logger: logger, clock: clk}
-	l.mu.perIP = map[netip.Addr]int{}
-	l.mu.free = sync.NewCond(&l.mu.Mutex)
-	return l
+func newConnQuota(limits ConnLimits, logger *slog.Logger, clk clock.Clock) *connQuota {
+	q := &connQuota{limits: limits, logger: logger, clock: clk}
+	q.mu.perIP = map[netip.Addr]int{}
+	q.mu.free = sync.NewCond(&q.mu.Mutex)
+	return q
 }
 
-// Accept waits for a free slot under max.connections, accepts, and closes
-// connections over their IP's cap (going on to the next).
-func (l *limitListener) Accept() (net.Conn, error) {
-	for {
-		l.mu.Lock()
-		for l.mu.total >= l.limits.Max && !l.mu.closed {
-			l.mu.free.Wait()
+// waitSlotLocked waits, unless protected, until the total is under
+// max.connections; it reports false once the quota is closed.
+func (q *connQuota) waitSlotLocked(protected bool) bool {
+	for !protected && q.mu.total >= q.limits.Max && !q.mu.closed {
+		q.mu.free.Wait()
+	}
+	return !q.mu.closed
+}
+
+// admit counts c, waiting first for a slot if another listener took the
+// one this listener waited for (unless protected); it closes c and
+// reports false if c's IP is at its cap or the quota closed.
+func (q *connQuota) admit(c net.Conn, protected bool) (net.Conn, bool) {
+	ip := remoteIP(c)
+	q.mu.Lock()
+	if !q.waitSlotLocked(protected) {
+		q.mu.Unlock()
+		c.Close()
+		return nil, false
+	}
+	limit := q.limits.PerIP
+	if o, ok := q.limits.PerIPOverrides[ip]; ok {
+		limit = o
+	}
+	if n := q.mu.perIP[ip]; n >= limit {
+		q.mu.unlogged++
+		now := q.clock.Now()
+		logIt := now.Sub(q.mu.lastLog) >= time.Second
+		refused := q.mu.unlogged
+		if logIt {
+			q.mu.unlogged, q.mu.lastLog = 0, now
 		}
-		closed := l.mu.closed
-		l.mu.Unlock()
-		if closed {
+		q.mu.Unlock()
+		q.refusedPerIP.Add(1)
+		if logIt {
+			q.logger.Warn("closing connection: max.connections.per.ip reached", "remote", c.RemoteAddr().String(), "connections", n, "limit", limit, "refused_since_last_warning", refused)
+		}
+		c.Close()
+		return nil, false
+	}
+	q.mu.total++
+	q.mu.perIP[ip]++
+	q.mu.Unlock()
+	return &limitConn{Conn: c, q: q, ip: ip}, true
+}
+
+// exceeded reports whether more connections are open than
+// max.connections (inter-broker connections let in at the cap).
+func (q *connQuota) exceeded() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.mu.total > q.limits.Max
+}
+
+// close wakes every listener waiting for a slot; they accept no more.
+func (q *connQuota) close() {
+	q.mu.Lock()
+	q.mu.closed = true
+	q.mu.free.Broadcast()
+	q.mu.Unlock()
+}
+
+func (q *connQuota) release(ip netip.Addr) {
+	q.mu.Lock()
+	q.mu.total--
+	if q.mu.perIP[ip]--; q.mu.perIP[ip] <= 0 {
+		delete(q.mu.perIP, ip)
+	}
+	q.mu.free.Broadcast()
+	q.mu.Unlock()
+}
+
+// open reports the connections counted now.
+func (q *connQuota) open() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.mu.total
+}
+
+// quotaListener is one listener under its broker's connQuota. Protected
+// is Kafka's protected listener: the inter-broker listener of a broker
+// with several, whose connections do not wait at max.connections.
+type quotaListener struct {
+	net.Listener
+	q         *connQuota
+	protected bool
+}
+
+// Accept waits for a free slot under max.connections (unless protected),
+// accepts, and closes connections over their IP's cap (going on to the
+// next).
+func (l *quotaListener) Accept() (net.Conn, error) {
+	for {
+		l.q.mu.Lock()
+		ok := l.q.waitSlotLocked(l.protected)
+		l.q.mu.Unlock()
+		if !ok {
 			return nil, net.ErrClosed
 		}
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		ip := remoteIP(c)
-		l.mu.Lock()
-		limit := l.limits.PerIP
-		if o, ok := l.limits.PerIPOverrides[ip]; ok {
-			limit = o
+		if lc, ok := l.q.admit(c, l.protected); ok {
+			return lc, nil
 		}
-		if l.mu.perIP[ip] >= limit {
-			n := l.mu.perIP[ip]
-			l.mu.unlogged++
-			now := l.clock.Now()
-			logIt := now.Sub(l.mu.lastLog) >= time.Second
-			refused := l.mu.unlogged
-			if logIt {
-				l.mu.unlogged, l.mu.lastLog = 0, now
-			}
-			l.mu.Unlock()
-			l.refusedPerIP.Add(1)
-			if logIt {
-				l.logger.Warn("closing connection: max.connections.per.ip reached", "remote", c.RemoteAddr().String(), "connections", n, "limit", limit, "refused_since_last_warning", refused)
-			}
-			c.Close()
-			continue
-		}
-		l.mu.total++
-		l.mu.perIP[ip]++
-		l.mu.Unlock()
-		return &limitConn{Conn: c, l: l, ip: ip}, nil
 	}
-}
-
-// Close closes the inner listener and wakes an Accept waiting for a slot.
-func (l *limitListener) Close() error {
-	l.mu.Lock()
-	l.mu.closed = true
-	l.mu.free.Broadcast()
-	l.mu.Unlock()
-	return l.Listener.Close()
-}
-
-func (l *limitListener) release(ip netip.Addr) {
-	l.mu.Lock()
-	l.mu.total--
-	if l.mu.perIP[ip]--; l.mu.perIP[ip] <= 0 {
-		delete(l.mu.perIP, ip)
-	}
-	l.mu.free.Signal()
-	l.mu.Unlock()
-}
-
-// open reports the connections counted now.
-func (l *limitListener) open() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.mu.total
 }
 
 type limitConn struct {
 	net.Conn
-	l    *limitListener
+	q    *connQuota
 	ip   netip.Addr
 	once sync.Once
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.release(c.ip) })
+	c.once.Do(func() { c.q.release(c.ip) })
 	return err
 }
 

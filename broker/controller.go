@@ -554,3 +554,11 @@ func cloneTopic(ts *TopicState) TopicState {
 	}
 	return out
 }
+
+// fixedBrokerUpdate is what a registration changes of a broker in a
+// static cluster list: its endpoints (advertised.listeners), not the
+// listed address or rack.
+func fixedBrokerUpdate(listed, reg BrokerInfo) BrokerInfo {
+	listed.Endpoints = slices.Clone(reg.Endpoints)
+	return listed
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kwal/kwal/metadata"
 	"log/slog"
 	"slices"
 	"sort"
@@ -164,6 +165,8 @@ type KafkaControllerConfig struct {
 	InstanceID string
 	// ClientID is the Kafka client id; default "kwal-controller".
 	ClientID string
+	// Security is TLS and SASL to the metadata Kafka; zero: plaintext.
+	Security metadata.ClientSecurity
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 
@@ -227,7 +230,7 @@ func NewKafkaController(ctx context.Context, cfg KafkaControllerConfig) (*KafkaC
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append(cfg.Security.Opts(),
 		kgo.SeedBrokers(cfg.Bootstrap...),
 		kgo.ClientID(cfg.ClientID),
 		kgo.DefaultProduceTopic(cfg.Topic),
@@ -235,7 +238,7 @@ func NewKafkaController(ctx context.Context, cfg KafkaControllerConfig) (*KafkaC
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
 		kgo.FetchMaxWait(200*time.Millisecond),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("controller: kafka client: %w", err)
 	}
@@ -766,10 +769,17 @@ type stateRecord struct {
 }
 
 type wireBroker struct {
-	ID   int32  `json:"id"`
-	Host string `json:"host"`
-	Port int32  `json:"port"`
-	Rack string `json:"rack,omitempty"`
+	ID        int32          `json:"id"`
+	Host      string         `json:"host"`
+	Port      int32          `json:"port"`
+	Rack      string         `json:"rack,omitempty"`
+	Endpoints []wireEndpoint `json:"endpoints,omitempty"`
+}
+
+type wireEndpoint struct {
+	Listener string `json:"listener"`
+	Host     string `json:"host"`
+	Port     int32  `json:"port"`
 }
 
 type wireTopic struct {
@@ -790,7 +800,19 @@ type wirePartition struct {
 }
 
 func brokerToWire(b BrokerInfo) *wireBroker {
-	return &wireBroker{ID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack}
+	w := &wireBroker{ID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack}
+	for _, e := range b.Endpoints {
+		w.Endpoints = append(w.Endpoints, wireEndpoint(e))
+	}
+	return w
+}
+
+func brokerFromWire(w *wireBroker) BrokerInfo {
+	b := BrokerInfo{ID: w.ID, Host: w.Host, Port: w.Port, Rack: w.Rack}
+	for _, e := range w.Endpoints {
+		b.Endpoints = append(b.Endpoints, Endpoint(e))
+	}
+	return b
 }
 
 func topicToWire(ts TopicState) *wireTopic {

@@ -42,16 +42,24 @@
 //
 // A produced batch is validated once, by the broker's
 // kafkalog.BatchValidator (compressed records decompressed and walked):
-// CORRUPT_MESSAGE for bytes that do not decode, INVALID_RECORD for
-// Kafka's client-batch rules, each with a warning naming the client.
+// CORRUPT_MESSAGE for bytes that do not decode and for every corrupt
+// compressed batch (its lastOffsetDelta disagreeing with its records
+// too), INVALID_RECORD for Kafka's other client-batch rules, each with a
+// warning naming the client.
 // A partition number the topic does not have is UNKNOWN_TOPIC_OR_PARTITION;
 // one it has but this broker does not hold is NOT_LEADER_OR_FOLLOWER.
 //
 // # Connections
 //
-// The listener is wrapped (connlimit.go) so that a TLS listener can sit
-// on top: at max.connections Accept waits for a slot (new connections wait
-// in the kernel backlog, as Kafka's acceptor does); a connection over
+// Every listener accepts through a quotaListener over one connQuota
+// (connlimit.go; TLS sits on top of the counted connection): at
+// max.connections, counted over all listeners, Accept waits for a slot
+// (new connections wait in the kernel backlog, as Kafka's acceptor does),
+// except on the inter-broker listener of a broker with several (Kafka's
+// protected listener): its connection is let in and the least recently
+// used connection of another listener is closed with a warning
+// (Broker.makeRoom), so replication and the controller still connect when
+// clients have taken every slot; a connection over
 // max.connections.per.ip (or its max.connections.per.ip.overrides entry)
 // is closed at once with a warning. A reaper on the broker's clock closes
 // connections idle longer than connections.max.idle.ms (none of their
@@ -79,6 +87,31 @@
 // refusal wraps ErrConfig and names the key, the value, the range and
 // what to do. Topic configs get the same treatment at CreateTopics
 // (INVALID_CONFIG naming the key).
+//
+// # Listeners and security
+//
+// A broker binds every entry of Config.Listeners (listeners,
+// listener.security.protocol.map, advertised.listeners) and registers all
+// their advertised endpoints with the controller; BrokerInfo.Host/Port are
+// the inter-broker listener's. Metadata answers with each broker's
+// endpoint on the listener the request came in on (Kafka's rule), so one
+// cluster can serve containers on INTERNAL and the host on EXTERNAL.
+//
+//	accept (one loop per listener) ─► serveConn goroutine:
+//	    SSL, SASL_SSL: TLS handshake (10 s bound) ─┐
+//	    PLAINTEXT, SASL_PLAINTEXT ─────────────────┴─► SASL listeners: only
+//	    ApiVersions, SaslHandshake, SaslAuthenticate until authenticated
+//	    (PLAIN, SCRAM-SHA-256/512; requests ≤ 512 KiB) ─► dispatch
+//
+// Every listener is accepted through one multiListener under the one set
+// of connection limits, under TLS: the handshake runs in the connection's
+// goroutine, never in the accept loop. Replica
+// fetchers and remote-WAL leader requests dial the inter-broker listener
+// (dialBroker) with InterBrokerTLS and InterBrokerSASL. SCRAM is RFC 5802
+// over credentials stored salted (UserFile, kwal users add); PLAIN is
+// checked against the same stored credential. An unknown user runs the
+// SCRAM exchange against a stand-in credential, so it fails exactly as a
+// wrong password does. See sasl.go for what differs from Kafka.
 //
 // # Replication (classic)
 //
@@ -268,13 +301,18 @@
 //
 // # Zero-copy fetch
 //
-// On a plaintext TCP connection a fetch takes each partition's record
+// On a connection whose bytes go unchanged onto TCP (PLAINTEXT and
+// SASL_PLAINTEXT listeners: PLAIN and SCRAM do not wrap the stream;
+// connState.sendfile, decided on the secured connection, not the raw one
+// under TLS) a fetch takes each partition's record
 // bytes as a kafkalog.Section (a segment-file region with its own
 // duplicated descriptor, so retention, compaction or Close may drop the
 // segment meanwhile) instead of reading them; the response is encoded with
 // a random marker in their place, the marker cut out and the real length
 // prefix written, and the connection writer sends the framing with write
 // and each section with sendfile at an explicit offset (zerocopy.go). A
-// marker found anywhere else makes that response copy its records. TLS
-// connections, MemFS logs and Config.ZeroCopyFetchDisabled copy.
+// marker found anywhere else makes that response copy its records. SSL
+// and SASL_SSL connections (every byte is encrypted, as Kafka's
+// SslTransportLayer copies), MemFS logs and Config.ZeroCopyFetchDisabled
+// copy.
 package broker

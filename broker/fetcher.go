@@ -307,16 +307,7 @@ func (f *replicaFetcher) connect() (*wireClient, error) {
 		return c, nil
 	}
 	f.mu.Unlock()
-	addr := ""
-	for _, bi := range f.b.ctrl.Brokers() {
-		if bi.ID == f.leader {
-			addr = bi.Addr()
-		}
-	}
-	if addr == "" {
-		return nil, errors.New("leader address unknown")
-	}
-	c, err := dialWire(f.b.cfg.Dial, addr, replicaFetcherClientIDPrefix+strconv.Itoa(int(f.b.cfg.BrokerID)), 10*time.Second, replicaFetchResponseMax)
+	c, _, err := f.b.dialBroker(f.leader, replicaFetcherClientIDPrefix+strconv.Itoa(int(f.b.cfg.BrokerID)), 10*time.Second, replicaFetchResponseMax)
 	if err != nil {
 		return nil, err
 	}

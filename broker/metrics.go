@@ -40,7 +40,8 @@ type eventCounters struct {
 // Collector exposes a broker's state as Prometheus metrics, read at scrape
 // time from the components' own counters: produce and fetch rates,
 // purgatory sizes, object-store requests, replicas' log ends and high
-// watermarks, and bytes by component and rack crossing. A Replicator that
+// watermarks, bytes by component and rack crossing, and the data path's
+// latency histograms (Config.Stages, package stagehist). A Replicator that
 // is a prometheus.Collector (rwnode's: the combiner queue and uploads,
 // follower lag and fallbacks) is collected with it.
 type Collector struct{ b *Broker }
@@ -72,6 +73,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		descStoreBytes, descLogEnd, descHW, descDuplicates, descRetention, descConns, descConnEvents, descZeroCopy} {
 		ch <- d
 	}
+	c.b.cfg.Stages.Describe(ch)
 	if rc, ok := c.b.cfg.Replicator.(prometheus.Collector); ok {
 		rc.Describe(ch)
 	}
@@ -95,6 +97,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descConnEvents, float64(b.conns.reapedIdle.Load()), "closed_idle")
 	counter(descConnEvents, float64(b.conns.reapedSlow.Load()), "closed_slow_request")
 	counter(descConnEvents, float64(b.limits.refusedPerIP.Load()), "refused_per_ip")
+	counter(descConnEvents, float64(b.limits.evicted.Load()), "closed_for_inter_broker")
 	counter(descConnEvents, float64(b.conns.acceptErrors.Load()), "accept_error")
 	counter(descZeroCopy, float64(b.events.zeroCopyBytes.Load()))
 
@@ -132,6 +135,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descExpired, float64(m.Expired), name)
 	}
 
+	b.cfg.Stages.Collect(ch)
 	if rc, ok := b.cfg.Replicator.(prometheus.Collector); ok {
 		rc.Collect(ch)
 	}

@@ -243,6 +243,12 @@ func logErrorCode(err error) *kerr.Error {
 // appendAsFollower appends replicated batches; the log learns their
 // producer state, so that this replica can check sequences once it leads.
 func (p *partition) appendAsFollower(records []byte, epoch int32) (kafkalog.AppendInfo, error) {
+	return p.appendFollowerBatches(records, epoch, false)
+}
+
+// appendFollowerBatches appends as a follower at epoch; verified batches
+// were validated by the caller (kafkalog.ValidateBatchesCRC32C).
+func (p *partition) appendFollowerBatches(records []byte, epoch int32, verified bool) (kafkalog.AppendInfo, error) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	p.mu.Lock()
@@ -250,6 +256,9 @@ func (p *partition) appendAsFollower(records []byte, epoch int32) (kafkalog.Appe
 	p.mu.Unlock()
 	if !ok {
 		return kafkalog.AppendInfo{}, errFetchStale
+	}
+	if verified {
+		return p.log.AppendVerifiedAsFollower(records)
 	}
 	return p.log.AppendAsFollower(records)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -210,20 +211,6 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 	"broker.id": func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.BrokerID) },
 	"broker.rack": func(sc *ServerConfig, v string) error {
 		sc.Broker.Rack = v
-		return nil
-	},
-	"listeners": func(sc *ServerConfig, v string) error {
-		addr, err := parseListener(v)
-		sc.Broker.Listener = addr
-		return err
-	},
-	"advertised.listeners": func(sc *ServerConfig, v string) error {
-		addr, err := parseListener(v)
-		if err != nil {
-			return err
-		}
-		host, _, _ := net.SplitHostPort(addr)
-		sc.Broker.AdvertisedHost = host
 		return nil
 	},
 	"log.dirs": func(sc *ServerConfig, v string) error {
@@ -463,6 +450,7 @@ func ServerPropertyKeys() []string {
 		keys = append(keys, k)
 	}
 	keys = append(keys, RackStorageURLKey+"<rack>")
+	keys = append(keys, securityKeys()...)
 	sort.Strings(keys)
 	return keys
 }
@@ -471,11 +459,23 @@ func ServerPropertyKeys() []string {
 // key or a bad value is an error naming the key and its line. The result
 // still needs a Controller (see ServerConfig.NewController) and Validate.
 func ServerConfigFromProperties(props []Property) (ServerConfig, error) {
+	return ServerConfigFromPropertiesEnv(props, os.Getenv)
+}
+
+// ServerConfigFromPropertiesEnv is ServerConfigFromProperties with the
+// environment (secrets: EnvInterBrokerSASLPassword,
+// EnvMetadataSASLPassword) read through getenv.
+func ServerConfigFromPropertiesEnv(props []Property, getenv func(string) string) (ServerConfig, error) {
 	var sc ServerConfig
 	sc.Broker.LogDir = "/tmp/kwal-logs"
 	sc.retention = [3]int64{-2, -2, -2}
+	sec := securityProps{}
 	for _, p := range props {
 		set, ok := serverKeys[p.Key]
+		if !ok && isSecurityKey(p.Key) {
+			sec[p.Key] = p
+			continue
+		}
 		if rack, isRack := strings.CutPrefix(p.Key, RackStorageURLKey); !ok && isRack {
 			ok, set = true, func(sc *ServerConfig, v string) error { return setRackStorageURL(sc, rack, v) }
 		}
@@ -488,6 +488,9 @@ func ServerConfigFromProperties(props []Property) (ServerConfig, error) {
 		if err := set(&sc, p.Value); err != nil {
 			return ServerConfig{}, fmt.Errorf("%w: line %d: %s=%q: %v", ErrConfig, p.Line, p.Key, p.Value, err)
 		}
+	}
+	if err := sec.apply(&sc, getenv); err != nil {
+		return ServerConfig{}, err
 	}
 	for _, ms := range sc.retention {
 		if ms != -2 {
@@ -564,33 +567,6 @@ func ParseClusterBrokers(v string) ([]BrokerInfo, error) {
 		return nil, fmt.Errorf("no brokers")
 	}
 	return out, nil
-}
-
-// parseListener takes Kafka's "PLAINTEXT://host:port" (one listener) or a
-// bare host:port.
-func parseListener(v string) (string, error) {
-	ls := splitList(v)
-	if len(ls) != 1 {
-		return "", fmt.Errorf("exactly one listener is supported, got %d", len(ls))
-	}
-	l := ls[0]
-	if name, addr, ok := strings.Cut(l, "://"); ok {
-		if name != "PLAINTEXT" {
-			return "", fmt.Errorf("listener %q: only PLAINTEXT is supported", name)
-		}
-		l = addr
-	}
-	host, port, err := net.SplitHostPort(l)
-	if err != nil {
-		return "", err
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return "", fmt.Errorf("bad port %q", port)
-	}
-	if host == "" {
-		host = "0.0.0.0"
-	}
-	return net.JoinHostPort(host, port), nil
 }
 
 func splitList(v string) []string {

@@ -2,8 +2,11 @@ package broker
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -76,7 +79,7 @@ cluster.brokers=1@127.0.0.1:9092#az1, 2@127.0.0.1:9093#az2, 3@127.0.0.1:9094#az3
 	}{
 		{name: "every key", in: full, check: func(t *testing.T, sc ServerConfig) {
 			c := sc.Broker
-			if c.BrokerID != 2 || c.Rack != "az2" || c.Listener != "127.0.0.1:9093" || c.LogDir != "/var/kwal/2" ||
+			if c.BrokerID != 2 || c.Rack != "az2" || len(c.Listeners) != 1 || c.Listeners[0].Addr != "127.0.0.1:9093" || c.LogDir != "/var/kwal/2" ||
 				c.SegmentBytes != 1<<20 || c.FlushMessages != 10 || c.NumPartitions != 3 || c.DefaultReplicationFactor != 3 ||
 				c.MinInsyncReplicas != 2 || c.ReplicaLagTimeMax != 10*time.Second {
 				t.Errorf("broker settings: %+v", c)
@@ -87,7 +90,7 @@ cluster.brokers=1@127.0.0.1:9092#az1, 2@127.0.0.1:9093#az2, 3@127.0.0.1:9094#az3
 				r.StorageURL != "file:///tmp/wal" || r.MetadataBootstrapServers != "127.0.0.1:9999" {
 				t.Errorf("remote WAL settings: %+v", r)
 			}
-			if len(sc.Cluster) != 3 || sc.Cluster[1] != (BrokerInfo{ID: 2, Host: "127.0.0.1", Port: 9093, Rack: "az2"}) {
+			if len(sc.Cluster) != 3 || !reflect.DeepEqual(sc.Cluster[1], BrokerInfo{ID: 2, Host: "127.0.0.1", Port: 9093, Rack: "az2"}) {
 				t.Errorf("cluster: %+v", sc.Cluster)
 			}
 		}},
@@ -143,7 +146,20 @@ cluster.brokers=1@127.0.0.1:9092#az1, 2@127.0.0.1:9093#az2, 3@127.0.0.1:9094#az3
 		{name: "rack store empty url", in: "remote.wal.storage.url.az1=\n", wantErr: "empty store URL"},
 		{name: "unknown key", in: "broker.id=1\nlog.retention.hourz=3\n", wantErr: `line 2: unknown key "log.retention.hourz"`},
 		{name: "bad number", in: "num.partitions=many\n", wantErr: "num.partitions"},
-		{name: "ssl listener", in: "listeners=SSL://:9093\n", wantErr: "only PLAINTEXT"},
+		{name: "ssl listener without keystore", in: "listeners=SSL://:9093\n", wantErr: "no keystore"},
+		{name: "jks refused", in: "listeners=SSL://:9093\nssl.keystore.type=JKS\nssl.keystore.location=/x\n", wantErr: "only PEM"},
+		{name: "encrypted key refused", in: "listeners=SSL://:9093\nssl.keystore.location=/x\nssl.key.password=p\n", wantErr: "ssl.key.password"},
+		{name: "listener name not a protocol", in: "listeners=INTERNAL://:9092\n", wantErr: "not a protocol name"},
+		{name: "listener not mapped", in: "listeners=A://:9092,B://:9093\nlistener.security.protocol.map=A:PLAINTEXT\n", wantErr: "listener B is not mapped"},
+		{name: "bad protocol", in: "listeners=A://:9092\nlistener.security.protocol.map=A:TLS\n", wantErr: "unknown security protocol"},
+		{name: "advertised unknown listener", in: "listeners=PLAINTEXT://:9092\nadvertised.listeners=EXTERNAL://h:1\n", wantErr: "not in listeners"},
+		{name: "duplicate listener", in: "listeners=PLAINTEXT://:9092,PLAINTEXT://:9093\n", wantErr: "appears twice"},
+		{name: "unsupported mechanism", in: "listeners=SASL_PLAINTEXT://:9092\nsasl.enabled.mechanisms=GSSAPI\n", wantErr: "GSSAPI is not supported"},
+		{name: "missing users file", in: "listeners=SASL_PLAINTEXT://:9092\nkwal.sasl.users.file=/nonexistent/users\n", wantErr: "kwal.sasl.users.file"},
+		{name: "metadata sasl without password", in: "remote.wal.metadata.security.protocol=SASL_PLAINTEXT\nremote.wal.metadata.sasl.username=u\n", wantErr: EnvMetadataSASLPassword},
+		{name: "super users without acls", in: "super.users=User:a\n", wantErr: "without kwal.acl.file"},
+		{name: "missing acl file", in: "kwal.acl.file=/nonexistent/acls\n", wantErr: "kwal.acl.file"},
+		{name: "metadata ssl keys on plaintext", in: "remote.wal.metadata.ssl.truststore.location=/x\n", wantErr: "remote.wal.metadata.security.protocol"},
 		{name: "two log dirs", in: "log.dirs=/a,/b\n", wantErr: "exactly one directory"},
 		{name: "self not in cluster", in: "broker.id=5\ncluster.brokers=1@h:1#a\n", wantErr: "does not list broker.id=5"},
 		{name: "rack disagrees", in: "broker.id=1\nbroker.rack=b\ncluster.brokers=1@h:1#a\n", wantErr: "cluster.brokers says"},
@@ -239,6 +255,10 @@ func TestDeployPropertiesLoad(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no deploy/broker-*.properties: %v", err)
 	}
+	compose, err := os.ReadFile(filepath.Join("..", "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range files {
 		r, err := os.Open(f)
 		if err != nil {
@@ -251,6 +271,29 @@ func TestDeployPropertiesLoad(t *testing.T) {
 		}
 		if !sc.Broker.RemoteWAL.SystemEnable || sc.Broker.RemoteWAL.MetadataBootstrapServers == "" || len(sc.Cluster) != 3 {
 			t.Fatalf("%s: remote WAL not wired to shared parts: %+v", f, sc.Broker.RemoteWAL)
+		}
+		if strings.Contains(sc.Broker.RemoteWAL.StorageURL, "key=") {
+			t.Fatalf("%s: credentials in remote.wal.storage.url", f)
+		}
+		// The EXTERNAL listener is advertised as localhost on a port the
+		// compose file publishes to the same container port, and the
+		// INTERNAL one as the address cluster.brokers lists.
+		cfg := sc.Broker
+		cfg.Controller = NewMemController(sc.Cluster, 0)
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		ext, ok := cfg.listenerConfig("EXTERNAL")
+		host, port, _ := net.SplitHostPort(ext.Advertised)
+		_, bindPort, _ := net.SplitHostPort(ext.Addr)
+		if !ok || host != "localhost" || port != bindPort || !strings.Contains(string(compose), fmt.Sprintf(`ports: ["%s:%s"]`, port, port)) {
+			t.Fatalf("%s: EXTERNAL listener %+v not advertised as a published localhost port", f, ext)
+		}
+		in, _ := cfg.listenerConfig(cfg.InterBrokerListenerName)
+		for _, b := range sc.Cluster {
+			if b.ID == cfg.BrokerID && b.Addr() != in.Advertised {
+				t.Fatalf("%s: inter-broker listener advertised %s, cluster.brokers says %s", f, in.Advertised, b.Addr())
+			}
 		}
 	}
 }

@@ -35,18 +35,23 @@ func (h *replicaHandle) AppendAsFollower(batches []byte) (kafkalog.AppendInfo, e
 	return h.p.appendAsFollower(batches, h.epoch)
 }
 
+func (h *replicaHandle) AppendVerifiedAsFollower(batches []byte) (kafkalog.AppendInfo, error) {
+	return h.p.appendFollowerBatches(batches, h.epoch, true)
+}
+
 func (h *replicaHandle) Leader() ReplicaLeader {
 	l := ReplicaLeader{ID: h.leader, Rack: unknownRack}
 	for _, bi := range h.b.ctrl.Brokers() {
 		if bi.ID == h.leader {
-			l.Addr, l.Rack = bi.Addr(), bi.Rack
+			l.Rack = bi.Rack
 		}
 	}
+	l.Addr = h.b.interBrokerAddr(h.leader)
 	return l
 }
 
 func (h *replicaHandle) Dial(addr, clientID string, timeout time.Duration) (*WireConn, error) {
-	c, err := dialWire(h.b.cfg.Dial, addr, clientID, timeout, replicaFetchResponseMax)
+	c, err := h.b.secureDial(addr, clientID, timeout, replicaFetchResponseMax)
 	if err != nil {
 		return nil, err
 	}

@@ -99,6 +99,10 @@ type FollowerReplica interface {
 	// own errors (kafkalog) on a gap or bad batch; nothing is appended
 	// then.
 	AppendAsFollower(batches []byte) (kafkalog.AppendInfo, error)
+	// AppendVerifiedAsFollower is AppendAsFollower for batches the caller
+	// validated with kafkalog.ValidateBatchesCRC32C (see
+	// kafkalog.Log.AppendVerifiedAsFollower).
+	AppendVerifiedAsFollower(batches []byte) (kafkalog.AppendInfo, error)
 	// Truncate cuts the log and the producer state to end at offset to.
 	Truncate(to int64) error
 	// Leader is the follow's leader as the controller knows it now.

@@ -2,7 +2,10 @@ package broker
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +19,11 @@ import (
 // read back; the corrupt compressed batches are refused with the
 // Kafka error code, and nothing reaches the leader's log or a follower's.
 func TestProduceValidatesCompressedBatches(t *testing.T) {
-	c := startCluster(t, []string{"az1", "az2"}, nil)
+	logs := &logBuffer{}
+	c := startCluster(t, []string{"az1", "az2"}, func(cfg *Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, &testLogWriter{t: t}), &slog.HandlerOptions{Level: slog.LevelWarn}))
+		cfg.MaxUncompressedBatchBytes = 1 << 20
+	})
 	cl := newClient(t, c)
 	createTopic(t, cl, "v", 1, 2, nil)
 	ts, _ := c.ctrl.Topic("v")
@@ -58,21 +65,44 @@ func TestProduceValidatesCompressedBatches(t *testing.T) {
 	}
 
 	one := kafkalogtest.Records(kafkalogtest.BatchSpec{Records: []kafkalogtest.Record{{Value: []byte("x")}}})
-	gz := func(raw []byte, count, lastDelta int32) []byte {
-		return kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: kafkalogtest.Gzip, RawRecords: raw, RecordCount: count, LastOffsetDelta: lastDelta, BaseTimestamp: 1})
+	three := kafkalogtest.Records(kafkalogtest.BatchSpec{Records: []kafkalogtest.Record{{Value: []byte("a")}, {Value: []byte("b")}, {Value: []byte("c")}}})
+	big := kafkalogtest.Records(kafkalogtest.BatchSpec{Records: []kafkalogtest.Record{{Value: make([]byte, 2<<20)}}})
+	batch := func(codec int, compressed []byte, count, lastDelta int32) []byte {
+		return kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: int16(codec), RawRecords: compressed, RecordCount: count, LastOffsetDelta: lastDelta, BaseTimestamp: 1})
 	}
-	cases := []struct {
+	type produceCase struct {
 		name  string
 		batch []byte
 		want  *kerr.Error
-	}{
-		{"gzip with a valid CRC and garbage inside", gz([]byte("\x1f\x8b garbage, not a gzip stream"), 1, 0), kerr.CorruptMessage},
-		{"gzip claiming 1000 records holding one", gz(kafkalogtest.Compress(kafkalogtest.Gzip, one), 1000, 999), kerr.CorruptMessage},
-		// Kafka: "Inconsistent batch offset range and count of records".
-		{"gzip with lastOffsetDelta 2^31-1", gz(kafkalogtest.Compress(kafkalogtest.Gzip, one), 1, math.MaxInt32), kerr.InvalidRecord},
-		{"a client batch claiming LogAppendTime", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: 8, BaseTimestamp: 1, Records: []kafkalogtest.Record{{Value: []byte("x")}}}), kerr.InvalidTimestamp},
-		{"a client control batch", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: 32, BaseTimestamp: 1, Records: []kafkalogtest.Record{{Value: []byte("x")}}}), kerr.InvalidRecord},
 	}
+	var cases []produceCase
+	// Every corrupt compressed batch, whatever the codec, is
+	// CORRUPT_MESSAGE: garbage under a valid CRC, a record count the
+	// stream does not hold, a lastOffsetDelta that disagrees with the
+	// records (the 2^31-1 moved the log end by two billion), a cut
+	// stream, trailing bytes and a decompression bomb.
+	for _, codec := range []int{kafkalogtest.Gzip, kafkalogtest.Snappy, kafkalogtest.LZ4, kafkalogtest.Zstd} {
+		n := []string{1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}[codec]
+		z := func(raw []byte) []byte { return kafkalogtest.Compress(codec, raw) }
+		cut := z(three)
+		cases = append(cases,
+			produceCase{n + " with a valid CRC and garbage inside", batch(codec, []byte("\x1f\x8b garbage, not a compressed stream"), 1, 0), kerr.CorruptMessage},
+			produceCase{n + " claiming 1000 records holding one", batch(codec, z(one), 1000, 999), kerr.CorruptMessage},
+			produceCase{n + " with lastOffsetDelta 2^31-1 over one record", batch(codec, z(one), 1, math.MaxInt32), kerr.CorruptMessage},
+			produceCase{n + " with lastOffsetDelta 1 over three records", batch(codec, z(three), 3, 1), kerr.CorruptMessage},
+			produceCase{n + " with lastOffsetDelta 9 over three records claiming ten", batch(codec, z(three), 10, 9), kerr.CorruptMessage},
+			produceCase{n + " claiming one record holding three", batch(codec, z(three), 1, 0), kerr.CorruptMessage},
+			produceCase{n + " cut short", batch(codec, cut[:len(cut)-3], 3, 2), kerr.CorruptMessage},
+			produceCase{n + " decompressing past kwal.batch.max.uncompressed.bytes", batch(codec, z(big), 1, 0), kerr.CorruptMessage},
+		)
+	}
+	cases = append(cases,
+		// Kafka's INVALID_RECORD for an uncompressed header whose offset
+		// range disagrees with its count ("Inconsistent batch offset range").
+		produceCase{"uncompressed with lastOffsetDelta 2^31-1", batch(0, one, 1, math.MaxInt32), kerr.InvalidRecord},
+		produceCase{"a client batch claiming LogAppendTime", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: 8, BaseTimestamp: 1, Records: []kafkalogtest.Record{{Value: []byte("x")}}}), kerr.InvalidTimestamp},
+		produceCase{"a client control batch", kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: 32, BaseTimestamp: 1, Records: []kafkalogtest.Record{{Value: []byte("x")}}}), kerr.InvalidRecord},
+	)
 	for _, tc := range cases {
 		got := produceRaw(ctx, t, cl, leader, tp, tc.batch)
 		if got.ErrorCode != tc.want.Code {
@@ -81,6 +111,13 @@ func TestProduceValidatesCompressedBatches(t *testing.T) {
 		if got.ErrorMessage == nil || *got.ErrorMessage == "" {
 			t.Errorf("%s: no error message", tc.name)
 		}
+		if got.BaseOffset != -1 {
+			t.Errorf("%s: base offset %d for a refused batch", tc.name, got.BaseOffset)
+		}
+	}
+	// One WARN line per refusal, naming the partition.
+	if got := strings.Count(logs.String(), "produce refused"); got < len(cases) {
+		t.Errorf("%d \"produce refused\" log lines for %d refused batches:\n%s", got, len(cases), logs.String())
 	}
 	if got := l.LogEndOffset(); got != leo {
 		t.Fatalf("leader log end %d after refused batches, want %d", got, leo)

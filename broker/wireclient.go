@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -95,3 +96,65 @@ func (w *WireConn) RoundTrip(req kmsg.Request, deadline time.Time) (kmsg.Respons
 
 // Close closes the connection.
 func (w *WireConn) Close() { w.c.close() }
+
+// dialBroker connects to broker id on the inter-broker listener (see
+// secureDial). It returns the address dialled, for errors.
+func (b *Broker) dialBroker(id int32, clientID string, timeout time.Duration, maxResp int32) (*wireClient, string, error) {
+	addr := b.interBrokerAddr(id)
+	if addr == "" {
+		return nil, "", fmt.Errorf("%w: broker %d on %s", errNoEndpoint, id, b.cfg.InterBrokerListenerName)
+	}
+	c, err := b.secureDial(addr, clientID, timeout, maxResp)
+	return c, addr, err
+}
+
+// interBrokerAddr is broker id's address on the inter-broker listener,
+// "" if unknown.
+func (b *Broker) interBrokerAddr(id int32) string {
+	for _, bi := range b.ctrl.Brokers() {
+		if bi.ID == id {
+			if ep, ok := bi.Endpoint(b.cfg.InterBrokerListenerName); ok {
+				return ep.Addr()
+			}
+		}
+	}
+	return ""
+}
+
+// secureDial connects to another broker's inter-broker listener at addr,
+// with TLS and SASL as that listener asks (InterBrokerTLS,
+// InterBrokerSASL); TLS checks the certificate against addr's host.
+func (b *Broker) secureDial(addr, clientID string, timeout time.Duration, maxResp int32) (*wireClient, error) {
+	deadline := time.Now().Add(timeout)
+	c, err := dialWire(b.cfg.Dial, addr, clientID, timeout, maxResp)
+	if err != nil {
+		return nil, err
+	}
+	lc, _ := b.cfg.listenerConfig(b.cfg.InterBrokerListenerName)
+	if lc.Protocol.UsesTLS() {
+		tc := b.cfg.InterBrokerTLS.Clone()
+		if tc.ServerName == "" {
+			tc.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		conn := tls.Client(c.conn, tc)
+		if err := conn.SetDeadline(deadline); err == nil {
+			err = conn.Handshake()
+		}
+		if err != nil {
+			c.close()
+			return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+		}
+		c.conn = conn
+	}
+	if lc.Protocol.UsesSASL() {
+		mech, err := b.cfg.InterBrokerSASL.SASL()
+		if err == nil {
+			err = c.authenticate(mech, deadline)
+		}
+		if err != nil {
+			c.close()
+			return nil, fmt.Errorf("SASL with %s: %w", addr, err)
+		}
+	}
+	return c, nil
+}

@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -22,6 +23,13 @@ func rawFetch(t *testing.T, addr string, req *kmsg.FetchRequest, corr int32) []b
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rawFetchOn(t, c, req, corr)
+}
+
+// rawFetchOn is rawFetch on a connection already made (TLS, say); it
+// closes c.
+func rawFetchOn(t *testing.T, c net.Conn, req *kmsg.FetchRequest, corr int32) []byte {
+	t.Helper()
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second))
 	body := []byte{0, 0, 0, 0}
@@ -83,18 +91,7 @@ func TestFetchZeroCopyByteIdentical(t *testing.T) {
 	const topic = "zc"
 	createTopic(t, cl, topic, 2, 1, map[string]string{"segment.bytes": "65536"})
 	const n = 400
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for i := 0; i < n; i += 10 {
-		// Ten records a batch: batches of a few KiB, many per segment.
-		var rs []*kgo.Record
-		for j := i; j < i+10; j++ {
-			rs = append(rs, &kgo.Record{Topic: topic, Partition: 0, Value: bytes.Repeat([]byte{byte(j)}, 100+(j*37)%1500)})
-		}
-		if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	produceZC(t, cl, topic, n)
 	b := c.brokers[0]
 	p := b.partition(TopicPartition{Topic: topic, Partition: 0})
 	if segs := len(p.log.Segments()); segs < 3 {
@@ -162,11 +159,103 @@ func TestFetchZeroCopyByteIdentical(t *testing.T) {
 	consumeEvery(t, c, topic, n)
 }
 
+// produceZC writes n records to partition 0 of topic, ten a batch:
+// batches of a few KiB, many per 64 KiB segment (consumeEvery checks them).
+func produceZC(t *testing.T, cl *kgo.Client, topic string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < n; i += 10 {
+		var rs []*kgo.Record
+		for j := i; j < i+10; j++ {
+			rs = append(rs, &kgo.Record{Topic: topic, Partition: 0, Value: bytes.Repeat([]byte{byte(j)}, 100+(j*37)%1500)})
+		}
+		if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFetchSendfileOnlyWithoutTLS: on a broker with PLAINTEXT, SSL and
+// SASL_PLAINTEXT listeners, fetches of a topic spread over several
+// segments take the sendfile path on PLAINTEXT and SASL_PLAINTEXT (the
+// stream is not wrapped) and the copying path on SSL, where every byte
+// must be encrypted; the bytes a client decrypts are the same as on
+// PLAINTEXT. Before connState.sendfile a TLS connection was sent a frame
+// prepared for sendfile, which it cannot take, and was closed: the TLS
+// consumer below never got a record.
+func TestFetchSendfileOnlyWithoutTLS(t *testing.T) {
+	pki := newTestPKI(t, "kwal-zc-ca")
+	_, users := testUsers(t)
+	c := startCluster(t, []string{"a"}, func(cfg *Config) {
+		cfg.SegmentBytes = 64 << 10
+		srv, err := TLSSettings{KeystoreLocation: pki.issue(t, "zc-broker")}.ServerConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Listeners = []ListenerConfig{
+			{Name: "PLAIN", Addr: "127.0.0.1:0", Protocol: ProtocolPlaintext},
+			{Name: "SSL", Addr: "127.0.0.1:0", Protocol: ProtocolSSL, TLS: srv},
+			{Name: "SASL", Addr: "127.0.0.1:0", Protocol: ProtocolSASLPlaintext, SASLMechanisms: []string{mechScramSHA256}},
+		}
+		cfg.InterBrokerListenerName = "PLAIN"
+		cfg.SASLCredentials = users
+	})
+	const topic, n = "zc-tls", 400
+	cl := newClient(t, c, kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	createTopic(t, cl, topic, 2, 1, map[string]string{"segment.bytes": "65536"})
+	produceZC(t, cl, topic, n)
+	b := c.brokers[0]
+	if segs := len(b.partition(TopicPartition{Topic: topic, Partition: 0}).log.Segments()); segs < 3 {
+		t.Fatalf("want several segments, got %d", segs)
+	}
+	sslAddr := listenerSeeds(t, c, "SSL")[0]
+	clientTLS := &tls.Config{RootCAs: pki.pool}
+	cases := []fetchCase{
+		{version: 4, offsets: [2]int64{0, 0}, partMax: 1 << 20, respMax: 50 << 20},
+		{version: 11, offsets: [2]int64{57, 0}, partMax: 3000, respMax: 5000},
+		{version: 12, offsets: [2]int64{200, 0}, partMax: 64 << 10, respMax: 1},
+		{version: 12, offsets: [2]int64{0, 0}, partMax: 1 << 20, respMax: 50 << 20},
+	}
+	zeroCopied := func() int64 { return b.events.zeroCopyBytes.Load() }
+	for i, fc := range cases {
+		before := zeroCopied()
+		plain := rawFetch(t, b.Addr(), fc.request(topic), int32(i))
+		if zeroCopied() == before {
+			t.Fatalf("case %+v: the PLAINTEXT fetch did not use sendfile", fc)
+		}
+		before = zeroCopied()
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", sslAddr, clientTLS.Clone())
+		if err != nil {
+			t.Fatal(err)
+		}
+		over := rawFetchOn(t, conn, fc.request(topic), int32(i))
+		if got := zeroCopied() - before; got != 0 {
+			t.Fatalf("case %+v: %d bytes went with sendfile on a TLS connection", fc, got)
+		}
+		if !bytes.Equal(plain, over) {
+			t.Errorf("case %+v: the TLS response (%d bytes) differs from the PLAINTEXT one (%d bytes)", fc, len(over), len(plain))
+		}
+		if len(plain) < 1000 {
+			t.Errorf("case %+v: a response of %d bytes carries no records", fc, len(plain))
+		}
+	}
+	before := zeroCopied()
+	consumeEvery(t, c, topic, n, kgo.SeedBrokers(sslAddr), kgo.DialTLSConfig(clientTLS))
+	if got := zeroCopied() - before; got != 0 {
+		t.Fatalf("the TLS consumer's fetches sent %d bytes with sendfile", got)
+	}
+	consumeEvery(t, c, topic, n, kgo.SeedBrokers(listenerSeeds(t, c, "SASL")...), kgo.SASL(clientSASL(mechScramSHA256, testUser, testPassword)))
+	if zeroCopied() == before {
+		t.Fatal("the SASL_PLAINTEXT consumer's fetches did not use sendfile")
+	}
+}
+
 // consumeEvery consumes topic from the start with franz-go and checks
 // every record of partition 0 (as produced above).
-func consumeEvery(t *testing.T, c *testCluster, topic string, n int) {
+func consumeEvery(t *testing.T, c *testCluster, topic string, n int, opts ...kgo.Opt) {
 	t.Helper()
-	cl := newClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(100<<10))
+	cl := newClient(t, c, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(100 << 10)}, opts...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	got := 0

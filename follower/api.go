@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
@@ -37,6 +38,10 @@ type Log interface {
 	// end, validating each batch (CRC included) first; nothing is appended
 	// on error.
 	AppendAsFollower(batches []byte) (kafkalog.AppendInfo, error)
+	// AppendVerifiedAsFollower is AppendAsFollower for batches validated
+	// already by kafkalog.ValidateBatchesCRC32C: their CRCs and records are
+	// not checked again, their framing, offsets and epochs are.
+	AppendVerifiedAsFollower(batches []byte) (kafkalog.AppendInfo, error)
 	// Truncate removes every batch at or after to (a batch boundary).
 	Truncate(to int64) error
 	LatestEpoch() (int32, bool)
@@ -205,6 +210,11 @@ type Config struct {
 	// PollInterval: the driver re-reads LeaderState this often (Notify
 	// wakes it at once).
 	PollInterval time.Duration
+
+	// Observer, if set, gets the get stage of every successful ranged GET
+	// and the replication_lag stage of every append: the time since the
+	// max timestamp of the last batch appended.
+	Observer stagehist.Observer
 
 	Clock  clock.Clock
 	Logger *slog.Logger

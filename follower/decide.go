@@ -67,10 +67,13 @@ const (
 // front as the log grows.
 type slot struct {
 	Located
-	state  slotState
-	raw    []byte // the verified log bytes, when ready
-	listed bool   // in the partition's sorted slots (else kept only while reading)
-	mark   uint64 // the refresh that last saw it in the index
+	state slotState
+	raw   []byte // the verified log bytes, when ready
+	// batchesOK: raw's batches were validated with its CRC32C (one pass,
+	// kafkalog.ValidateBatchesCRC32C), so the append need not again.
+	batchesOK bool
+	listed    bool   // in the partition's sorted slots (else kept only while reading)
+	mark      uint64 // the refresh that last saw it in the index
 }
 
 // chainCmp orders slices the way a chain takes them: by base offset, the

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
@@ -571,6 +572,7 @@ func (f *Follower) readDone(res readResult) {
 			f.c.duplicates.Add(1)
 		default:
 			sl.state, sl.raw = ready, res.raws[i]
+			sl.batchesOK = i < len(res.batchesOK) && res.batchesOK[i]
 			if !slices.Contains(touched, p) {
 				touched = append(touched, p)
 			}
@@ -647,9 +649,9 @@ func (f *Follower) applyReady(p *part, now time.Time) {
 		if next == nil {
 			return
 		}
-		raw := next.raw
-		next.state, next.raw = idle, nil
-		if err := f.appendSlice(p, next.Key, next.Entry, raw, now); err != nil {
+		raw, ok := next.raw, next.batchesOK
+		next.state, next.raw, next.batchesOK = idle, nil, false
+		if err := f.appendSlice(p, next.Key, next.Entry, raw, ok, now); err != nil {
 			return
 		}
 	}
@@ -658,18 +660,24 @@ func (f *Follower) applyReady(p *part, now time.Time) {
 // appendSlice appends the batches of raw, the verified log bytes of entry,
 // at and above the log end.
 //
-// A slice that starts at the log end, the usual case, goes to
-// AppendAsFollower as it is: the log walks and validates its batches and
-// refuses them unless the first starts at the log end, so walking them
-// here first would only repeat that. One that straddles the log end is cut
-// at it first (trimTo).
-func (f *Follower) appendSlice(p *part, key string, entry metadata.SliceEntry, raw []byte, now time.Time) error {
+// A slice that starts at the log end, the usual case, goes to the log as
+// it is: the log walks its batches and refuses them unless the first
+// starts at the log end, so walking them here first would only repeat
+// that. One that straddles the log end is cut at it first (trimTo). A
+// slice whose batches were validated with its CRC32C (batchesOK) goes to
+// AppendVerifiedAsFollower, so no batch is checksummed twice.
+func (f *Follower) appendSlice(p *part, key string, entry metadata.SliceEntry, raw []byte, batchesOK bool, now time.Time) error {
 	data, err := raw, error(nil)
 	if entry.BaseOffset != p.leo {
 		data, err = trimTo(raw, p.leo, false)
 	}
 	var info kafkalog.AppendInfo
-	if err == nil {
+	switch {
+	case err != nil:
+	case batchesOK:
+		// Cut at a batch boundary (trimTo), data holds whole batches of raw.
+		info, err = p.log.AppendVerifiedAsFollower(data)
+	default:
 		info, err = p.log.AppendAsFollower(data)
 	}
 	if err == nil && info.NumBatches == 0 {
@@ -708,6 +716,9 @@ func (f *Follower) advanced(p *part, info kafkalog.AppendInfo, maxTs int64, now 
 		p.localEpoch = max(p.localEpoch, info.LastEpoch)
 	}
 	p.lastMaxTs = maxTs
+	if f.cfg.Observer != nil && maxTs > 0 {
+		f.cfg.Observer.Observe(stagehist.ReplicationLag, now.Sub(time.UnixMilli(maxTs)))
+	}
 	p.failures = 0
 	p.retryAt = time.Time{}
 	p.stuckSince = time.Time{}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/combiner"
+	"github.com/kwal/kwal/combiner/objformat"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
@@ -472,5 +473,70 @@ func TestConfigValidate(t *testing.T) {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// TestEachBatchValidatedOnce: a clean rebuild of uncompressed slices
+// appends every one of them through AppendVerifiedAsFollower (its batches
+// validated in the pass that checked the slice's CRC32C), and zstd slices,
+// whose CRC32C covers the compressed bytes, through AppendAsFollower.
+func TestEachBatchValidatedOnce(t *testing.T) {
+	for _, codec := range []metadata.Codec{metadata.CodecNone, metadata.CodecZstd} {
+		r := newRig(t)
+		rebuildThroughCombiner(t, r, codec)
+		var verified int64
+		for _, rl := range r.recs {
+			verified += rl.verified.Load()
+		}
+		applied := r.f.Metrics().SlicesApplied
+		r.stop()
+		switch {
+		case applied == 0:
+			t.Fatalf("codec %v: nothing applied", codec)
+		case codec == metadata.CodecNone && verified != applied:
+			t.Errorf("codec none: %d of %d slices appended as verified", verified, applied)
+		case codec == metadata.CodecZstd && verified != 0:
+			t.Errorf("codec zstd: %d slices appended as verified; their batches were not validated", verified)
+		}
+	}
+}
+
+// TestCorruptBatchUnderValidSliceCRC: a batch corrupted before its slice
+// was cut (its bytes fail the batch CRC, but the slice's CRC32C was
+// computed over the corrupted bytes, so the slice check alone passes) is
+// never appended: the one-pass check refuses the batch, and the follower
+// fetches that range from the leader.
+func TestCorruptBatchUnderValidSliceCRC(t *testing.T) {
+	r := newRig(t)
+	defer r.stop()
+	rng := rand.New(rand.NewPCG(33, 34))
+	leader := r.addLeader(tp0, 0)
+	fillLeader(t, leader, rng, 60, 0)
+	objs := packObjects(t, r.put, "", cutSlices(t, tp0, leader, 0, leader.LogEndOffset(), rng, 4<<10), rng, 2, metadata.CodecNone)
+	bad := objs[len(objs)/2]
+	body, err := r.put.GetRange(context.Background(), bad.key, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &bad.entries[0]
+	// A byte in the records of the slice's first batch (past its
+	// 61-byte header), then the slice CRC the leader would have computed.
+	body[e.Position+kafkalog.BatchHeaderSize+3] ^= 0x40
+	e.CRC32C = objformat.CRC32C(body[e.Position : e.Position+e.Length])
+	if err := r.put.Delete(context.Background(), bad.key); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.put.Put(context.Background(), bad.key, body, objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		r.ix.publish(o.key, o.entries...)
+	}
+	r.start()
+	r.waitCaughtUp(true)
+	r.checkAll() // recLog checked every append against the leader's bytes
+	m := r.f.Metrics()
+	if m.CorruptSlices < 1 || m.Fallbacks != 1 || m.LeaderBytes == 0 {
+		t.Fatalf("want the corrupt batch refused and one fallback: %+v", m)
 	}
 }

@@ -146,16 +146,28 @@ type recLog struct {
 	t      testing.TB
 	check  func(first int64, data []byte) error
 	errors atomic.Int64
+	// verified counts appends of batches the follower validated with
+	// their slice's CRC32C.
+	verified atomic.Int64
 }
 
 func (r *recLog) AppendAsFollower(b []byte) (kafkalog.AppendInfo, error) {
+	return r.append(b, r.Log.AppendAsFollower)
+}
+
+func (r *recLog) AppendVerifiedAsFollower(b []byte) (kafkalog.AppendInfo, error) {
+	r.verified.Add(1)
+	return r.append(b, r.Log.AppendVerifiedAsFollower)
+}
+
+func (r *recLog) append(b []byte, appendFn func([]byte) (kafkalog.AppendInfo, error)) (kafkalog.AppendInfo, error) {
 	leo := r.Log.LogEndOffset()
 	if r.check != nil {
 		if err := r.check(leo, b); err != nil {
 			r.t.Errorf("append at %d: %v", leo, err)
 		}
 	}
-	info, err := r.Log.AppendAsFollower(b)
+	info, err := appendFn(b)
 	if err != nil {
 		r.errors.Add(1)
 	}

@@ -6,6 +6,9 @@ import (
 	"fmt"
 
 	"github.com/kwal/kwal/combiner/objformat"
+	"github.com/kwal/kwal/internal/stagehist"
+	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
 )
 
@@ -15,6 +18,8 @@ type readResult struct {
 	read Read
 	raws [][]byte
 	errs []error
+	// batchesOK[i]: raws[i]'s batches were validated with its CRC32C.
+	batchesOK []bool
 }
 
 type getAnswer struct {
@@ -30,7 +35,7 @@ type getAnswer struct {
 // every slice is verified (the other GET is cancelled) or both GETs have
 // answered. It runs off the driver.
 func (f *Follower) read(ctx context.Context, r Read) readResult {
-	res := readResult{read: r, raws: make([][]byte, len(r.Slices)), errs: make([]error, len(r.Slices))}
+	res := readResult{read: r, raws: make([][]byte, len(r.Slices)), errs: make([]error, len(r.Slices)), batchesOK: make([]bool, len(r.Slices))}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if len(r.Slices) > 0 {
@@ -46,7 +51,11 @@ func (f *Follower) read(ctx context.Context, r Read) readResult {
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
+			t0 := f.cfg.Clock.Now()
 			b, err := f.cfg.Store.GetRange(ctx, r.Key, r.Off, r.Len)
+			if err == nil && f.cfg.Observer != nil {
+				f.cfg.Observer.Observe(stagehist.Get, f.cfg.Clock.Since(t0))
+			}
 			answers <- getAnswer{b, err, hedge}
 		}()
 	}
@@ -120,6 +129,8 @@ func (f *Follower) verify(sr *objformat.SliceReader, body []byte, r Read, res *r
 		var err error
 		if lo < 0 || hi > int64(len(body)) {
 			err = fmt.Errorf("%w: body of %d bytes at %d does not hold [%d, %d)", objformat.ErrCorruptObject, len(body), r.Off, s.Entry.Position, s.Entry.Position+s.Entry.Length)
+		} else if s.Entry.Codec == metadata.CodecNone {
+			raw, res.batchesOK[i], err = verifyPlain(body[lo:hi:hi], s.Entry)
 		} else {
 			raw, err = sr.Read(body[lo:hi:hi], s.Entry)
 		}
@@ -135,4 +146,27 @@ func (f *Follower) verify(sr *objformat.SliceReader, body []byte, r Read, res *r
 		res.raws[i], res.errs[i] = raw, nil
 	}
 	return all
+}
+
+// verifyPlain checks an uncompressed slice (stored bytes are log bytes):
+// its CRC32C and, in the same pass over the bytes, every batch in it
+// (kafkalog.ValidateBatchesCRC32C), so that the append need not checksum
+// them again (batchesOK). A batch that fails is a corrupt slice even when
+// the slice's CRC32C matches (the bytes were bad before they were cut): a
+// slice holds bytes of the leader's active segment, which compaction never
+// touches, so every batch in it must pass as a leader's append would.
+func verifyPlain(stored []byte, e metadata.SliceEntry) (raw []byte, batchesOK bool, err error) {
+	if int64(len(stored)) != e.Length || e.RawLength != e.Length {
+		return nil, false, fmt.Errorf("%w: slice of %v at %d: %d bytes, entry says length %d, raw length %d",
+			objformat.ErrCorruptObject, e.TopicPartition, e.Position, len(stored), e.Length, e.RawLength)
+	}
+	crc, err := kafkalog.ValidateBatchesCRC32C(stored)
+	if err != nil {
+		return nil, false, err
+	}
+	if crc != e.CRC32C {
+		return nil, false, fmt.Errorf("%w: slice of %v at %d: CRC32C %#08x, entry says %#08x",
+			objformat.ErrCorruptObject, e.TopicPartition, e.Position, crc, e.CRC32C)
+	}
+	return stored, true, nil
 }

@@ -191,8 +191,7 @@ func s3StoreURL(env objstoretest.Env, name string) string {
 func s3StoreURLAt(env objstoretest.Env, endpoint, prefix string) string {
 	store := url.URL{Scheme: "s3", Host: env.Bucket, Path: "/" + prefix}
 	store.RawQuery = url.Values{
-		"endpoint": {endpoint}, "region": {"us-east-1"}, "path_style": {"true"},
-		"access_key": {env.AccessKey}, "secret_key": {env.SecretKey}, "create_bucket": {"true"},
+		"endpoint": {endpoint}, "region": {"us-east-1"}, "path_style": {"true"}, "create_bucket": {"true"},
 	}.Encode()
 	return store.String()
 }

@@ -152,7 +152,17 @@ func ValidateBatch(b []byte) (BatchHeader, error) {
 //
 // Other errors are *CorruptBatchError with Position 0.
 func ValidateBatchMax(b []byte, maxBytes int) (BatchHeader, error) {
-	h, err := validateStructure(b, maxBytes)
+	if len(b) < offAttributes {
+		_, err := ParseBatchHeader(b)
+		return BatchHeader{}, err
+	}
+	return validateBatchCRC(b, maxBytes, BatchCRC(b))
+}
+
+// validateBatchCRC is ValidateBatchMax with the batch's CRC32C computed
+// by the caller.
+func validateBatchCRC(b []byte, maxBytes int, crc uint32) (BatchHeader, error) {
+	h, err := validateStructureCRC(b, maxBytes, crc)
 	if err != nil {
 		return h, err
 	}
@@ -295,6 +305,26 @@ func splitBatches(b []byte, maxBytes int, fn func(h BatchHeader, batch []byte) e
 			return atPosition(err, int64(pos))
 		}
 		if err := fn(h, batch); err != nil {
+			return err
+		}
+		pos += size
+	}
+	return nil
+}
+
+// splitVerifiedBatches is splitBatches for batches ValidateBatchesCRC32C
+// passed: framing and header only.
+func splitVerifiedBatches(b []byte, _ int, fn func(h BatchHeader, batch []byte) error) error {
+	for pos := 0; pos < len(b); {
+		size, err := frameSize(b[pos:], int64(pos))
+		if err != nil {
+			return err
+		}
+		h, err := ParseBatchHeader(b[pos : pos+size])
+		if err != nil {
+			return atPosition(err, int64(pos))
+		}
+		if err := fn(h, b[pos:pos+size]); err != nil {
 			return err
 		}
 		pos += size

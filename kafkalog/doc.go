@@ -19,7 +19,10 @@
 // Log.AppendValidatedAsLeader then appends without looking again): that,
 // plus Kafka's client-batch rules (recordCount >= 1 and equal to
 // lastOffsetDelta+1, no control batch, a producer id with a sequence:
-// *InvalidRecordError, INVALID_RECORD on the wire; no LogAppendTime:
+// *InvalidRecordError, INVALID_RECORD on the wire, except that a
+// compressed batch whose lastOffsetDelta disagrees with its count is
+// corrupt, CORRUPT_MESSAGE, like every other corrupt compressed batch;
+// no LogAppendTime:
 // ErrInvalidTimestamp, INVALID_TIMESTAMP) and every record of a
 // compressed batch, streamed through gzip, snappy (raw or xerial-framed),
 // lz4 (frame) or zstd with a bound on the decompressed bytes, holding one

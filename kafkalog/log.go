@@ -457,6 +457,19 @@ func (l *Log) assignAndAppend(buf []byte, refs []batchRef, leaderEpoch int32) (A
 // *CorruptBatchError (ErrCorruptBatch), ErrEpochRegression, ErrClosed,
 // ErrFailed, or an I/O error.
 func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
+	return l.appendAsFollower(batches, false)
+}
+
+// AppendVerifiedAsFollower is AppendAsFollower for batches the caller has
+// validated already with ValidateBatchesCRC32C (a remote-WAL follower,
+// which checks a slice's CRC32C and its batches in that one pass): each
+// batch's framing, offsets and leader epoch are checked here, its CRC and
+// records are not again. A compacted log validates them all the same.
+func (l *Log) AppendVerifiedAsFollower(batches []byte) (AppendInfo, error) {
+	return l.appendAsFollower(batches, true)
+}
+
+func (l *Log) appendAsFollower(batches []byte, verified bool) (AppendInfo, error) {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.writable(); err != nil {
@@ -470,6 +483,9 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 	}
 	pos := 0
 	split, gapsOK := splitBatches, false
+	if verified {
+		split = splitVerifiedBatches
+	}
 	if l.cfg.Compacted {
 		// A compacted leader's sealed segments have gaps and sparse
 		// batches; a follower catching up copies them as they are.

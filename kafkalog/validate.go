@@ -59,8 +59,9 @@ var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 // Errors: *CorruptBatchError (ErrCorruptBatch) for bytes that do not
 // decode (CRC, framing, a compressed stream that does not decompress or
 // decompresses to more than the bound, fewer or more records than the
-// header says); *InvalidRecordError (ErrInvalidRecord) for Kafka's batch
-// rules; ErrInvalidTimestamp for a batch claiming LogAppendTime;
+// header says, and on a compressed batch a lastOffsetDelta that disagrees
+// with the record count); *InvalidRecordError (ErrInvalidRecord) for
+// Kafka's other batch rules; ErrInvalidTimestamp for a batch claiming LogAppendTime;
 // ErrBatchTooLarge. Kafka answers these CORRUPT_MESSAGE, INVALID_RECORD,
 // INVALID_TIMESTAMP and MESSAGE_TOO_LARGE.
 //
@@ -132,6 +133,16 @@ func (v *BatchValidator) Validate(b []byte) (ValidBatch, error) {
 // validateStructure is what every batch must pass: framing, size, CRC,
 // attributes, codec.
 func validateStructure(b []byte, maxBytes int) (BatchHeader, error) {
+	if len(b) < offAttributes {
+		_, err := ParseBatchHeader(b)
+		return BatchHeader{}, err
+	}
+	return validateStructureCRC(b, maxBytes, BatchCRC(b))
+}
+
+// validateStructureCRC is validateStructure with the CRC32C of
+// b[offAttributes:] computed by the caller.
+func validateStructureCRC(b []byte, maxBytes int, crc uint32) (BatchHeader, error) {
 	h, err := ParseBatchHeader(b)
 	if err != nil {
 		return h, err
@@ -142,7 +153,7 @@ func validateStructure(b []byte, maxBytes int) (BatchHeader, error) {
 	if len(b) > maxBytes {
 		return h, fmt.Errorf("%w: %d bytes, max %d", ErrBatchTooLarge, len(b), maxBytes)
 	}
-	if got := BatchCRC(b); got != h.CRC {
+	if got := crc; got != h.CRC {
 		return h, corruptf(0, "crc32c %#08x, header says %#08x", got, h.CRC)
 	}
 	if h.Attributes&^0x3f != 0 {
@@ -156,14 +167,21 @@ func validateStructure(b []byte, maxBytes int) (BatchHeader, error) {
 
 // checkClientRules are the header rules of Kafka's LogValidator.validateBatch
 // for a client's batch.
+//
+// An offset range that disagrees with the record count is INVALID_RECORD
+// on an uncompressed batch, as Kafka answers, and CORRUPT_MESSAGE on a
+// compressed one: there the header is all a reader sees without
+// decompressing, so a header that disagrees with the records inside is
+// the same fault as a record count the stream does not hold (issue 15
+// asks one answer, CORRUPT_MESSAGE, for every corrupt compressed batch).
 func checkClientRules(h BatchHeader) error {
+	if reason := offsetRangeProblem(h); reason != "" {
+		if h.Compression() != CodecNone {
+			return corruptf(0, "%s batch: %s", codecName(h.Compression()), reason)
+		}
+		return invalidf("%s", reason)
+	}
 	switch {
-	case h.RecordCount <= 0:
-		return invalidf("invalid reported record count %d", h.RecordCount)
-	case h.LastOffsetDelta < 0:
-		return invalidf("invalid offset range: lastOffsetDelta %d", h.LastOffsetDelta)
-	case int64(h.LastOffsetDelta)+1 != int64(h.RecordCount):
-		return invalidf("inconsistent offset range [0, %d] and record count %d", h.LastOffsetDelta, h.RecordCount)
 	case h.Control():
 		return invalidf("clients may not write control batches")
 	case h.ProducerID >= 0 && h.BaseSequence < 0:
@@ -173,6 +191,20 @@ func checkClientRules(h BatchHeader) error {
 		return fmt.Errorf("%w: the batch says LogAppendTime; a producer may not set it", ErrInvalidTimestamp)
 	}
 	return nil
+}
+
+// offsetRangeProblem says what is wrong with the header's record count
+// and lastOffsetDelta together, or "".
+func offsetRangeProblem(h BatchHeader) string {
+	switch {
+	case h.RecordCount <= 0:
+		return fmt.Sprintf("invalid reported record count %d", h.RecordCount)
+	case h.LastOffsetDelta < 0:
+		return fmt.Sprintf("invalid offset range: lastOffsetDelta %d", h.LastOffsetDelta)
+	case int64(h.LastOffsetDelta)+1 != int64(h.RecordCount):
+		return fmt.Sprintf("inconsistent offset range [0, %d] and record count %d", h.LastOffsetDelta, h.RecordCount)
+	}
+	return ""
 }
 
 // walkRecords checks uncompressed records and returns the largest

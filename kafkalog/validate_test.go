@@ -29,6 +29,16 @@ func withRaw(codec int, raw []byte, count, lastDelta int32) []byte {
 
 func codecTestName(c int) string { return codecName(int8(c)) }
 
+// offsetRangeErr is the refusal of a header whose lastOffsetDelta and
+// record count disagree: Kafka's INVALID_RECORD uncompressed, corrupt
+// compressed.
+func offsetRangeErr(codec int) error {
+	if codec == 0 {
+		return ErrInvalidRecord
+	}
+	return ErrCorruptBatch
+}
+
 func TestBatchValidatorAcceptsEveryCodec(t *testing.T) {
 	v := NewBatchValidator(0, 0)
 	for _, c := range allCodecs {
@@ -68,9 +78,13 @@ func TestBatchValidatorRefuses(t *testing.T) {
 		tests = append(tests,
 			tc{n + "/claims 1000 records holding one", withRaw(c, one, 1000, 999), ErrCorruptBatch},
 			tc{n + "/claims 2 records holding 3", withRaw(c, raw, 2, 1), ErrCorruptBatch},
-			tc{n + "/lastOffsetDelta 2^31-1", withRaw(c, one, 1, math.MaxInt32), ErrInvalidRecord},
-			tc{n + "/lastOffsetDelta below count", withRaw(c, raw, 3, 1), ErrInvalidRecord},
-			tc{n + "/record count 0", withRaw(c, raw, 0, -1), ErrInvalidRecord},
+			// Kafka's INVALID_RECORD uncompressed; CORRUPT_MESSAGE compressed (checkClientRules).
+			tc{n + "/lastOffsetDelta 2^31-1", withRaw(c, one, 1, math.MaxInt32), offsetRangeErr(c)},
+			tc{n + "/lastOffsetDelta 2^31-1 and count 2^31-1", withRaw(c, one, math.MaxInt32, math.MaxInt32), offsetRangeErr(c)},
+			tc{n + "/lastOffsetDelta below count", withRaw(c, raw, 3, 1), offsetRangeErr(c)},
+			tc{n + "/lastOffsetDelta above count", withRaw(c, raw, 3, 5), offsetRangeErr(c)},
+			tc{n + "/lastOffsetDelta negative", withRaw(c, raw, 3, -7), offsetRangeErr(c)},
+			tc{n + "/record count 0", withRaw(c, raw, 0, -1), offsetRangeErr(c)},
 			tc{n + "/bytes after the last record", withRaw(c, append(bytes.Clone(raw), 0), 3, 2), ErrCorruptBatch},
 			tc{n + "/offsetDelta out of order", withRaw(c, badOffset, 3, 2), ErrCorruptBatch},
 			tc{n + "/record body cut", withRaw(c, raw[:len(raw)-1], 3, 2), ErrCorruptBatch},
@@ -172,24 +186,31 @@ func TestAppendValidatedAsLeader(t *testing.T) {
 }
 
 // FuzzBatchValidator reaches the decompressors and the record walk: the
-// fuzzer mutates the (compressed) records section, the codec and the
-// claimed count, and the batch around them gets a right CRC. Whatever the
+// fuzzer mutates the (compressed) records section, the codec, the
+// claimed count and lastOffsetDelta, and the batch around them gets a
+// right CRC. A compressed batch is refused only as corrupt. Whatever the
 // bytes, Validate must not panic or allocate past its bound, and what it
 // accepts must be a structurally valid batch whose header agrees with it.
 func FuzzBatchValidator(f *testing.F) {
 	raw := kafkalogtest.Records(threeRecords())
 	for _, c := range allCodecs {
-		f.Add(uint8(c), int32(3), kafkalogtest.Compress(c, raw))
-		f.Add(uint8(c), int32(1000), kafkalogtest.Compress(c, raw[:20]))
+		f.Add(uint8(c), int32(3), int32(2), kafkalogtest.Compress(c, raw))
+		f.Add(uint8(c), int32(1000), int32(999), kafkalogtest.Compress(c, raw[:20]))
+		f.Add(uint8(c), int32(3), int32(math.MaxInt32), kafkalogtest.Compress(c, raw))
 	}
-	f.Add(uint8(2), int32(3), kafkalogtest.XerialSnappy(raw, 50))
+	f.Add(uint8(2), int32(3), int32(2), kafkalogtest.XerialSnappy(raw, 50))
 	v := NewBatchValidator(0, 1<<20)
-	f.Fuzz(func(t *testing.T, codec uint8, count int32, recs []byte) {
-		b := kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: int16(codec & 7), RawRecords: recs, RecordCount: count, LastOffsetDelta: count - 1, BaseTimestamp: 10})
+	f.Fuzz(func(t *testing.T, codec uint8, count, lastDelta int32, recs []byte) {
+		b := kafkalogtest.Encode(kafkalogtest.BatchSpec{Attributes: int16(codec & 7), RawRecords: recs, RecordCount: count, LastOffsetDelta: lastDelta, BaseTimestamp: 10})
 		vb, err := v.Validate(b)
 		if err != nil {
 			if !errors.Is(err, ErrCorruptBatch) && !errors.Is(err, ErrInvalidRecord) && !errors.Is(err, ErrBatchTooLarge) {
 				t.Fatalf("untyped error %v", err)
+			}
+			// Every refusal of a compressed batch for what its bytes
+			// hold is CORRUPT_MESSAGE (only too large stays apart).
+			if codec&7 != 0 && !errors.Is(err, ErrCorruptBatch) && !errors.Is(err, ErrBatchTooLarge) {
+				t.Fatalf("compressed batch refused with %v, want a corrupt batch", err)
 			}
 			return
 		}
@@ -197,7 +218,7 @@ func FuzzBatchValidator(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Validate accepted what ValidateBatch refuses: %v", err)
 		}
-		if h != vb.Header() || h.RecordCount != count || h.LastOffsetDelta != count-1 {
+		if h != vb.Header() || h.RecordCount != count || h.LastOffsetDelta != count-1 || lastDelta != count-1 {
 			t.Fatalf("header %+v vs %+v", h, vb.Header())
 		}
 	})

@@ -1,10 +1,14 @@
 package metadata
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // DefaultTopic is the metadata topic the KIP names.
@@ -34,6 +38,29 @@ type TopicConfig struct {
 	DeleteRetention time.Duration
 	// ClientID for the franz-go clients; default "kwal-metadata".
 	ClientID string
+	// Security is TLS and SASL of the clients; zero: plaintext.
+	Security ClientSecurity
+}
+
+// ClientSecurity is how a franz-go client reaches a secured Kafka.
+type ClientSecurity struct {
+	// TLS: dial with TLS with this config (nil: plaintext). Its
+	// ServerName is filled per broker by franz-go when empty.
+	TLS *tls.Config
+	// SASL authenticates every connection (nil: none).
+	SASL sasl.Mechanism
+}
+
+// Opts are the franz-go options for s.
+func (s ClientSecurity) Opts() []kgo.Opt {
+	var out []kgo.Opt
+	if s.TLS != nil {
+		out = append(out, kgo.DialTLSConfig(s.TLS.Clone()))
+	}
+	if s.SASL != nil {
+		out = append(out, kgo.SASL(s.SASL))
+	}
+	return out
 }
 
 // Validate fills defaults and rejects nonsense.

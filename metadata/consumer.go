@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/internal/stagehist"
 )
 
 // ConsumerConfig says what a Consumer reads.
@@ -24,6 +25,11 @@ type ConsumerConfig struct {
 	// map to, which also carry other partitions' events; State indexes
 	// those too. Nil or empty: every metadata partition.
 	Follow []TopicPartition
+	// Observer, if set, gets the metadata_delivery stage of every record
+	// read once the consumer is ready: from the record's timestamp (set by
+	// the publishing client) to its application, on the consumer's clock.
+	// Records replayed while bootstrapping are not observed.
+	Observer stagehist.Observer
 }
 
 // ConsumerStats counts the records a Consumer has seen.
@@ -75,6 +81,7 @@ func StartConsumer(ctx context.Context, cfg ConsumerConfig, state *State, clk cl
 		kgo.ClientID(cfg.ClientID),
 		kgo.FetchMaxWait(500 * time.Millisecond),
 	}
+	base = append(base, cfg.Security.Opts()...)
 	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: consumer client: %w", err)
@@ -201,6 +208,9 @@ func (c *Consumer) applyRecord(r *kgo.Record) {
 		c.mu.Unlock()
 		return
 	}
+	if c.cfg.Observer != nil && c.isReady() {
+		c.cfg.Observer.Observe(stagehist.MetadataDelivery, c.clk.Now().Sub(r.Timestamp))
+	}
 	err = c.state.Apply(ev)
 	c.mu.Lock()
 	c.mu.stats.Records++
@@ -269,6 +279,15 @@ func (c *Consumer) checkReadyLocked() {
 	c.logger.Info("metadata consumer ready", "bootstrap", c.mu.bootstrap,
 		"metadata_partitions", len(c.followed), "records", c.mu.stats.Records,
 		"object_parts", st.Parts, "slices", st.Slices)
+}
+
+func (c *Consumer) isReady() bool {
+	select {
+	case <-c.ready:
+		return true
+	default:
+		return false
+	}
 }
 
 // Ready is closed once the consumer has read up to the end offsets it

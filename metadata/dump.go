@@ -28,7 +28,7 @@ func ReadTopic(ctx context.Context, cfg TopicConfig, logger *slog.Logger, fn fun
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Bootstrap...), kgo.ClientID(cfg.ClientID))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Bootstrap...), kgo.ClientID(cfg.ClientID)}, cfg.Security.Opts()...)...)
 	if err != nil {
 		return fmt.Errorf("metadata: dump client: %w", err)
 	}

@@ -49,6 +49,7 @@ func NewPublisher(cfg TopicConfig, clk clock.Clock, logger *slog.Logger, opts ..
 		kgo.ProducerLinger(0),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 	}
+	base = append(base, cfg.Security.Opts()...)
 	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: publisher client: %w", err)

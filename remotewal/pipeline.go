@@ -7,6 +7,7 @@ import (
 
 	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/combiner"
+	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
 )
@@ -78,7 +79,11 @@ type WritePathConfig struct {
 	Publisher ObjectPublisher
 	Tasks     Config
 	Combiner  combiner.Config
-	Logger    *slog.Logger
+	// Observer, if set, gets the put stage of every PUT that succeeded and
+	// the cut_to_put and publish stages of every slice published
+	// (stagehist), on the combiner's clock.
+	Observer stagehist.Observer
+	Logger   *slog.Logger
 }
 
 // NewWritePath assembles and starts the write path.
@@ -87,7 +92,13 @@ func NewWritePath(cfg WritePathConfig) (*WritePath, error) {
 		return nil, fmt.Errorf("remotewal: write path needs a store and a metadata publisher")
 	}
 	cc := cfg.Combiner
+	if cc.Clock == nil {
+		cc.Clock = clock.Real{}
+	}
 	cc.Writer = combiner.StoreWriter{Store: cfg.Store}
+	if cfg.Observer != nil {
+		cc.Writer = timedWriter{ObjectWriter: cc.Writer, clock: cc.Clock, obs: cfg.Observer}
+	}
 	cc.Publisher = &MetadataPublisher{P: cfg.Publisher, Clock: cc.Clock}
 	if cc.Logger == nil {
 		cc.Logger = cfg.Logger
@@ -103,7 +114,11 @@ func NewWritePath(cfg WritePathConfig) (*WritePath, error) {
 	if tc.Clock == nil {
 		tc.Clock = cc.Clock
 	}
-	m, err := NewManager(tc, comb)
+	var sink Sink = comb
+	if cfg.Observer != nil {
+		sink = timedSink{next: comb, clock: cc.Clock, obs: cfg.Observer}
+	}
+	m, err := NewManager(tc, sink)
 	if err != nil {
 		comb.Close(context.Background())
 		return nil, err
@@ -116,4 +131,44 @@ func NewWritePath(cfg WritePathConfig) (*WritePath, error) {
 func (w *WritePath) Close(ctx context.Context) error {
 	w.Manager.Close()
 	return w.Combiner.Close(ctx)
+}
+
+// timedSink times each slice from its Submit to its object's PUT done
+// (UploadedObject.UploadedAt) and from there to its metadata published
+// (Done). Both on the combiner's clock.
+type timedSink struct {
+	next  Sink
+	clock clock.Clock
+	obs   stagehist.Observer
+}
+
+func (t timedSink) Submit(ctx context.Context, s combiner.Slice) error {
+	submitted := t.clock.Now()
+	inner := s.Done
+	s.Done = func(obj combiner.UploadedObject, err error) {
+		if err == nil {
+			t.obs.Observe(stagehist.CutToPut, obj.UploadedAt.Sub(submitted))
+			t.obs.Observe(stagehist.Publish, t.clock.Since(obj.UploadedAt))
+		}
+		if inner != nil {
+			inner(obj, err)
+		}
+	}
+	return t.next.Submit(ctx, s)
+}
+
+// timedWriter times each successful PUT.
+type timedWriter struct {
+	combiner.ObjectWriter
+	clock clock.Clock
+	obs   stagehist.Observer
+}
+
+func (w timedWriter) PutObject(ctx context.Context, key string, body []byte) error {
+	t0 := w.clock.Now()
+	err := w.ObjectWriter.PutObject(ctx, key, body)
+	if err == nil {
+		w.obs.Observe(stagehist.Put, w.clock.Since(t0))
+	}
+	return err
 }

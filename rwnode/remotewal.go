@@ -15,6 +15,7 @@ import (
 	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/combiner"
 	"github.com/kwal/kwal/follower"
+	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
@@ -57,8 +58,13 @@ type RemoteWALReplicatorConfig struct {
 	// MaintenanceInterval is how often retention and orphan collection
 	// run. Default 30 s.
 	MaintenanceInterval time.Duration
-	Clock               clock.Clock
-	Logger              *slog.Logger
+	// Observer, if set, gets the remote-WAL stages (stagehist): cut_to_put,
+	// put and publish on the leader side, metadata_delivery, get and
+	// replication_lag on the follower side. NewRemoteWALReplicatorFor
+	// passes the broker's Config.Stages.
+	Observer stagehist.Observer
+	Clock    clock.Clock
+	Logger   *slog.Logger
 }
 
 // RemoteWALReplicator is the broker's remotewal replication mode: the
@@ -155,7 +161,7 @@ func NewRemoteWALReplicator(cfg RemoteWALReplicatorConfig) (*RemoteWALReplicator
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ReadyTimeout)
 	defer cancel()
 	r.state = metadata.NewState()
-	if r.cons, err = metadata.StartConsumer(ctx, metadata.ConsumerConfig{TopicConfig: cfg.Metadata}, r.state, cfg.Clock, r.log); err != nil {
+	if r.cons, err = metadata.StartConsumer(ctx, metadata.ConsumerConfig{TopicConfig: cfg.Metadata, Observer: cfg.Observer}, r.state, cfg.Clock, r.log); err != nil {
 		r.pub.Close()
 		return nil, err
 	}
@@ -173,7 +179,7 @@ func NewRemoteWALReplicator(cfg RemoteWALReplicatorConfig) (*RemoteWALReplicator
 		cc.Clock = cfg.Clock
 	}
 	if r.wp, err = remotewal.NewWritePath(remotewal.WritePathConfig{
-		Store: own, Publisher: r.pub, Tasks: cfg.Tasks, Combiner: cc, Logger: r.log,
+		Store: own, Publisher: r.pub, Tasks: cfg.Tasks, Combiner: cc, Observer: cfg.Observer, Logger: r.log,
 	}); err != nil {
 		r.cons.Close()
 		r.pub.Close()
@@ -187,6 +193,9 @@ func NewRemoteWALReplicator(cfg RemoteWALReplicatorConfig) (*RemoteWALReplicator
 	fc.Reporter = (*logEndReporter)(r)
 	fc.Transfers = cfg.Ledger
 	fc.Rack = cfg.Rack
+	if fc.Observer == nil {
+		fc.Observer = cfg.Observer
+	}
 	if fc.Clock == nil {
 		fc.Clock = cfg.Clock
 	}
@@ -423,7 +432,14 @@ func (l *partitionFollowerLog) LatestEpoch() (int32, bool)          { return l.h
 func (l *partitionFollowerLog) EpochEntries() []kafkalog.EpochEntry { return l.h.EpochEntries() }
 
 func (l *partitionFollowerLog) AppendAsFollower(b []byte) (kafkalog.AppendInfo, error) {
-	info, err := l.h.AppendAsFollower(b)
+	return l.notified(l.h.AppendAsFollower(b))
+}
+
+func (l *partitionFollowerLog) AppendVerifiedAsFollower(b []byte) (kafkalog.AppendInfo, error) {
+	return l.notified(l.h.AppendVerifiedAsFollower(b))
+}
+
+func (l *partitionFollowerLog) notified(info kafkalog.AppendInfo, err error) (kafkalog.AppendInfo, error) {
 	if err == nil {
 		l.h.Notify()
 	}

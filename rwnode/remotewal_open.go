@@ -9,6 +9,7 @@ import (
 
 	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/combiner"
+	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/ledger"
@@ -87,6 +88,13 @@ func NewRemoteWALReplicatorFor(cfg *broker.Config, parts *RemoteWALParts, logger
 		l = ledger.New()
 		cfg.Ledger = l
 	}
+	if cfg.Stages == nil {
+		cfg.Stages = stagehist.New()
+	}
+	sec, err := rw.MetadataClient()
+	if err != nil {
+		return nil, err
+	}
 	var stores StoreResolver
 	if parts.Stores != nil {
 		stores = newWrappedStores(parts.Stores, func(s objstore.Store) objstore.Store { return ledger.Wrap(s, l) })
@@ -96,7 +104,7 @@ func NewRemoteWALReplicatorFor(cfg *broker.Config, parts *RemoteWALParts, logger
 		BrokerID: cfg.BrokerID,
 		Rack:     cfg.Rack,
 		Store:    ledger.Wrap(parts.Store, l),
-		Metadata: metadata.TopicConfig{Bootstrap: parts.Bootstrap, ReplicationFactor: parts.MetadataReplicationFactor},
+		Metadata: metadata.TopicConfig{Bootstrap: parts.Bootstrap, ReplicationFactor: parts.MetadataReplicationFactor, Security: sec},
 		Tasks:    remotewal.Config{ThreadPoolSize: rw.ThreadPoolSize, Interval: rw.CombinerTaskInterval / 2},
 		Combiner: combiner.Config{
 			ThreadPoolSize: rw.CombinerThreadPoolSize,
@@ -106,6 +114,7 @@ func NewRemoteWALReplicatorFor(cfg *broker.Config, parts *RemoteWALParts, logger
 			UploadTimeout:  rw.UploadTimeout,
 		},
 		Ledger:       l,
+		Observer:     cfg.Stages,
 		Retention:    metadata.RetentionPolicy{Retention: rw.Retention},
 		ReadyTimeout: rw.MetadataBootstrapTimeout,
 		Clock:        cfg.Clock,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/combiner"
+	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
@@ -54,6 +56,10 @@ func startRemoteWALClusterBrokers(t *testing.T, racks []string, store objstore.S
 			Ledger:   cfg.Ledger,
 			Logger:   quietLogger(),
 		}
+		// As NewRemoteWALReplicatorFor does: the broker serves the
+		// replicator's stage histograms.
+		cfg.Stages = stagehist.New()
+		rc.Observer = cfg.Stages
 		if tweak != nil {
 			tweak(&rc)
 		}
@@ -224,22 +230,119 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, b := range c.brokers {
-		addr, err := b.ServeMetrics("127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.Get("http://" + addr + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		body := scrape(t, b)
 		for _, want := range []string{"kwal_requests_total", "kwal_purgatory_pending", "kwal_combiner", "kwal_follower_total", "kwal_remotewal_reconcile_total", "kwal_partition_log_end_offset", "kwal_objstore_requests_total"} {
-			if !strings.Contains(string(body), want) {
+			if !strings.Contains(body, want) {
 				t.Errorf("broker %d /metrics lacks %s", b.Info().ID, want)
 			}
 		}
+		for _, s := range stagehist.Stages {
+			if !strings.Contains(body, "# TYPE "+s.Metric()+" histogram") {
+				t.Errorf("broker %d /metrics lacks the histogram %s", b.Info().ID, s.Metric())
+			}
+		}
 	}
+}
+
+// After one acks=all produce to a remotewal partition, every stage
+// histogram has counted something on the broker of its side: the leader's
+// PUT, cut-to-PUT, publish and acks=all wait, the follower's GET and
+// replication lag, and metadata delivery on both. The acks=all answer
+// comes after the follower's GET, append and its consumer's delivery; the
+// leader learns its publish finished only when the combiner calls back,
+// which may be after the answer, so the scrape is retried until then.
+func TestMetricsHistogramsCount(t *testing.T) {
+	store := mem.New()
+	c := startRemoteWALCluster(t, []string{"az1", "az2"}, store)
+	admin := newClient(t, c)
+	createTopic(t, admin, "h", 1, 2, map[string]string{broker.TopicConfigRemoteWAL: "true"})
+	prod := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("h"))
+	if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := c.ctrl.Topic("h")
+	leaderID := ts.Partitions[0].Leader
+	var leader, follower *broker.Broker
+	for _, b := range c.brokers {
+		if b.Info().ID == leaderID {
+			leader = b
+		} else {
+			follower = b
+		}
+	}
+	// The follower side is done when the produce is answered.
+	fc := histogramCounts(t, scrape(t, follower))
+	for _, s := range []stagehist.Stage{stagehist.Get, stagehist.ReplicationLag, stagehist.MetadataDelivery} {
+		if fc[s.Metric()] == 0 {
+			t.Errorf("follower broker %d: %s has count 0 after an acks=all produce", follower.Info().ID, s.Metric())
+		}
+	}
+	leaderStages := []stagehist.Stage{stagehist.CutToPut, stagehist.Put, stagehist.Publish, stagehist.AcksAllWait, stagehist.MetadataDelivery}
+	var lc map[string]float64
+	leaderMetrics := scraper(t, leader)
+	waitFor(t, "the leader's publish callback", 10*time.Second, func() bool {
+		lc = histogramCounts(t, leaderMetrics())
+		for _, s := range leaderStages {
+			if lc[s.Metric()] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if lc[stagehist.AcksAllWait.Metric()] != 1 {
+		t.Errorf("leader: %s count %v, want 1 (one acks=all produce)", stagehist.AcksAllWait.Metric(), lc[stagehist.AcksAllWait.Metric()])
+	}
+	if n := fc[stagehist.AcksAllWait.Metric()]; n != 0 {
+		t.Errorf("follower: %s count %v, want 0", stagehist.AcksAllWait.Metric(), n)
+	}
+}
+
+// scrape serves b's /metrics on a loopback port and returns a function
+// that reads it.
+func scraper(t *testing.T, b *broker.Broker) func() string {
+	t.Helper()
+	addr, err := b.ServeMetrics("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() string { return scrapeAddr(t, addr) }
+}
+
+func scrape(t *testing.T, b *broker.Broker) string {
+	t.Helper()
+	return scraper(t, b)()
+}
+
+func scrapeAddr(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
+}
+
+// histogramCounts returns, by histogram name, its _count sample.
+func histogramCounts(t *testing.T, body string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, line := range strings.Split(body, "\n") {
+		name, val, ok := strings.Cut(line, " ")
+		if !ok || !strings.HasSuffix(name, "_count") || strings.Contains(name, "{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		out[strings.TrimSuffix(name, "_count")] = v
+	}
+	return out
 }
 
 // Invariant 6 (nothing leaks): once every in-sync replica holds an

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/kwal/kwal/cmd/kwal/internal/audit"
@@ -35,6 +34,7 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 	verify := fs.Bool("verify-slices", false, "also read every slice and check its CRC32C")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
+	mc := addMetadataClientFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -49,9 +49,12 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg := audit.Config{Store: s, Prefix: *prefix, StoreID: *storeID, VerifySlices: *verify, Logger: logger, Progress: stderr}
-	if *bootstrap != "" {
+	tc, err := mc.topicConfig(*bootstrap, *topic)
+	if err != nil {
+		return err
+	}
+	if len(tc.Bootstrap) > 0 {
 		st := metadata.NewState()
-		tc := metadata.TopicConfig{Bootstrap: strings.Split(*bootstrap, ","), Topic: *topic}
 		bad := 0
 		err := metadata.ReadTopic(ctx, tc, logger, func(r metadata.TopicRecord) error {
 			if r.Err != nil {

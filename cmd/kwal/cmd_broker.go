@@ -135,6 +135,10 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 		defer closeRemoteWAL()
 	}
 	fmt.Fprintf(stdout, "kwal broker %d (rack %q) listening on %s, logs in %s\n", cfg.BrokerID, cfg.Rack, b.Addr(), cfg.LogDir)
+	for _, l := range b.Info().Endpoints {
+		addr, _ := b.ListenerAddr(l.Listener)
+		fmt.Fprintf(stdout, "  listener %s on %s, advertised as %s\n", l.Listener, addr, l.Addr())
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig
@@ -174,6 +178,10 @@ func openController(sc broker.ServerConfig, logger *slog.Logger) (broker.Control
 		pidBase := int64(sc.Broker.BrokerID)<<48 | (time.Now().UnixMilli() & (1<<47 - 1))
 		return broker.NewMemController(sc.Cluster, pidBase), func() {}, nil
 	}
+	sec, err := sc.Broker.RemoteWAL.MetadataClient()
+	if err != nil {
+		return nil, nil, err
+	}
 	session := sc.Broker.BrokerSessionTimeout
 	if session == 0 {
 		session = broker.DefaultBrokerSessionTimeout
@@ -185,6 +193,7 @@ func openController(sc broker.ServerConfig, logger *slog.Logger) (broker.Control
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	c, err := broker.NewKafkaController(ctx, broker.KafkaControllerConfig{
+		Security:  sec,
 		Bootstrap: bootstrap,
 		Brokers:   sc.Cluster,
 		ClientID:  fmt.Sprintf("kwal-controller-%d", sc.Broker.BrokerID),

@@ -23,7 +23,15 @@ import (
 // RLIMIT_NOFILE lowered to its value, instead of the tests.
 const childRlimitEnv = "KWAL_TEST_CHILD_NOFILE"
 
+// childAsKwalEnv makes the test binary run as kwal (for benches that start
+// kwal processes).
+const childAsKwalEnv = "KWAL_TEST_CHILD_AS_KWAL"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(childAsKwalEnv) != "" {
+		// A child this test binary started to stand for the kwal binary.
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	if v := os.Getenv(childRlimitEnv); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {

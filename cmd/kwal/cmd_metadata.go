@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"time"
 
 	"github.com/kwal/kwal/metadata"
@@ -31,6 +30,7 @@ func runMetadataDump(args []string, stdout, stderr io.Writer) error {
 	topic := fs.String("topic", metadata.DefaultTopic, "metadata topic")
 	file := fs.String("file", "", "read encoded events from this file instead (each a uvarint length then the bytes), - for stdin")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up reading the topic after this long")
+	mc := addMetadataClientFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -40,18 +40,21 @@ func runMetadataDump(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case *file != "":
 		return dumpFile(*file, enc)
-	case *bootstrap != "":
+	case *bootstrap != "" || *mc.config != "":
 		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 		defer cancel()
 		ctx, cancel2 := context.WithTimeout(ctx, *timeout)
 		defer cancel2()
-		cfg := metadata.TopicConfig{Bootstrap: strings.Split(*bootstrap, ","), Topic: *topic}
+		cfg, err := mc.topicConfig(*bootstrap, *topic)
+		if err != nil {
+			return err
+		}
 		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		return metadata.ReadTopic(ctx, cfg, logger, func(r metadata.TopicRecord) error {
 			return enc.Encode(jsonRecord(r))
 		})
 	}
-	return errors.New("give --bootstrap host:port or --file F")
+	return errors.New("give --bootstrap host:port, --config server.properties or --file F")
 }
 
 func dumpFile(path string, enc *json.Encoder) error {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -167,18 +166,11 @@ func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]
 		return nil, fmt.Errorf("miniostore: get %q [off=%d len=%d]: %w", key, off, length, err)
 	}
 	defer rc.Close()
-	n := info.Size
-	if n < 0 || n > 1<<40 {
-		n = 0
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, n))
-	if _, err := io.Copy(buf, rc); err != nil {
+	b, err := objstore.ReadBody(rc, info.Size)
+	if err != nil {
 		return nil, fmt.Errorf("miniostore: get %q: read body: %w", key, err)
 	}
-	if info.Size >= 0 && int64(buf.Len()) != info.Size {
-		return nil, fmt.Errorf("miniostore: get %q: body %d bytes, Content-Length %d: %w", key, buf.Len(), info.Size, io.ErrUnexpectedEOF)
-	}
-	return buf.Bytes(), nil
+	return b, nil
 }
 
 func (s *Store) emptyRange(ctx context.Context, key string, off, length int64) ([]byte, error) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -222,18 +221,15 @@ func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]
 		return nil, fmt.Errorf("s3store: get %q [off=%d len=%d]: %w", key, off, length, err)
 	}
 	defer out.Body.Close()
-	n := aws.ToInt64(out.ContentLength)
-	if n < 0 || n > 1<<40 {
-		n = 0
+	size := int64(-1)
+	if out.ContentLength != nil {
+		size = *out.ContentLength
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, n))
-	if _, err := io.Copy(buf, out.Body); err != nil {
+	b, err := objstore.ReadBody(out.Body, size)
+	if err != nil {
 		return nil, fmt.Errorf("s3store: get %q: read body: %w", key, err)
 	}
-	if out.ContentLength != nil && int64(buf.Len()) != *out.ContentLength {
-		return nil, fmt.Errorf("s3store: get %q: body %d bytes, Content-Length %d: %w", key, buf.Len(), *out.ContentLength, io.ErrUnexpectedEOF)
-	}
-	return buf.Bytes(), nil
+	return b, nil
 }
 
 func (s *Store) emptyRange(ctx context.Context, key string, off, length int64) ([]byte, error) {

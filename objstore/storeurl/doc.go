@@ -3,15 +3,19 @@
 //
 //	mem://
 //	file:///var/lib/kwal/objects
-//	s3://bucket/prefix?endpoint=http://127.0.0.1:9000&region=us-east-1&path_style=true&access_key=K&secret_key=S
-//	minio://127.0.0.1:9000/bucket/prefix?secure=false&access_key=K&secret_key=S
+//	s3://bucket/prefix?endpoint=http://127.0.0.1:9000&region=us-east-1&path_style=true
+//	minio://127.0.0.1:9000/bucket/prefix?secure=false
 //
-// s3 parameters: endpoint, region, path_style, access_key, secret_key,
-// directory_bucket, max_attempts, create_bucket. minio parameters: secure,
-// region, access_key, secret_key, max_retries, create_bucket. Unknown
-// parameters are an error. Credentials come from the URL, else from
-// KWAL_S3_ACCESS_KEY and KWAL_S3_SECRET_KEY, else from the client's default
-// chain (AWS_* environment, shared config, instance role).
+// s3 parameters: endpoint, region, path_style, directory_bucket,
+// max_attempts, create_bucket. minio parameters: secure, region,
+// max_retries, create_bucket. Unknown parameters are an error.
+//
+// Credentials never come from the URL (access_key and secret_key are
+// refused with ErrCredentialsInURL: a URL lands on command lines, in
+// config files and logs). They come from KWAL_S3_ACCESS_KEY and
+// KWAL_S3_SECRET_KEY, else, for s3, from the SDK's default chain
+// (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared
+// config, an instance or task role).
 //
 // It lives apart from package objstore because it imports every backend,
 // and the backends import objstore. It does not add decorators; wrap the

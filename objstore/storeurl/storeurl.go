@@ -2,6 +2,7 @@ package storeurl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -107,16 +108,24 @@ func intParam(q url.Values, name string) (int, error) {
 	return n, nil
 }
 
-func creds(q url.Values, o options) (string, string) {
-	ak, sk := q.Get("access_key"), q.Get("secret_key")
-	if ak == "" && sk == "" {
-		ak, sk = o.getenv("KWAL_S3_ACCESS_KEY"), o.getenv("KWAL_S3_SECRET_KEY")
+// ErrCredentialsInURL is returned for a URL carrying access_key or
+// secret_key: a URL ends up on command lines, in config files, process
+// lists and logs. Credentials come from the environment instead.
+var ErrCredentialsInURL = errors.New("storeurl: credentials in the URL are refused; set KWAL_S3_ACCESS_KEY and KWAL_S3_SECRET_KEY, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a profile or instance role) for s3")
+
+func creds(q url.Values, o options) (string, string, error) {
+	if q.Has("access_key") || q.Has("secret_key") {
+		return "", "", ErrCredentialsInURL
 	}
-	return ak, sk
+	return o.getenv("KWAL_S3_ACCESS_KEY"), o.getenv("KWAL_S3_SECRET_KEY"), nil
 }
 
 func openS3(ctx context.Context, u *url.URL, q url.Values, o options) (objstore.Store, error) {
-	if err := known(q, "endpoint", "region", "path_style", "access_key", "secret_key", "directory_bucket", "max_attempts", "create_bucket"); err != nil {
+	ak, sk, err := creds(q, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := known(q, "endpoint", "region", "path_style", "directory_bucket", "max_attempts", "create_bucket"); err != nil {
 		return nil, err
 	}
 	cfg := s3store.Config{
@@ -126,8 +135,7 @@ func openS3(ctx context.Context, u *url.URL, q url.Values, o options) (objstore.
 		Region:     q.Get("region"),
 		HTTPClient: o.httpClient,
 	}
-	cfg.AccessKey, cfg.SecretKey = creds(q, o)
-	var err error
+	cfg.AccessKey, cfg.SecretKey = ak, sk
 	if cfg.PathStyle, err = boolParam(q, "path_style"); err != nil {
 		return nil, err
 	}
@@ -144,7 +152,11 @@ func openS3(ctx context.Context, u *url.URL, q url.Values, o options) (objstore.
 }
 
 func openMinio(ctx context.Context, u *url.URL, q url.Values, o options) (objstore.Store, error) {
-	if err := known(q, "secure", "region", "access_key", "secret_key", "max_retries", "create_bucket"); err != nil {
+	ak, sk, err := creds(q, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := known(q, "secure", "region", "max_retries", "create_bucket"); err != nil {
 		return nil, err
 	}
 	bucket, prefix, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
@@ -152,8 +164,7 @@ func openMinio(ctx context.Context, u *url.URL, q url.Values, o options) (objsto
 	if o.httpClient != nil {
 		cfg.Transport = o.httpClient.Transport
 	}
-	cfg.AccessKey, cfg.SecretKey = creds(q, o)
-	var err error
+	cfg.AccessKey, cfg.SecretKey = ak, sk
 	if cfg.Secure, err = boolParam(q, "secure"); err != nil {
 		return nil, err
 	}

@@ -2,7 +2,9 @@ package storeurl_test
 
 import (
 	"context"
+	"errors"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/kwal/kwal/objstore"
@@ -16,6 +18,26 @@ import (
 
 func noEnv(string) string { return "" }
 
+func keysEnv(k string) string {
+	return map[string]string{"KWAL_S3_ACCESS_KEY": "a", "KWAL_S3_SECRET_KEY": "b"}[k]
+}
+
+// Credentials in the URL are refused, whatever else the URL holds.
+func TestOpenRefusesCredentialsInURL(t *testing.T) {
+	for _, u := range []string{
+		"s3://bkt/p?endpoint=http://127.0.0.1:1&access_key=a&secret_key=b",
+		"s3://bkt?secret_key=b", "minio://127.0.0.1:1/bkt?access_key=a&secret_key=b",
+	} {
+		_, err := storeurl.Open(context.Background(), u, storeurl.WithGetenv(keysEnv))
+		if !errors.Is(err, storeurl.ErrCredentialsInURL) {
+			t.Errorf("Open(%q): %v, want ErrCredentialsInURL", u, err)
+		}
+		if err != nil && (strings.Contains(err.Error(), "=a") || strings.Contains(err.Error(), "=b")) {
+			t.Errorf("error repeats the credentials: %v", err)
+		}
+	}
+}
+
 func TestOpenSchemes(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -25,11 +47,11 @@ func TestOpenSchemes(t *testing.T) {
 	}{
 		{"mem://", (*mem.Store)(nil)},
 		{"file://" + dir, (*fsstore.Store)(nil)},
-		{"s3://bkt/some/prefix?endpoint=http://127.0.0.1:1&path_style=true&access_key=a&secret_key=b", (*s3store.Store)(nil)},
-		{"s3://kwal--use1-az4--x-s3/p?region=us-east-1&access_key=a&secret_key=b", (*s3store.Store)(nil)},
-		{"minio://127.0.0.1:1/bkt/prefix?secure=false&access_key=a&secret_key=b", (*miniostore.Store)(nil)},
+		{"s3://bkt/some/prefix?endpoint=http://127.0.0.1:1&path_style=true", (*s3store.Store)(nil)},
+		{"s3://kwal--use1-az4--x-s3/p?region=us-east-1", (*s3store.Store)(nil)},
+		{"minio://127.0.0.1:1/bkt/prefix?secure=false", (*miniostore.Store)(nil)},
 	} {
-		s, err := storeurl.Open(ctx, tc.url, storeurl.WithGetenv(noEnv))
+		s, err := storeurl.Open(ctx, tc.url, storeurl.WithGetenv(keysEnv))
 		if err != nil {
 			t.Errorf("Open(%q): %v", tc.url, err)
 			continue
@@ -59,8 +81,7 @@ func TestOpenSchemes(t *testing.T) {
 func TestOpenRejects(t *testing.T) {
 	for _, u := range []string{
 		"gcs://bucket", "mem://?x=1", "s3://bkt?bogus=1", "s3://bkt?path_style=maybe",
-		"s3:///prefix?access_key=a&secret_key=b", "minio://host:1/?access_key=a&secret_key=b",
-		"s3://bkt?access_key=a", "file://",
+		"s3:///prefix", "minio://host:1/", "file://",
 	} {
 		if _, err := storeurl.Open(context.Background(), u, storeurl.WithGetenv(noEnv)); err == nil {
 			t.Errorf("Open(%q) succeeded", u)

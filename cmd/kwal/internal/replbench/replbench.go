@@ -159,7 +159,15 @@ type followerLog struct {
 }
 
 func (l followerLog) AppendAsFollower(b []byte) (kafkalog.AppendInfo, error) {
-	info, err := l.Log.AppendAsFollower(b)
+	return l.timed(b, l.Log.AppendAsFollower)
+}
+
+func (l followerLog) AppendVerifiedAsFollower(b []byte) (kafkalog.AppendInfo, error) {
+	return l.timed(b, l.Log.AppendVerifiedAsFollower)
+}
+
+func (l followerLog) timed(b []byte, appendFn func([]byte) (kafkalog.AppendInfo, error)) (kafkalog.AppendInfo, error) {
+	info, err := appendFn(b)
 	if err == nil {
 		now := time.Now()
 		l.r.mu.Lock()
