@@ -189,7 +189,8 @@ User:bob   Read              topic:alice-shared
 	fr := kmsg.NewPtrFetchRequest()
 	fr.ReplicaID, fr.MaxBytes = -1, 1<<20
 	frt := kmsg.NewFetchRequestTopic()
-	frt.Topic = "secret"
+	secret, _ := c.ctrl.Topic("secret")
+	frt.Topic, frt.TopicID = "secret", secret.ID // kgo sends v13+: by id
 	frp := kmsg.NewFetchRequestTopicPartition()
 	frp.PartitionMaxBytes = 1 << 20
 	frt.Partitions = append(frt.Partitions, frp)
@@ -199,7 +200,7 @@ User:bob   Read              topic:alice-shared
 		t.Fatalf("bob fetches secret: %v %+v", err, fresp)
 	}
 	// A replica fetch needs ClusterAction.
-	fr.ReplicaID = 1
+	fr.ReplicaID, fr.ReplicaState.ID = 1, 1 // v15+ carry it in ReplicaState
 	fresp, err = fr.RequestWith(ctx, bob)
 	if err != nil || fresp.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
 		t.Fatalf("bob's replica fetch: %v %+v", err, fresp)

@@ -62,7 +62,20 @@ func (b *Broker) authorize(cs *connState, req kmsg.Request) (deny kmsg.Response,
 			}
 		}, true
 	case *kmsg.FetchRequest:
-		if r.ReplicaID >= 0 {
+		replica := r.ReplicaID
+		if r.Version >= 15 {
+			replica = r.ReplicaState.ID
+		}
+		// v13+ name topics by id: authorize the name the id resolves to;
+		// an unknown id passes, to be answered UNKNOWN_TOPIC_ID.
+		fetchTopic := func(t kmsg.FetchRequestTopic) (string, bool) {
+			if r.Version < 13 {
+				return t.Topic, true
+			}
+			ts, ok := b.topicByID(t.TopicID)
+			return ts.Name, ok
+		}
+		if replica >= 0 {
 			if a.ClusterAllowed(who, OpClusterAction) {
 				return nil, nil, true
 			}
@@ -72,13 +85,16 @@ func (b *Broker) authorize(cs *connState, req kmsg.Request) (deny kmsg.Response,
 			return resp, nil, true
 		}
 		var out []kmsg.FetchRequestTopic
-		r.Topics, out = splitTopics(r.Topics, func(t kmsg.FetchRequestTopic) bool { return topicOK(OpRead, t.Topic) })
-		denied("Fetch", names(out, func(t kmsg.FetchRequestTopic) string { return t.Topic }))
+		r.Topics, out = splitTopics(r.Topics, func(t kmsg.FetchRequestTopic) bool {
+			name, known := fetchTopic(t)
+			return !known || topicOK(OpRead, name)
+		})
+		denied("Fetch", names(out, func(t kmsg.FetchRequestTopic) string { name, _ := fetchTopic(t); return name }))
 		return nil, func(resp kmsg.Response) {
 			fr := resp.(*kmsg.FetchResponse)
 			for _, t := range out {
 				rt := kmsg.NewFetchResponseTopic()
-				rt.Topic = t.Topic
+				rt.Topic, rt.TopicID = t.Topic, t.TopicID
 				for _, p := range t.Partitions {
 					rp := kmsg.NewFetchResponseTopicPartition()
 					rp.Partition, rp.ErrorCode, rp.HighWatermark, rp.LastStableOffset = p.Partition, code, -1, -1
