@@ -199,6 +199,15 @@ User:bob   Read              topic:alice-shared
 	if err != nil || len(fresp.Topics) != 1 || fresp.Topics[0].Partitions[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
 		t.Fatalf("bob fetches secret: %v %+v", err, fresp)
 	}
+	// Metadata v12 by id is authorized by the name the id resolves to.
+	mreq := kmsg.NewPtrMetadataRequest()
+	mrt := kmsg.NewMetadataRequestTopic()
+	mrt.TopicID = secret.ID
+	mreq.Topics = append(mreq.Topics, mrt)
+	mresp, err := mreq.RequestWith(ctx, bob)
+	if err != nil || len(mresp.Topics) != 1 || mresp.Topics[0].ErrorCode != kerr.TopicAuthorizationFailed.Code || mresp.Topics[0].Topic != nil {
+		t.Fatalf("bob's Metadata of secret by id: %v %+v", err, mresp)
+	}
 	// A replica fetch needs ClusterAction.
 	fr.ReplicaID, fr.ReplicaState.ID = 1, 1 // v15+ carry it in ReplicaState
 	fresp, err = fr.RequestWith(ctx, bob)

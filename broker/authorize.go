@@ -316,12 +316,19 @@ func (b *Broker) authorizeMetadata(r *kmsg.MetadataRequest, who string, topicOK 
 	}
 	type refusal struct {
 		name string
+		id   [16]byte // asked by id (v12): answered with a null name, as Kafka
 		code int16
 	}
 	var out []refusal
 	keep := r.Topics[:0]
 	for _, t := range r.Topics {
 		if t.Topic == nil {
+			// By id (v12): authorize the name it resolves to; an unknown
+			// id passes, to be answered UNKNOWN_TOPIC_ID.
+			if ts, ok := b.topicByID(t.TopicID); ok && !topicOK(OpDescribe, ts.Name) {
+				out = append(out, refusal{id: t.TopicID, code: kerr.TopicAuthorizationFailed.Code})
+				continue
+			}
 			keep = append(keep, t)
 			continue
 		}
@@ -329,9 +336,9 @@ func (b *Broker) authorizeMetadata(r *kmsg.MetadataRequest, who string, topicOK 
 		_, exists := b.ctrl.Topic(name)
 		switch {
 		case !topicOK(OpDescribe, name):
-			out = append(out, refusal{name, kerr.TopicAuthorizationFailed.Code})
+			out = append(out, refusal{name: name, code: kerr.TopicAuthorizationFailed.Code})
 		case !exists && !topicOK(OpCreate, name):
-			out = append(out, refusal{name, kerr.UnknownTopicOrPartition.Code})
+			out = append(out, refusal{name: name, code: kerr.UnknownTopicOrPartition.Code})
 		default:
 			keep = append(keep, t)
 		}
@@ -345,7 +352,10 @@ func (b *Broker) authorizeMetadata(r *kmsg.MetadataRequest, who string, topicOK 
 		for _, o := range out {
 			mt := kmsg.NewMetadataResponseTopic()
 			name := o.name
-			mt.Topic, mt.ErrorCode = &name, o.code
+			mt.Topic, mt.TopicID, mt.ErrorCode = &name, o.id, o.code
+			if o.name == "" {
+				mt.Topic = nil
+			}
 			mr.Topics = append(mr.Topics, mt)
 		}
 	}
