@@ -190,6 +190,7 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 		}
 		for _, e := range expand {
 			b.logger.Info("expanding ISR", "partition", e.p.tp, "isr", e.isr)
+			b.events.isrExpands.Add(1)
 			b.alterISR(e.p, e.isr)
 		}
 	}

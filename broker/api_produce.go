@@ -85,18 +85,20 @@ func (o *produceOp) TryComplete() bool {
 			continue
 		}
 		rp := &o.resp.Topics[w.ti].Partitions[w.pi]
-		st, leader := w.p.snapshot()
-		switch {
-		case o.b.partition(w.tp) != w.p || !leader || st.LeaderEpoch != w.epoch || !o.b.leaseValid():
+		if o.b.partition(w.tp) != w.p || !o.b.leaseValid() {
 			rp.ErrorCode, w.done = kerr.NotLeaderForPartition.Code, true
-		case w.p.log.HighWatermark() >= w.required:
-			if len(st.ISR) < int(w.p.minISR.Load()) {
-				rp.ErrorCode = kerr.NotEnoughReplicasAfterAppend.Code
-			}
-			w.done = true
-		default:
-			all = false
+			continue
 		}
+		// The HW and min.insync.replicas rule is the leader machine's.
+		done, err := w.p.ackDone(w.epoch, w.required)
+		if !done {
+			all = false
+			continue
+		}
+		if err != nil {
+			rp.ErrorCode = err.Code
+		}
+		w.done = true
 	}
 	return all
 }

@@ -50,6 +50,7 @@ type Broker struct {
 	unsubscribe func()
 	reqs        requestCounters
 	events      eventCounters
+	changes     changeFeed // see Changed
 	stop        chan struct{}
 	wg          sync.WaitGroup
 
@@ -290,9 +291,19 @@ func (b *Broker) wake(tp TopicPartition) {
 	b.produceWait.CheckAndComplete(tp)
 }
 
+// Changed returns a channel closed at the next change of what this
+// broker serves: a partition log's end, high watermark, start offset or
+// segments (appends, truncation, retention, DeleteRecords, compaction), a
+// topic state applied, or a group coordinator change (a group stepped, an
+// offset commit applied, a coordinator partition loaded or unloaded).
+// Take the channel, check the state, then wait: a change in between is
+// not missed. Tests wait on it instead of polling.
+func (b *Broker) Changed() <-chan struct{} { return b.changes.Changed() }
+
 // applyTopic is the controller subscription: it takes up, changes the
 // role of, or drops this broker's replicas of ts.
 func (b *Broker) applyTopic(ts TopicState) {
+	defer b.changes.Signal()
 	b.mu.Lock()
 	closed := b.mu.closed
 	b.mu.Unlock()
@@ -378,6 +389,7 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, ts Topic
 		ProducerIDExpirationMs:       b.cfg.ProducerIDExpiration.Milliseconds(),
 		Clock:                        b.clock,
 		Logger:                       b.logger,
+		OnChange:                     b.changes.Signal,
 	}
 	// Values were checked at creation (checkTopicConfigs).
 	set := b.partitionSettings(ts.Configs)
@@ -459,12 +471,19 @@ func (b *Broker) everyOn(t clock.Timer, period time.Duration, fn, armed func()) 
 	}
 }
 
+// ISRProposals counts the ISR shrinks and expands this broker proposed
+// as leader since it started (kwal_isr_proposals_total).
+func (b *Broker) ISRProposals() (shrinks, expands int64) {
+	return b.events.isrShrinks.Load(), b.events.isrExpands.Load()
+}
+
 // shrinkISRs proposes smaller ISRs for partitions with lagging followers.
 func (b *Broker) shrinkISRs() {
 	now := b.clock.Now()
 	for _, p := range b.partitionsSnapshot() {
 		if isr := p.shrinkProposal(now); isr != nil {
 			b.logger.Info("shrinking ISR", "partition", p.tp, "isr", isr)
+			b.events.isrShrinks.Add(1)
 			b.alterISR(p, isr)
 		}
 	}

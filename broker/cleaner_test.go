@@ -85,7 +85,7 @@ func TestCompactedTopicOnEveryReplica(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, c.sources()...)
 	var ends []int64
 	for _, b := range c.brokers {
 		res := b.CleanLogs()
@@ -230,7 +230,7 @@ func TestRetentionFollowsCleanupPolicy(t *testing.T) {
 			}
 		}
 		l := mustLog(t, c.brokers[0], TopicPartition{Topic: topic})
-		waitFor(t, "the high watermark at the log end", 10*time.Second, func() bool { return l.HighWatermark() == l.LogEndOffset() })
+		waitFor(t, "the high watermark at the log end", 10*time.Second, func() bool { return l.HighWatermark() == l.LogEndOffset() }, c.sources()...)
 		c.brokers[0].enforceRetention()
 		if moved := l.LogStartOffset() > 0; moved != tc.purges {
 			t.Fatalf("cleanup.policy=%s: log start %d after retention (want purged=%v)", tc.policy, l.LogStartOffset(), tc.purges)

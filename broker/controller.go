@@ -163,6 +163,7 @@ func (c *LivenessConfig) fill() {
 // its clock; CheckLiveness fences the silent ones.
 type MemController struct {
 	notifyMu sync.Mutex // serialises notifications, taken before mu
+	changes  changeFeed // signalled after each record is applied and notified
 	mu       struct {
 		sync.Mutex
 		st       *clusterState
@@ -279,8 +280,14 @@ func (c *MemController) commit(rec stateRecord, logger *slog.Logger) (applyResul
 			fn(cloneTopic(&snap))
 		}
 	}
+	c.changes.Signal()
 	return res, res.err
 }
+
+// Changed returns a channel closed once the next record (a topic, ISR or
+// leader change, a registration, a fence) is applied and its subscribers
+// notified.
+func (c *MemController) Changed() <-chan struct{} { return c.changes.Changed() }
 
 func (c *MemController) logger() *slog.Logger {
 	c.mu.Lock()

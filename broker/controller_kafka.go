@@ -403,6 +403,14 @@ func (c *KafkaController) applyRecord(r *kgo.Record) {
 	}
 }
 
+// Changed returns a channel closed once the next record of the cluster
+// state log is applied (before its subscribers are notified).
+func (c *KafkaController) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.advance
+}
+
 // waitApplied returns once every record before offset has been applied.
 func (c *KafkaController) waitApplied(ctx context.Context, offset int64) error {
 	for {

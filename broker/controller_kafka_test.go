@@ -155,7 +155,7 @@ func TestKafkaControllerTwoProcesses(t *testing.T) {
 	if _, err := a.CreateTopic(TopicSpec{Name: "from-a", Partitions: 3, ReplicationFactor: 2}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b to learn from-a", 20*time.Second, func() bool { _, ok := b.Topic("from-a"); return ok })
+	waitFor(t, "b to learn from-a", 20*time.Second, func() bool { _, ok := b.Topic("from-a"); return ok }, a, b)
 
 	// Concurrent creation of one name with different specs: one winner.
 	for round := range 5 {
@@ -219,7 +219,7 @@ func TestKafkaControllerTwoProcesses(t *testing.T) {
 	}
 	waitFor(t, "a and b to agree", 20*time.Second, func() bool {
 		return reflect.DeepEqual(mustTopic(t, a, "from-a"), mustTopic(t, b, "from-a"))
-	})
+	}, a, b)
 	if got := mustTopic(t, b, "from-a").Partitions[0]; got.PartitionEpoch != ps0.PartitionEpoch+1 {
 		t.Fatalf("after one applied AlterISR: %+v", got)
 	}

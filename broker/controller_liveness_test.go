@@ -90,7 +90,7 @@ func TestKafkaControllerFencesThroughTheLog(t *testing.T) {
 		}
 		return false
 	}
-	waitFor(t, "broker 3 fenced", 30*time.Second, func() bool { return fenced(a) && fenced(b) })
+	waitFor(t, "broker 3 fenced", 30*time.Second, func() bool { return fenced(a) && fenced(b) }, a, b)
 	for _, r := range a.Registrations() {
 		if r.ID != 3 && r.Fenced {
 			t.Fatalf("broker %d fenced too", r.ID)

@@ -72,7 +72,7 @@ func TestAdminDeleteRecords(t *testing.T) {
 		waitFor(t, "segments below the log start deleted", 10*time.Second, func() bool {
 			l, _ := b.PartitionLog(tp)
 			return len(l.Segments()) == 1
-		})
+		}, c.sources()...)
 	}
 
 	createTopic(t, cl, "compact-only", 1, 1, map[string]string{"cleanup.policy": "compact"})

@@ -127,7 +127,9 @@
 // actions. partition.go drives a replica.Leader while this broker leads:
 // followerFetched (FollowerFetch: follower progress, ISR expansion),
 // maybeAdvanceHW (where the HW advances; publishHW applies AdvanceHW to the
-// log), shrinkProposal (Tick, run by the ISR loop:
+// log and reports HWApplied), ackDone (AckDone: the only acks=all
+// completion rule, which api_produce.go's produce operation asks),
+// shrinkProposal (Tick, run by the ISR loop shrinkISRs in broker.go:
 // where the ISR shrinks) and applyState (a new Leader per leader epoch,
 // ISRChanged for the controller's answers). fetcher.go drives one
 // replica.Follower per followed partition and epoch: it sends the
@@ -298,6 +300,12 @@
 // stops fetchers, the ISR, retention and producer-expiration loops, the
 // accept loop and the connections, then
 // completes waiting operations and closes the logs.
+//
+// Broker.Changed is a broadcast (changeFeed) closed at the next change of
+// what the broker serves: a log change (kafkalog Config.OnChange), a
+// topic state applied, a group coordinator change (group Config.OnChange).
+// MemController and KafkaController have their own Changed. Tests wait on
+// these (waitFor in helpers_test.go) instead of polling.
 //
 // # Zero-copy fetch
 //

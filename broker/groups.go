@@ -130,8 +130,9 @@ func (b *Broker) startGroups() error {
 		},
 		Storage:          offsetsStorage{b},
 		OffsetsRetention: gc.OffsetsRetention, OffsetsRetentionCheckInterval: gc.OffsetsRetentionCheckInterval,
-		Clock:  b.clock,
-		Logger: b.logger.With("component", "group-coordinator"),
+		Clock:    b.clock,
+		Logger:   b.logger.With("component", "group-coordinator"),
+		OnChange: b.changes.Signal,
 	})
 	if err != nil {
 		return err

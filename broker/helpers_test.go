@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -116,17 +117,42 @@ func createTopic(t testing.TB, cl *kgo.Client, name string, partitions int32, rf
 	}
 }
 
-// waitFor polls cond (real time: the cluster runs on the real clock)
-// until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+// changeSource is something whose changes a test waits on: a Broker, a
+// controller, or a test's own changeFeed.
+type changeSource interface{ Changed() <-chan struct{} }
+
+// waitFor waits until cond holds: it evaluates cond now and again after
+// each change of any of srcs (taking their channels before each check, so
+// no change is missed), never polling. d only bounds a hung test.
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool, srcs ...changeSource) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
+	if len(srcs) == 0 {
+		t.Fatalf("waitFor %s: nothing to wait on", what)
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	cases := make([]reflect.SelectCase, len(srcs)+1)
+	cases[0] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)}
+	for {
+		for i, s := range srcs {
+			cases[i+1] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.Changed())}
+		}
+		if cond() {
+			return
+		}
+		if i, _, _ := reflect.Select(cases); i == 0 {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// sources is every broker and the controller of the cluster.
+func (c *testCluster) sources() []changeSource {
+	out := []changeSource{c.ctrl}
+	for _, b := range c.brokers {
+		out = append(out, b)
+	}
+	return out
 }
 
 func consumeBytes(l *ledger.Ledger, component string) int64 {

@@ -187,7 +187,7 @@ func TestPreferredLeaderReturns(t *testing.T) {
 	waitFor(t, "the preferred leader back", 20*time.Second, func() bool {
 		ts, _ := c.ctrl.Topic("pref")
 		return ts.Partitions[0].Leader == pref
-	})
+	}, c.sources()...)
 	ts, _ = c.ctrl.Topic("pref")
 	if ts.Partitions[0].LeaderEpoch != 2 {
 		t.Fatalf("leader epoch %d after moving away and back, want 2", ts.Partitions[0].LeaderEpoch)
@@ -200,7 +200,7 @@ func TestPreferredLeaderReturns(t *testing.T) {
 	waitFor(t, "a leader other than the stopped one", 20*time.Second, func() bool {
 		ts, _ := c.ctrl.Topic("pref")
 		return ts.Partitions[0].Leader != pref && ts.Partitions[0].Leader >= 0
-	})
+	}, c.sources()...)
 	ts, _ = c.ctrl.Topic("pref")
 	if slices.Contains(ts.Partitions[0].ISR, pref) {
 		t.Fatalf("fenced broker %d still in the ISR: %+v", pref, ts.Partitions[0])

@@ -35,6 +35,9 @@ type eventCounters struct {
 	// zeroCopyBytes, zeroCopySections: fetched record bytes sent from a
 	// segment file with sendfile, and the sections fully sent so.
 	zeroCopyBytes, zeroCopySections atomic.Int64
+	// isrShrinks, isrExpands: ISR changes this broker proposed as leader
+	// (AlterPartition), whether the controller took them or not.
+	isrShrinks, isrExpands atomic.Int64
 }
 
 // Collector exposes a broker's state as Prometheus metrics, read at scrape
@@ -65,12 +68,13 @@ var (
 	descHW         = prometheus.NewDesc("kwal_partition_high_watermark", "High watermark of each local replica.", []string{"topic", "partition", "role"}, nil)
 	descDuplicates = prometheus.NewDesc("kwal_idempotent_duplicate_batches_total", "Idempotent batches already in the log, answered with their original offsets.", nil, nil)
 	descRetention  = prometheus.NewDesc("kwal_retention_deleted_segments_total", "Segments deleted by local retention (retention.ms, retention.bytes).", nil, nil)
+	descISR        = prometheus.NewDesc("kwal_isr_proposals_total", "ISR changes proposed by this broker as leader, by kind (shrink: lagging followers out; expand: a caught-up follower in).", []string{"kind"}, nil)
 	descZeroCopy   = prometheus.NewDesc("kwal_fetch_zero_copy_bytes_total", "Fetched record bytes sent from segment files with sendfile (no user-space copy).", nil, nil)
 )
 
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRequests, descTransfer, descPurgatory, descWatchers, descExpired, descStore,
-		descStoreBytes, descLogEnd, descHW, descDuplicates, descRetention, descConns, descConnEvents, descZeroCopy} {
+		descStoreBytes, descLogEnd, descHW, descDuplicates, descRetention, descConns, descConnEvents, descZeroCopy, descISR} {
 		ch <- d
 	}
 	c.b.cfg.Stages.Describe(ch)
@@ -100,6 +104,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descConnEvents, float64(b.limits.evicted.Load()), "closed_for_inter_broker")
 	counter(descConnEvents, float64(b.conns.acceptErrors.Load()), "accept_error")
 	counter(descZeroCopy, float64(b.events.zeroCopyBytes.Load()))
+	counter(descISR, float64(b.events.isrShrinks.Load()), "shrink")
+	counter(descISR, float64(b.events.isrExpands.Load()), "expand")
 
 	snap := b.ledger.Snapshot()
 	type key struct {

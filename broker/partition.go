@@ -122,12 +122,24 @@ func leaderActions(acts []replica.Action) (hw int64, propose []int32) {
 }
 
 // publishHW sets the log's high watermark to hw (an AdvanceHW of the
-// leader machine; -1: nothing) unless a later advance got there first, and
-// reports whether it moved. Caller does not hold mu.
+// leader machine; -1: nothing) unless a later advance got there first,
+// tells the machine what the log now shows (HWApplied, which acks=all
+// completion waits for), and reports whether it moved. Caller does not
+// hold mu.
 func (p *partition) publishHW(hw int64) bool {
 	if hw < 0 {
 		return false
 	}
+	moved := p.setLogHW(hw)
+	p.mu.Lock()
+	if p.mu.leader != nil {
+		p.mu.leader.HWApplied(p.log.HighWatermark())
+	}
+	p.mu.Unlock()
+	return moved
+}
+
+func (p *partition) setLogHW(hw int64) bool {
 	p.hwMu.Lock()
 	defer p.hwMu.Unlock()
 	if hw <= p.log.HighWatermark() {
@@ -138,6 +150,20 @@ func (p *partition) publishHW(hw int64) bool {
 		return false
 	}
 	return true
+}
+
+// ackDone is the completion of an acks=all produce appended at leader
+// epoch epoch that needs the HW at required: the leader machine's
+// AckDone, or NOT_LEADER_OR_FOLLOWER once this replica no longer leads
+// that epoch.
+func (p *partition) ackDone(epoch int32, required int64) (bool, *kerr.Error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.mu.leader
+	if l == nil || l.LeaderEpoch() != epoch {
+		return true, kerr.NotLeaderForPartition
+	}
+	return l.AckDone(required)
 }
 
 func (p *partition) snapshot() (PartitionState, bool) {

@@ -235,7 +235,7 @@ func TestAdminCreatePartitions(t *testing.T) {
 	waitFor(t, "metadata showing 3 partitions", 10*time.Second, func() bool {
 		td, err := adm.ListTopics(adminCtx(t), topic)
 		return err == nil && len(td[topic].Partitions) == 3
-	})
+	}, c.sources()...)
 	produceTo(t, cl, topic, 2, value(1), value(2))
 	recs := consumeAll(t, c, topic, 2)
 	if recs[0].Partition != 2 || recs[1].Offset != 1 {
@@ -298,7 +298,7 @@ func TestAdminAlterTopicConfigs(t *testing.T) {
 		waitFor(t, "replica caught up", 10*time.Second, func() bool {
 			st, _ := b.PartitionStatus(tp)
 			return st.LogEnd == 40
-		})
+		}, c.sources()...)
 		l, _ := b.PartitionLog(tp)
 		if n := len(l.Segments()); n < 10 {
 			t.Errorf("broker %d: %d segments after 40 x 200 B with segment.bytes=1024", b.info.ID, n)

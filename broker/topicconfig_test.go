@@ -59,7 +59,7 @@ func TestTopicConfigsHonoured(t *testing.T) {
 	want, _ := ll.Read(0, 1<<20)
 	for _, rid := range ts.Partitions[0].Replicas {
 		l, _ := c.broker(rid).PartitionLog(tp)
-		waitFor(t, "follower caught up", 10*time.Second, func() bool { return l.LogEndOffset() == 1 })
+		waitFor(t, "follower caught up", 10*time.Second, func() bool { return l.LogEndOffset() == 1 }, c.sources()...)
 		got, _ := l.Read(0, 1<<20)
 		if !bytes.Equal(got, want) {
 			t.Fatalf("broker %d holds different bytes than the leader", rid)
@@ -77,7 +77,7 @@ func TestTopicConfigsHonoured(t *testing.T) {
 		waitFor(t, "retention.bytes to delete old segments", 20*time.Second, func() bool {
 			st, _ := b.PartitionStatus(TopicPartition{Topic: "bounded", Partition: 0})
 			return st.LogStart > 40 && st.LogEnd == 60
-		})
+		}, c.sources()...)
 	}
 	start := consumeAll(t, c, "bounded", 1)[0].Offset
 	if start <= 40 {

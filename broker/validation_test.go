@@ -126,7 +126,7 @@ func TestProduceValidatesCompressedBatches(t *testing.T) {
 	// the good records, then check they hold nothing more.
 	for _, b := range c.brokers {
 		fl, _ := b.PartitionLog(tp)
-		waitFor(t, "follower catch-up", 10*time.Second, func() bool { return fl.LogEndOffset() >= leo })
+		waitFor(t, "follower catch-up", 10*time.Second, func() bool { return fl.LogEndOffset() >= leo }, c.sources()...)
 		if fl.LogEndOffset() != leo {
 			t.Fatalf("broker %d log end %d, want %d", b.cfg.BrokerID, fl.LogEndOffset(), leo)
 		}

@@ -3,7 +3,6 @@ package follower
 import (
 	"cmp"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,39 +15,22 @@ import (
 // out what comes back.
 
 // epochEnd is the leader's answer to EndOffsetForEpoch.
-type epochEnd struct {
-	found int32
-	end   int64
-}
+type epochEnd = replica.EpochAnswer
 
-// verdict is what fencing says about one slice.
-type verdict int
+// verdict is what fencing says about one slice (replica.Verdict).
+type verdict = replica.Verdict
 
 const (
-	usable verdict = iota // may be appended
-	wait                  // from an epoch newer than the known leader epoch
-	fenced                // from a cut-off part of an older epoch: never appended
-	ask                   // the leader's end for the slice's epoch is not known yet
+	usable = replica.Usable // may be appended
+	wait   = replica.Wait   // from an epoch newer than the known leader epoch
+	fenced = replica.Fenced // from a cut-off part of an older epoch: never appended
+	ask    = replica.Ask    // the leader's end for the slice's epoch is not known yet
 )
 
 // judge fences a slice of epoch e.LeaderEpoch covering [base, last]:
-// replica.JudgeSlice, the one model of remote-WAL fencing, with the
-// leader's answer for that epoch looked up in fence.
+// replica.JudgeRemote, the one model of remote-WAL fencing.
 func judge(epoch int32, last int64, leaderEpoch, localEpoch int32, fence map[int32]epochEnd) verdict {
-	var a epochEnd
-	ok := false
-	if epoch < leaderEpoch { // only an older epoch's verdict reads the answer
-		a, ok = fence[epoch]
-	}
-	switch replica.JudgeSlice(epoch, last, leaderEpoch, localEpoch, replica.EpochAnswer{Epoch: a.found, EndOffset: a.end}, ok) {
-	case replica.Wait:
-		return wait
-	case replica.Fenced:
-		return fenced
-	case replica.Ask:
-		return ask
-	}
-	return usable
+	return replica.JudgeRemote(epoch, last, leaderEpoch, localEpoch, fence)
 }
 
 // slotState is what the driver is doing with one slice.
@@ -72,8 +54,9 @@ type slot struct {
 	// batchesOK: raw's batches were validated with its CRC32C (one pass,
 	// kafkalog.ValidateBatchesCRC32C), so the append need not again.
 	batchesOK bool
-	listed    bool   // in the partition's sorted slots (else kept only while reading)
-	mark      uint64 // the refresh that last saw it in the index
+	listed    bool                // in the partition's sorted slots (else kept only while reading)
+	mark      uint64              // the refresh that last saw it in the index
+	rs        replica.RemoteSlice // Entry as the planner reads it (newSlot)
 }
 
 // chainCmp orders slices the way a chain takes them: by base offset, the
@@ -94,41 +77,24 @@ func chainCmp(a, b *Located) int {
 
 func slotCmp(a, b *slot) int { return chainCmp(&a.Located, &b.Located) }
 
-// summary is what decide needs from every slot at or above the log end,
-// not only from the chain it walks: the highest end the index knows and
-// the epochs to ask the leader about. It depends on the slots, the leader
-// epoch, the local epoch and the fence answers, so the driver keeps it
-// until one of those changes. As the log end moves up the target stays
-// right (a slot it counted that is now below the log end cannot raise it
-// past the log end); the driver computes it again when there are epochs
-// to ask about, so it does not ask about slots the log end passed.
-type summary struct {
-	Target int64   // the largest LastOffset+1 of a usable or waiting slot, 0 if none
-	Ask    []int32 // slot epochs whose end to ask the leader, sorted
-	Fenced int     // slots fenced off
+// newSlot makes the slot of a listed slice.
+func newSlot(l Located) *slot {
+	return &slot{Located: l, rs: replica.RemoteSlice{BaseOffset: l.Entry.BaseOffset, LastOffset: l.Entry.LastOffset, LeaderEpoch: l.Entry.LeaderEpoch, Length: l.Entry.Length}}
 }
+
+// RemoteSlice and Busy make a slot a replica.RemoteSlot.
+func (s *slot) RemoteSlice() *replica.RemoteSlice { return &s.rs }
+func (s *slot) Busy() bool                        { return s.state != idle }
+
+var _ replica.RemoteSlot = (*slot)(nil)
+
+// summary is replica.RemoteSummary: what the plan needs from every slot
+// at or above the log end (see there for when to compute it again).
+type summary = replica.RemoteSummary
 
 // summarize computes the summary of slots at or above leo.
 func summarize(slots []*slot, leo int64, leaderEpoch, localEpoch int32, fence map[int32]epochEnd) summary {
-	var s summary
-	for _, sl := range slots {
-		e := &sl.Entry
-		if e.LastOffset < leo {
-			continue
-		}
-		switch judge(e.LeaderEpoch, e.LastOffset, leaderEpoch, localEpoch, fence) {
-		case usable, wait:
-			s.Target = max(s.Target, e.LastOffset+1)
-		case fenced:
-			s.Fenced++
-		case ask:
-			if !slices.Contains(s.Ask, e.LeaderEpoch) {
-				s.Ask = append(s.Ask, e.LeaderEpoch)
-			}
-		}
-	}
-	slices.Sort(s.Ask)
-	return s
+	return replica.SummarizeRemote(slots, leo, leaderEpoch, localEpoch, fence)
 }
 
 // partView is the driver's state of one partition, as decide reads it.
@@ -142,15 +108,17 @@ type partView struct {
 	Slots []*slot
 	Sum   summary // of Slots, see summarize
 	Fence map[int32]epochEnd
-	// Scratch is reused for partDecision.Read.
+	// Scratch and ReadIdx are reused for partDecision.Read.
 	Scratch       []*slot
+	ReadIdx       []int
 	Failures      int
 	RetryAt       time.Time
 	StuckSince    time.Time
 	FallbackUntil int64
 }
 
-// partDecision is what to do next for one partition.
+// partDecision is what to do next for one partition (replica.RemotePlan
+// with the slots to read and the fallback cause in this package's terms).
 type partDecision struct {
 	Read          []*slot   // chain slices to read now, in offset order
 	Ask           []int32   // slice epochs whose end to ask the leader
@@ -161,119 +129,31 @@ type partDecision struct {
 	WakeAt        time.Time // zero: nothing timed
 	Target        int64     // the highest end known (leader, index)
 	Fenced        int       // slices at or above the log end fenced off
+	readIdx       []int     // the plan's Read, for the next ReadIdx
 }
 
-// decide is the follower's per-partition policy. It walks the chain of
-// usable slots from the log end only as far as the read-ahead reaches, so
-// its cost does not grow with the backlog; only a partition stuck past the
-// gap timeout looks further.
+// gapCauses maps replica's gap causes to the reported ones.
+var gapCauses = [...]Cause{replica.NoGap: "", replica.GapLag: CauseMetadataLag, replica.GapHole: CauseMetadataGap,
+	replica.GapFenced: CauseFenced, replica.GapFutureEpoch: CauseFutureEpoch}
+
+// decide is the follower's per-partition policy: replica.PlanRemote, the
+// one model of what a remote-WAL follower does next; the driver carries
+// out the decision.
 func decide(now time.Time, v partView, cfg *Config) partDecision {
-	d := partDecision{FallbackUntil: v.FallbackUntil, Target: max(v.Leader.LogEnd, v.Sum.Target), Ask: v.Sum.Ask, Fenced: v.Sum.Fenced}
-	wake := func(t time.Time) {
-		if d.WakeAt.IsZero() || t.Before(d.WakeAt) {
-			d.WakeAt = t
+	p := replica.PlanRemote(now, replica.RemoteView{
+		LEO: v.LEO, LeaderEpoch: v.Leader.Epoch, LeaderLogEnd: v.Leader.LogEnd, LocalEpoch: v.LocalEpoch,
+		Summary: v.Sum, Fence: v.Fence, Failures: v.Failures, RetryAt: v.RetryAt, StuckSince: v.StuckSince, FallbackUntil: v.FallbackUntil,
+	}, v.Slots, replica.RemoteLimits{ReadAheadBytes: cfg.ReadAheadBytes, GapTimeout: cfg.GapTimeout, MaxReadAttempts: cfg.MaxReadAttempts}, v.ReadIdx)
+	d := partDecision{Ask: p.Ask, StuckSince: p.StuckSince, Fallback: p.Fallback, FallbackUntil: p.FallbackUntil,
+		GapCause: gapCauses[p.GapCause], WakeAt: p.WakeAt, Target: p.Target, Fenced: p.Fenced}
+	if len(p.Read) > 0 {
+		read := v.Scratch[:0]
+		for _, i := range p.Read {
+			read = append(read, v.Slots[i])
 		}
-	}
-	retry := now.Before(v.RetryAt)
-	if v.FallbackUntil > v.LEO {
-		d.Fallback = true
-	}
-	// The chain: the usable slots that continue the log without a gap, as
-	// Chain takes them. The read-ahead counts it from the log end, busy
-	// slots included, so the slot at the log end is always read: slots
-	// waiting above it can never starve it.
-	need, n := v.LEO, 0
-	var ahead int64
-	read := v.Scratch[:0]
-	for _, s := range v.Slots {
-		e := &s.Entry
-		if e.LastOffset < need {
-			continue // in the log, or covered by the chain
-		}
-		if e.BaseOffset > need {
-			break // a gap: everything above it waits
-		}
-		if judge(e.LeaderEpoch, e.LastOffset, v.Leader.Epoch, v.LocalEpoch, v.Fence) != usable {
-			continue
-		}
-		n++
-		need = e.LastOffset + 1
-		if n == 1 {
-			if !d.Fallback && v.Failures >= cfg.MaxReadAttempts {
-				d.Fallback = true
-				d.FallbackUntil = e.LastOffset + 1
-			}
-			if retry {
-				break
-			}
-		}
-		if d.Fallback && e.LastOffset < d.FallbackUntil {
-			continue // the leader serves these
-		}
-		if n > 1 && ahead >= cfg.ReadAheadBytes {
-			break
-		}
-		ahead += e.Length
-		if s.state == idle {
-			read = append(read, s)
-		}
-	}
-	if n == 0 && !d.Fallback && d.Target > v.LEO && len(d.Ask) == 0 {
-		d.StuckSince = v.StuckSince
-		if d.StuckSince.IsZero() {
-			d.StuckSince = now
-		}
-		if now.Sub(d.StuckSince) < cfg.GapTimeout {
-			wake(d.StuckSince.Add(cfg.GapTimeout))
-		} else {
-			d.Fallback = true
-			d.FallbackUntil, d.GapCause = gapFallback(v, d.Target)
-		}
-	}
-	if retry {
-		wake(v.RetryAt)
-		return d
-	}
-	if len(read) > 0 {
-		d.Read = read
+		d.Read, d.readIdx = read, p.Read
 	}
 	return d
-}
-
-// gapFallback says, for a partition with nothing usable at its log end,
-// up to where the leader must serve it (the first usable slot above the
-// log end, else target) and why.
-func gapFallback(v partView, target int64) (until int64, cause Cause) {
-	until = target
-	var fencedAtLEO, waitAtLEO bool
-	for _, s := range v.Slots {
-		e := &s.Entry
-		if e.LastOffset < v.LEO {
-			continue
-		}
-		switch judge(e.LeaderEpoch, e.LastOffset, v.Leader.Epoch, v.LocalEpoch, v.Fence) {
-		case usable:
-			if e.BaseOffset > v.LEO {
-				until = min(until, e.BaseOffset)
-			}
-		case fenced:
-			fencedAtLEO = fencedAtLEO || e.BaseOffset <= v.LEO
-		case wait:
-			waitAtLEO = waitAtLEO || e.BaseOffset <= v.LEO
-		}
-		if e.BaseOffset > v.LEO && until < target {
-			break // sorted by base: the first usable slot above was found
-		}
-	}
-	switch {
-	case fencedAtLEO:
-		return until, CauseFenced
-	case waitAtLEO:
-		return until, CauseFutureEpoch
-	case until < target:
-		return until, CauseMetadataGap
-	}
-	return until, CauseMetadataLag
 }
 
 // trimTo returns the whole batches of raw from the one whose base offset

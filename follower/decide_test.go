@@ -13,7 +13,7 @@ import (
 )
 
 func TestJudge(t *testing.T) {
-	fence := map[int32]epochEnd{3: {3, 100}, 4: {2, 150}}
+	fence := map[int32]epochEnd{3: {Epoch: 3, EndOffset: 100}, 4: {Epoch: 2, EndOffset: 150}}
 	tests := []struct {
 		name          string
 		epoch         int32
@@ -69,7 +69,8 @@ type testDecision struct {
 func slotsOf(ls []Located, busy map[sliceID]int64) []*slot {
 	var out []*slot
 	for _, l := range ls {
-		s := &slot{Located: l, listed: true}
+		s := newSlot(l)
+		s.listed = true
 		if _, ok := busy[sliceID{l.Key, l.Entry.Position}]; ok {
 			s.state = reading
 		}
@@ -156,7 +157,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "a fenced slice at the log end",
-			v: testView{LEO: 0, Leader: leader, Slices: []Located{l("o", 0, 9, 1)}, Fence: map[int32]epochEnd{1: {1, 5}},
+			v: testView{LEO: 0, Leader: leader, Slices: []Located{l("o", 0, 9, 1)}, Fence: map[int32]epochEnd{1: {Epoch: 1, EndOffset: 5}},
 				StuckSince: now.Add(-time.Second)},
 			want: testDecision{StuckSince: now.Add(-time.Second), Fallback: true, FallbackUntil: 40, GapCause: CauseFenced, Target: 40, Fenced: 1},
 		},
@@ -234,11 +235,11 @@ func TestTruncationOffset(t *testing.T) {
 		leader map[int32]epochEnd // answers by requested epoch
 		want   int64
 	}{
-		{"same history", map[int32]epochEnd{4: {4, 120}}, leo},
-		{"leader ended our latest epoch early", map[int32]epochEnd{4: {4, 90}}, 90},
-		{"leader never had our latest epoch", map[int32]epochEnd{4: {-1, -1}, 3: {3, 60}}, 60},
-		{"leader answers an older epoch: bounded by our end of it", map[int32]epochEnd{4: {2, 70}, 1: {1, 60}}, 50},
-		{"leader knows none of our epochs", map[int32]epochEnd{4: {-1, -1}, 3: {-1, -1}, 1: {-1, -1}}, 0},
+		{"same history", map[int32]epochEnd{4: {Epoch: 4, EndOffset: 120}}, leo},
+		{"leader ended our latest epoch early", map[int32]epochEnd{4: {Epoch: 4, EndOffset: 90}}, 90},
+		{"leader never had our latest epoch", map[int32]epochEnd{4: {Epoch: -1, EndOffset: -1}, 3: {Epoch: 3, EndOffset: 60}}, 60},
+		{"leader answers an older epoch: bounded by our end of it", map[int32]epochEnd{4: {Epoch: 2, EndOffset: 70}, 1: {Epoch: 1, EndOffset: 60}}, 50},
+		{"leader knows none of our epochs", map[int32]epochEnd{4: {Epoch: -1, EndOffset: -1}, 3: {Epoch: -1, EndOffset: -1}, 1: {Epoch: -1, EndOffset: -1}}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -247,7 +248,7 @@ func TestTruncationOffset(t *testing.T) {
 				if !ok {
 					t.Fatalf("asked about epoch %d", e)
 				}
-				return a.found, a.end, nil
+				return a.Epoch, a.EndOffset, nil
 			})
 			if err != nil || got != tt.want {
 				t.Fatalf("got %d, %v; want %d", got, err, tt.want)

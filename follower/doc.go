@@ -61,7 +61,9 @@
 // woken by the Index's Changed channel, its clock timer, Notify, commands
 // (AddPartition, RemovePartition) and completions. Its work per wake-up
 // does not grow with a partition's backlog: it reads the index again only
-// after Changed fired, the policy (decide) walks the sorted slices from
+// after Changed fired, the policy (decide, which is replica.PlanRemote:
+// the one model of what a remote-WAL follower does next, with its
+// data-driven scripts in replica/testdata/remote) walks the sorted slices from
 // the log end only as far as the read-ahead, the facts that need every
 // slice (the highest end known, the epochs to ask about) are kept until
 // the slices, the epochs or the fence answers change, and only the slices

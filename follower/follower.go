@@ -125,6 +125,7 @@ type part struct {
 	byID     map[sliceID]*slot
 	stale    bool
 	scratch  []*slot   // decide's Read
+	readIdx  []int     // replica.PlanRemote's Read, reused
 	chainBuf []Located // step's chain for PlanChains
 	slotsVer uint64
 	// sum summarizes slots for the key below; fenceVer counts changes of
@@ -363,7 +364,7 @@ func (f *Follower) step(now time.Time) time.Time {
 		}
 		d := decide(now, partView{
 			LEO: p.leo, Leader: p.leader, LocalEpoch: p.localEpoch,
-			Slots: p.slots, Sum: p.sum, Fence: p.fence, Scratch: p.scratch,
+			Slots: p.slots, Sum: p.sum, Fence: p.fence, Scratch: p.scratch, ReadIdx: p.readIdx,
 			Failures: p.failures, RetryAt: p.retryAt, StuckSince: p.stuckSince, FallbackUntil: p.fallbackUntil,
 		}, &f.cfg)
 		p.stuckSince = d.StuckSince
@@ -394,7 +395,7 @@ func (f *Follower) step(now time.Time) time.Time {
 			}
 		}
 		if d.Read != nil {
-			p.scratch = d.Read[:0]
+			p.scratch, p.readIdx = d.Read[:0], d.readIdx[:0]
 		}
 		if free > 0 {
 			var chain []Located
@@ -453,7 +454,7 @@ func (f *Follower) refresh(p *part) {
 		id := sliceID{l.Key, l.Entry.Position}
 		s := p.byID[id]
 		if s == nil {
-			s = &slot{Located: l}
+			s = newSlot(l)
 			p.byID[id] = s
 		} else if s.mark == mark {
 			continue // listed twice
@@ -753,7 +754,7 @@ func (f *Follower) startEpochCheck(p *part, truncate bool, epochs []int32) {
 		} else {
 			for _, e := range epochs {
 				var a epochEnd
-				if a.found, a.end, err = askLeader(e); err != nil {
+				if a.Epoch, a.EndOffset, err = askLeader(e); err != nil {
 					break
 				}
 				answers[e] = a

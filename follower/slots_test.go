@@ -121,7 +121,7 @@ func randomView(rng *rand.Rand, now time.Time) testView {
 	}
 	for e := int32(0); e < 4; e++ {
 		if rng.IntN(2) == 0 {
-			v.Fence[e] = epochEnd{found: e - int32(rng.IntN(2)), end: int64(rng.IntN(300))}
+			v.Fence[e] = epochEnd{Epoch: e - int32(rng.IntN(2)), EndOffset: int64(rng.IntN(300))}
 		}
 	}
 	off, pos := int64(rng.IntN(40)), int64(0)
@@ -214,7 +214,7 @@ func TestFirstObjectsKeepsThePlan(t *testing.T) {
 				pos[key] = p + n*40
 				off += n
 				chains[tp] = append(chains[tp], l)
-				slots[tp] = append(slots[tp], &slot{Located: l})
+				slots[tp] = append(slots[tp], newSlot(l))
 			}
 		}
 		cfg := PlanConfig{MaxRangeBytes: int64(rng.IntN(400)), MergeGapBytes: int64(rng.IntN(120)), MaxReads: 1 + rng.IntN(4)}
@@ -369,7 +369,8 @@ func TestSlotsFollowTheIndex(t *testing.T) {
 	ix.mu.slices[tpA] = nil
 	ix.mu.Unlock()
 	e := Located{Key: "o5", Entry: entry(tpA, 20, 29, 0)}
-	p.byID[sliceID{"o5", 0}] = &slot{Located: e, state: reading}    // started before the index dropped it
+	p.byID[sliceID{"o5", 0}] = newSlot(e) // started before the index dropped it
+	p.byID[sliceID{"o5", 0}].state = reading
 	if _, err := fl.AppendAsFollower(batches(20, 30)); err != nil { // the leader served it meanwhile
 		t.Fatal(err)
 	}

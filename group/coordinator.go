@@ -49,6 +49,12 @@ type Config struct {
 	// OffsetsRetentionCheckInterval is
 	// offsets.retention.check.interval.ms. 0: 10 minutes.
 	OffsetsRetentionCheckInterval time.Duration
+	// OnChange, if set, is called after anything Describe, List or Fetch
+	// may answer differently has changed (a group stepped, a write applied
+	// or failed, a partition loaded or unloaded, a timeout or expiry ran),
+	// possibly with the coordinator's lock held: it must not block or call
+	// back into the coordinator. It may be called when nothing changed.
+	OnChange func()
 }
 
 // Validate fills defaults and rejects nonsense.
@@ -79,6 +85,12 @@ func (c *Config) Validate() error {
 		c.OffsetsRetentionCheckInterval = 10 * time.Minute
 	}
 	return nil
+}
+
+func (c *Coordinator) changed() {
+	if c.cfg.OnChange != nil {
+		c.cfg.OnChange()
+	}
 }
 
 func randomMemberID(clientID string) string {
@@ -245,6 +257,7 @@ func (c *Coordinator) resignLocked(partition int32) {
 		}
 	}
 	c.logger.Info("group coordinator unloaded partition", "partition", partition, "groups", n)
+	c.changed()
 }
 
 // load replays the partition's log, then installs its groups and starts
@@ -339,6 +352,7 @@ func (c *Coordinator) load(partition int32, ps *partState) {
 	c.logger.Info("group coordinator loaded partition", "partition", partition, "leader_epoch", ps.epoch,
 		"groups", n, "records", records, "log_end", from, "took", c.cfg.Clock.Since(start))
 	c.kickTimer()
+	c.changed()
 }
 
 func (c *Coordinator) writer(partition int32, ps *partState) {
@@ -361,6 +375,7 @@ func (c *Coordinator) writer(partition int32, ps *partState) {
 				}
 				c.mu.Unlock()
 				c.kickTimer()
+				c.changed()
 			}
 			if err != nil {
 				c.logger.Warn("__consumer_offsets append", "partition", partition, "err", err)
@@ -417,6 +432,7 @@ func (c *Coordinator) lookupLocked(groupID string, create bool) (*partState, *en
 // afterLocked persists a group whose generation settled and re-arms the
 // timer loop if the group now has an earlier deadline than the loop's.
 func (c *Coordinator) afterLocked(ps *partState, e *entry) {
+	defer c.changed()
 	defer c.kickIfEarlierLocked(e)
 	if gen, ok := e.g.Storing(); ok && e.storedGen != gen {
 		// The leader's assignment: stored before SyncGroup answers.
@@ -718,6 +734,7 @@ func (c *Coordinator) Delete(ctx context.Context, groupID string) *kerr.Error {
 	}}
 	ok := c.enqueueLocked(ps, w)
 	c.mu.Unlock()
+	c.changed() // the group is dead now, whatever the write does
 	if !ok {
 		return kerr.NotCoordinator
 	}
@@ -921,6 +938,7 @@ func (c *Coordinator) timerLoop() {
 			ret.Reset(c.cfg.OffsetsRetentionCheckInterval)
 		}
 		next := c.ExpireDue()
+		c.changed()
 		d := time.Hour
 		if !next.IsZero() {
 			d = max(next.Sub(c.cfg.Clock.Now()), 0)

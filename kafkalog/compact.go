@@ -454,6 +454,7 @@ func rebuildBatch(h BatchHeader, batch, kept []byte, count int32) ([]byte, error
 // swapSegment replaces v's file by the rewritten tmp, if the segment is
 // still what the pass read.
 func (l *Log) swapSegment(v segView, tmp string) error {
+	defer l.changed() // after the unlock
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.writable(); err != nil {

@@ -74,7 +74,13 @@ type Config struct {
 
 	Clock  clock.Clock  // default clock.Real{}
 	Logger *slog.Logger // default slog.Default()
-	FS     FS           // default OSFS{}
+	// OnChange, if set, is called after every call that may have changed
+	// what a reader sees (append, high watermark, truncation, log start,
+	// segment deletion, a compacted segment swapped in), with no lock of
+	// the log held. It must not block; it may be called when nothing
+	// changed. The broker uses it to signal its state-change feed.
+	OnChange func()
+	FS       FS // default OSFS{}
 }
 
 var errConfig = errors.New("kafkalog: invalid config")

@@ -361,6 +361,7 @@ func (l *Log) writable() error {
 // ErrClosed, ErrFailed, or an I/O error (after which the log may be
 // ErrFailed).
 func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, error) {
+	defer l.changed() // after the unlock
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.leaderAppendable(leaderEpoch); err != nil {
@@ -387,6 +388,7 @@ func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, err
 // Errors: as AppendAsLeader; ErrBatchTooLarge if the batch is over this
 // log's MaxBatchBytes.
 func (l *Log) AppendValidatedAsLeader(vb ValidBatch, leaderEpoch int32) (AppendInfo, error) {
+	defer l.changed() // after the unlock
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.leaderAppendable(leaderEpoch); err != nil {
@@ -470,6 +472,7 @@ func (l *Log) AppendVerifiedAsFollower(batches []byte) (AppendInfo, error) {
 }
 
 func (l *Log) appendAsFollower(batches []byte, verified bool) (AppendInfo, error) {
+	defer l.changed() // after the unlock
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.writable(); err != nil {
@@ -736,6 +739,14 @@ func (l *Log) AppendNotify() <-chan struct{} {
 	return l.mu.notify
 }
 
+// changed calls Config.OnChange (see there); callers defer it before
+// taking writeMu so that it runs after the unlock.
+func (l *Log) changed() {
+	if l.cfg.OnChange != nil {
+		l.cfg.OnChange()
+	}
+}
+
 // notifyLocked wakes AppendNotify waiters. Caller holds mu (write).
 func (l *Log) notifyLocked() {
 	if l.mu.notify != nil {
@@ -774,6 +785,7 @@ func (l *Log) SetHighWatermark(hw int64) error {
 	if hw < 0 {
 		return fmt.Errorf("kafkalog: set high watermark %d: %w", hw, ErrOffsetOutOfRange)
 	}
+	defer l.changed() // after the unlock
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.writable(); err != nil {

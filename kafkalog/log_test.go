@@ -3,10 +3,12 @@ package kafkalog
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -550,6 +552,38 @@ func TestAppendNotify(t *testing.T) {
 	e.log.Close()
 	<-ch // Close wakes waiters; a hang here fails the test by timeout
 	e.log = nil
+}
+
+// OnChange is called after each change a reader can see, after the
+// change is visible and with no lock held (the hook reads the log).
+func TestOnChange(t *testing.T) {
+	var e *env
+	var seen []string
+	cfg := Config{SegmentBytes: 200}
+	cfg.OnChange = func() {
+		seen = append(seen, fmt.Sprintf("leo=%d hw=%d start=%d", e.log.LogEndOffset(), e.log.HighWatermark(), e.log.LogStartOffset()))
+	}
+	e = newEnv(t, cfg)
+	for range 4 {
+		mustAppendLeader(t, e.log, batch(1, 100), 0)
+	}
+	if err := e.log.SetHighWatermark(3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.log.IncrementLogStartOffset(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.log.Truncate(3); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.log.TruncateFullyAndStartAt(10); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"leo=1 hw=0 start=0", "leo=2 hw=0 start=0", "leo=3 hw=0 start=0", "leo=4 hw=0 start=0",
+		"leo=4 hw=3 start=0", "leo=4 hw=3 start=2", "leo=3 hw=3 start=2", "leo=10 hw=10 start=10"}
+	if !slices.Equal(seen, want) {
+		t.Fatalf("OnChange saw\n%q\nwant\n%q", seen, want)
+	}
 }
 
 func TestWriteFaultAppendsNothing(t *testing.T) {

@@ -18,6 +18,7 @@ const logStartCheckpointFile = "log-start-offset-checkpoint"
 // Errors: ErrOffsetOutOfRange when offset is above the high watermark,
 // ErrClosed, ErrFailed, I/O errors.
 func (l *Log) IncrementLogStartOffset(offset int64) (bool, error) {
+	defer l.changed() // after the unlock
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.writable(); err != nil {

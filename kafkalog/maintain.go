@@ -53,6 +53,7 @@ func retentionVictims(segs []retentionInput, upTo, nowMs, retentionMs, retention
 // returns how many segments it deleted.
 // Errors: ErrClosed, ErrFailed, I/O errors.
 func (l *Log) DeleteRetentionExpired(upTo int64) (int, error) {
+	defer l.changed() // after the unlock
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.writable(); err != nil {
@@ -109,6 +110,7 @@ func (l *Log) DeleteRetentionExpired(upTo int64) (int, error) {
 // ErrNotBatchBoundary, ErrClosed, ErrFailed, I/O errors (the log is then
 // failed).
 func (l *Log) Truncate(to int64) error {
+	defer l.changed() // after the unlock
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.writable(); err != nil {
@@ -207,6 +209,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("kafkalog: truncate fully and start at %d: %w", offset, ErrOffsetOutOfRange)
 	}
+	defer l.changed() // after the unlock
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.writable(); err != nil {

@@ -16,13 +16,18 @@ import (
 	"github.com/kwal/kwal/objstore/ledger"
 )
 
-// startWithTopic starts a cluster of cfg (in a temporary directory, no
-// latency model, a 5 ms combiner interval) and creates an RF-3 remotewal
+// startWithTopic starts a cluster of cfg (in a temporary directory, by
+// default no latency model and a 5 ms combiner interval) and creates an RF-3 remotewal
 // topic; the client produces to it with acks=all.
 func startWithTopic(t *testing.T, ctx context.Context, cfg Config, topic string, partitions int32, opts ...kgo.Opt) (*Cluster, *kgo.Client) {
 	t.Helper()
-	cfg.Dir, cfg.LatencyModel = t.TempDir(), "none"
-	cfg.RemoteWAL = broker.RemoteWALConfig{CombinerTaskInterval: 5 * time.Millisecond}
+	cfg.Dir = t.TempDir()
+	if cfg.LatencyModel == "" {
+		cfg.LatencyModel = "none"
+	}
+	if cfg.RemoteWAL.CombinerTaskInterval == 0 {
+		cfg.RemoteWAL.CombinerTaskInterval = 5 * time.Millisecond
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	lc, err := Start(ctx, cfg)
 	if err != nil {

@@ -100,6 +100,9 @@ func errName(err *kerr.Error) string {
 
 func (l *Leader) describe(b *strings.Builder) {
 	fmt.Fprintf(b, "hw=%d epoch=%d isr=%v", l.hw, l.st.LeaderEpoch, l.st.ISR)
+	if l.applied != l.hw {
+		fmt.Fprintf(b, " applied=%d", l.applied)
+	}
 	if l.pending != nil {
 		fmt.Fprintf(b, " pending=%v", *l.pending)
 	}
@@ -119,8 +122,20 @@ func (l *Leader) describe(b *strings.Builder) {
 // expand under lag, min.insync.replicas, duplicated and stale fetches.
 //
 //	new-leader self=1 epoch=E [pe=N] replicas=(..) isr=(..) leo=N hw=N lag=DUR min-isr=N [t=DUR]
-//	fetch replica=R offset=N leo=N [epoch=E] [t=DUR]   FollowerFetch, then MaybeAdvanceHW
-//	append leo=N                 the leader appended; its log ends at N
+//	fetch replica=R offset=N leo=N [epoch=E] [t=DUR] [hold]   FollowerFetch, then MaybeAdvanceHW
+//	append leo=N [hold]          the leader appended; its log ends at N
+//	hw-applied hw=N              HWApplied (the driver set the log's HW)
+//	steady leo=N from=DUR to=DUR every=DUR per=N replicas=(..) behind=(..)
+//	    continuous produce: from a log end of leo at from, the leader
+//	    appends per records every step until to; at each step each replica
+//	    listed fetches with the leader's log end behind[i] steps earlier
+//	    as its offset (-1: its last offset, a stuck follower), then
+//	    MaybeAdvanceHW and Tick run. Prints the ISR proposals with their
+//	    time, then the state.
+//
+// As the broker does, an AdvanceHW is applied to the log at once
+// (HWApplied) unless the command says hold.
+//
 //	tick t=DUR                   ISR expiration
 //	isr-changed pe=N isr=(..) [replicas=(..)] leo=N [t=DUR]
 //	isr-refused
@@ -154,9 +169,18 @@ func TestLeaderScripts(t *testing.T) {
 					acts = append(acts, l.MaybeAdvanceHW(leo)...)
 				}
 				printActions(&b, acts)
+				applyHW(d, l, acts)
 				l.describe(&b)
 			case "append":
-				printActions(&b, l.MaybeAdvanceHW(leo))
+				acts := l.MaybeAdvanceHW(leo)
+				printActions(&b, acts)
+				applyHW(d, l, acts)
+				l.describe(&b)
+			case "steady":
+				steady(t, d, l, &b)
+				l.describe(&b)
+			case "hw-applied":
+				l.HWApplied(argInt(t, d, "hw", 0))
 				l.describe(&b)
 			case "tick":
 				printActions(&b, l.Tick(now))
@@ -166,7 +190,9 @@ func TestLeaderScripts(t *testing.T) {
 				if replicas == nil {
 					replicas = l.st.Replicas
 				}
-				printActions(&b, l.ISRChanged(int32(argInt(t, d, "pe", 0)), replicas, argIDs(t, d, "isr"), leo, now))
+				acts := l.ISRChanged(int32(argInt(t, d, "pe", 0)), replicas, argIDs(t, d, "isr"), leo, now)
+				printActions(&b, acts)
+				applyHW(d, l, acts)
 				l.describe(&b)
 			case "isr-refused":
 				l.ISRRefused()
@@ -184,6 +210,67 @@ func TestLeaderScripts(t *testing.T) {
 			return b.String()
 		})
 	})
+}
+
+func steady(t *testing.T, d *datadriven.TestData, l *Leader, b *strings.Builder) {
+	var from, to, every time.Duration
+	d.ScanArgs(t, "from", &from)
+	d.ScanArgs(t, "to", &to)
+	d.ScanArgs(t, "every", &every)
+	per := argInt(t, d, "per", 1)
+	reps, behind := argIDs(t, d, "replicas"), argIDs(t, d, "behind")
+	if len(reps) != len(behind) || every <= 0 {
+		d.Fatalf(t, "steady: replicas and behind differ in length, or no step")
+	}
+	hist := []int64{argInt(t, d, "leo", 0)} // the leader's log end at each step
+	proposals := 0
+	for at := from + every; at <= to; at += every {
+		now := t0.Add(at)
+		leo := hist[len(hist)-1] + per
+		hist = append(hist, leo)
+		var acts []Action
+		for i, r := range reps {
+			var off int64
+			if behind[i] < 0 {
+				p, _ := l.Follower(r)
+				off = max(p.LEO, 0)
+			} else {
+				off = hist[max(len(hist)-1-int(behind[i]), 0)]
+			}
+			err, a := l.FollowerFetch(now, r, -1, off, leo)
+			if err != nil {
+				fmt.Fprintf(b, "%s: fetch of %d: %s\n", at, r, errName(err))
+			}
+			acts = append(acts, a...)
+		}
+		acts = append(acts, l.MaybeAdvanceHW(leo)...)
+		acts = append(acts, l.Tick(now)...)
+		for _, a := range acts {
+			switch a := a.(type) {
+			case AdvanceHW:
+				l.HWApplied(a.HW)
+			case ProposeISR:
+				fmt.Fprintf(b, "%s: %s\n", at, a)
+				proposals++
+			}
+		}
+	}
+	if proposals == 0 {
+		b.WriteString("no ISR proposals\n")
+	}
+}
+
+// applyHW carries out the AdvanceHW of acts as the broker does, unless
+// the command holds them.
+func applyHW(d *datadriven.TestData, l *Leader, acts []Action) {
+	if d.HasArg("hold") {
+		return
+	}
+	for _, a := range acts {
+		if a, ok := a.(AdvanceHW); ok {
+			l.HWApplied(a.HW)
+		}
+	}
 }
 
 // TestTruncationScripts runs testdata/truncation/*: the truncation rule on

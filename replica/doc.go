@@ -13,6 +13,7 @@
 //
 //	FollowerFetch(now, replica, epoch, offset, leo) ─► error code, [ProposeISR expand]
 //	MaybeAdvanceHW(leo)  (after an append or fetch) ─► [AdvanceHW]
+//	HWApplied(hw)        (the driver set the log's HW)
 //	Tick(now)            (ISR expiration)           ─► [ProposeISR shrink]
 //	ISRChanged / ISRRefused (controller's answer)   ─► [AdvanceHW]
 //	CheckProduce(acks), AckDone(required)           ─► NOT_ENOUGH_REPLICAS(_AFTER_APPEND) or done
@@ -23,12 +24,20 @@
 // and not while an ISR member has not fetched from this leader yet. The
 // driver turns AdvanceHW into kafkalog SetHighWatermark and purgatory
 // CheckAndComplete calls, which answer the waiting acks=all produces and
-// long-poll fetches. AckDone is the acks=all completion rule (broker's
-// produce operation still applies the same rule to the log's HW itself).
+// long-poll fetches, then report HWApplied. AckDone is the acks=all
+// completion rule, the only one (the broker's produce operation asks it):
+// done once the HW the log shows is past the produce, with
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR fell below
+// min.insync.replicas meanwhile.
 //
 // The ISR shrinks only through Leader.Tick: a member that last caught up
 // more than replica.lag.time.max.ms ago is proposed out (LaggingReplicas,
-// Kafka's getOutOfSyncReplicas; see there how it differs). It
+// Kafka's getOutOfSyncReplicas; see there how it differs). When a
+// follower last caught up is decided in FollowerFetch (caughtUp): the
+// latest time whose leader log end its fetch offset reaches, Kafka's
+// definition of lastCaughtUpTimeMs, kept with a bounded history of fetch
+// marks so that a remote-WAL follower trailing by an upload and a read
+// is not dropped while it keeps up (testdata/leader/lag_steady). It
 // expands in FollowerFetch once the follower's log end reaches both the HW
 // and the start offset of this leader's epoch. One proposal is in flight
 // at a time; the controller's answer ends it.
@@ -45,8 +54,21 @@
 //
 // In Classic mode fetched records are appended; in RemoteWAL mode the fetch
 // carries offsets, the HW and the leader's log end, and StartRemote hands
-// the log to the remote-WAL reader (package follower), whose per-slice
-// fencing is JudgeSlice. A follower's HW is min(leader HW, its log end).
+// the log to the remote-WAL reader (package follower). A follower's HW is
+// min(leader HW, its log end).
+//
+// # Remote-WAL follower
+//
+// What the remote-WAL reader does next for a partition is decided here
+// too, by PlanRemote (remote.go): which slices of the metadata index to
+// read (the chain from the log end, up to the read-ahead), which older
+// epochs to ask the leader about, and when to fall back to fetching
+// records from the leader (a hole, metadata lag, fenced or future-epoch
+// slices at the log end past the gap timeout; repeated read failures).
+// Per-slice fencing is JudgeSlice (JudgeRemote with the answers so far).
+//
+//	SummarizeRemote(slices, leo, epochs, answers) ─► target, epochs to ask, fenced
+//	PlanRemote(now, view, slices, limits)          ─► read, ask, fallback, wake-up
 //
 // Truncation is decided in one place, Truncation (one step) and
 // TruncationOffset (the steps to the end), KIP-101 with KIP-279's repeated

@@ -55,13 +55,32 @@ type Progress struct {
 	// fetches from this leader.
 	LEO int64
 	// LastCaughtUp is the last time the follower was known to have the
-	// leader's whole log (lastCaughtUpTimeMs).
+	// leader's whole log (lastCaughtUpTimeMs): the latest time t such
+	// that the follower's last fetch offset reached the leader's log end
+	// as of t (see FollowerFetch).
 	LastCaughtUp       time.Time
 	LastFetchLeaderLEO int64
 	LastFetchTime      time.Time
 	lastSentHW         int64
 	lastSentLEO        int64
+	// marks are earlier fetches (time, the leader's log end then), oldest
+	// first, at most maxMarks, at least lagMax/maxMarks apart, none at or
+	// before LastCaughtUp; the leader's log end only grows within an
+	// epoch, so their log ends ascend too.
+	marks []fetchMark
 }
+
+// fetchMark is the leader's log end at one of a follower's fetches.
+type fetchMark struct {
+	at  time.Time
+	leo int64
+}
+
+// maxMarks bounds the fetch history kept per follower: LastCaughtUp is
+// then exact to within replica.lag.time.max.ms/maxMarks. It errs early,
+// never late: a follower may leave the ISR up to that much sooner than
+// the exact rule says, never later.
+const maxMarks = 32
 
 // Leader is a partition's leader-side replication state: follower log
 // ends, the ISR, the high watermark. It does no I/O and reads no clock;
@@ -73,6 +92,7 @@ type Leader struct {
 	minISR     int
 	epochStart int64 // log end when this leader's epoch began
 	hw         int64
+	applied    int64 // the HW readers of the log see (HWApplied), <= hw
 	followers  map[int32]*Progress
 	pending    *ProposeISR // in flight
 }
@@ -82,7 +102,7 @@ type Leader struct {
 // resets the followers' state so a new leader does not shrink the ISR at
 // once).
 func NewLeader(st LeaderState, leo, hw int64, now time.Time, lagMax time.Duration, minISR int) *Leader {
-	l := &Leader{st: cloneState(st), lagMax: lagMax, minISR: minISR, epochStart: leo, hw: hw, followers: map[int32]*Progress{}}
+	l := &Leader{st: cloneState(st), lagMax: lagMax, minISR: minISR, epochStart: leo, hw: hw, applied: hw, followers: map[int32]*Progress{}}
 	for _, r := range st.Replicas {
 		if r != st.Self {
 			l.followers[r] = &Progress{LEO: -1, LastCaughtUp: now, LastFetchTime: now, lastSentHW: -1, lastSentLEO: -1}
@@ -203,12 +223,7 @@ func (l *Leader) FollowerFetch(now time.Time, replica int32, epoch int32, fetchO
 	if fetchOffset > leo || fetchOffset < 0 {
 		return kerr.OffsetOutOfRange, nil
 	}
-	switch {
-	case fetchOffset >= leo:
-		f.LastCaughtUp = later(f.LastCaughtUp, now)
-	case fetchOffset >= f.LastFetchLeaderLEO:
-		f.LastCaughtUp = later(f.LastCaughtUp, f.LastFetchTime)
-	}
+	l.caughtUp(f, now, fetchOffset, leo)
 	f.LEO, f.LastFetchLeaderLEO, f.LastFetchTime = fetchOffset, leo, later(f.LastFetchTime, now)
 	var acts []Action
 	if l.pending == nil && !slices.Contains(l.st.ISR, replica) && fetchOffset >= l.hw && fetchOffset >= l.epochStart {
@@ -218,6 +233,54 @@ func (l *Leader) FollowerFetch(now time.Time, replica int32, epoch int32, fetchO
 		acts = append(acts, *l.pending)
 	}
 	return nil, acts
+}
+
+// caughtUp moves f.LastCaughtUp for a fetch at fetchOffset at now, the
+// leader's log end being leo. Kafka's Replica.updateFetchState takes this
+// fetch's time if the offset reaches leo, else the previous fetch's time
+// if it reaches the leader's log end as of that fetch. That is exact for
+// a classic follower, whose fetch returns everything up to the leader's
+// log end, so that its next offset is at worst the previous fetch's log
+// end. A remote-WAL follower's fetch returns no records: its log end
+// trails the leader's by an upload and a read-back, many 2 ms fetches,
+// and under steady produce it would not reach the previous fetch's log
+// end, leaving the ISR while it keeps up. So the leader also keeps a
+// short history of earlier fetches (marks) and takes the latest one whose
+// log end the offset reaches: Kafka's own definition of
+// lastCaughtUpTimeMs (the largest time t such that the offset of the most
+// recent fetch is at least the leader's log end at t), of which its two
+// cases are the first two steps.
+func (l *Leader) caughtUp(f *Progress, now time.Time, fetchOffset, leo int64) {
+	switch {
+	case fetchOffset >= leo:
+		f.LastCaughtUp = later(f.LastCaughtUp, now)
+	case fetchOffset >= f.LastFetchLeaderLEO:
+		f.LastCaughtUp = later(f.LastCaughtUp, f.LastFetchTime)
+	default:
+		for i := len(f.marks) - 1; i >= 0; i-- {
+			if fetchOffset >= f.marks[i].leo {
+				f.LastCaughtUp = later(f.LastCaughtUp, f.marks[i].at)
+				break
+			}
+		}
+	}
+	// The previous fetch becomes a mark (this one is the next previous).
+	if f.LastFetchLeaderLEO >= 0 {
+		n := len(f.marks)
+		if n == 0 || f.LastFetchTime.Sub(f.marks[n-1].at) >= l.lagMax/maxMarks {
+			f.marks = append(f.marks, fetchMark{at: f.LastFetchTime, leo: f.LastFetchLeaderLEO})
+		}
+	}
+	// Marks at or before LastCaughtUp can credit nothing later; past
+	// maxMarks the oldest go (crediting them errs early, never late).
+	drop := 0
+	for drop < len(f.marks) && !f.marks[drop].at.After(f.LastCaughtUp) {
+		drop++
+	}
+	drop = max(drop, len(f.marks)-maxMarks)
+	if drop > 0 {
+		f.marks = append(f.marks[:0], f.marks[drop:]...)
+	}
 }
 
 func later(a, b time.Time) time.Time {
@@ -281,11 +344,19 @@ func (l *Leader) CheckProduce(acks int16) *kerr.Error {
 	return nil
 }
 
-// AckDone says whether an acks=all produce that needs the HW at required
-// is answered, and with which error: NOT_ENOUGH_REPLICAS_AFTER_APPEND when
-// the HW got there but the ISR shrank below min.insync.replicas meanwhile.
+// HWApplied tells the machine that the driver carried out an AdvanceHW:
+// the log's readers now see the high watermark hw (clamped to the
+// machine's). AckDone waits for it, so that a produce is never answered
+// before a fetch can return its records.
+func (l *Leader) HWApplied(hw int64) { l.applied = max(l.applied, min(hw, l.hw)) }
+
+// AckDone is the acks=all completion rule, the only one: it says whether
+// a produce that needs the HW at required is answered, and with which
+// error. It is done once the HW is there and applied to the log
+// (HWApplied); the error is NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR
+// shrank below min.insync.replicas meanwhile.
 func (l *Leader) AckDone(required int64) (bool, *kerr.Error) {
-	if l.hw < required {
+	if l.applied < required {
 		return false, nil
 	}
 	if len(l.st.ISR) < l.minISR {
