@@ -399,7 +399,7 @@ func TestTopicIDs(t *testing.T) {
 	}
 	waitFor(t, "the deleted partition to leave the broker", 10*time.Second, func() bool {
 		return c.brokers[0].partition(TopicPartition{Topic: "ids"}) == nil
-	})
+	}, c.sources()...)
 	recreated := create()
 	if recreated == old {
 		t.Fatal("a recreated topic kept its id")
@@ -415,7 +415,7 @@ func TestTopicIDs(t *testing.T) {
 	waitFor(t, "the recreated partition", 10*time.Second, func() bool {
 		p := c.brokers[0].partition(TopicPartition{Topic: "ids"})
 		return p != nil && p.topicID == recreated
-	})
+	}, c.sources()...)
 	if p := fetchAt(t, wc, 17, "", recreated, 0); p.ErrorCode != 0 || p.HighWatermark != 0 {
 		t.Fatalf("Fetch v17 of the recreated topic: error %d, high watermark %d", p.ErrorCode, p.HighWatermark)
 	}
