@@ -387,6 +387,7 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, ts Topic
 		FlushMessages:                b.cfg.FlushMessages,
 		ProducerStateRebuildDisabled: b.cfg.ProducerStateRebuildDisabled,
 		ProducerIDExpirationMs:       b.cfg.ProducerIDExpiration.Milliseconds(),
+		FS:                           b.cfg.LogFS,
 		Clock:                        b.clock,
 		Logger:                       b.logger,
 		OnChange:                     b.changes.Signal,

@@ -229,6 +229,11 @@ type Config struct {
 	// default those bytes go from the segment file to the socket with
 	// sendfile (Kafka's FileRecords.writeTo). For comparing the two paths.
 	ZeroCopyFetchDisabled bool
+	// LogFS is the file layer every partition log writes through
+	// (kafkalog.Config.FS); nil is the OS file system. Fault harnesses
+	// inject I/O errors here (a full disk); a wrapping FS loses the
+	// sendfile fetch path, whose files must be the OS's.
+	LogFS kafkalog.FS
 	// NumPartitions: num.partitions, for auto-created topics and
 	// CreateTopics with -1. Default 1.
 	NumPartitions int32

@@ -16,10 +16,10 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kwal/kwal/internal/procs"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/objstoretest"
@@ -493,14 +493,12 @@ func buildKwal(t *testing.T) string {
 }
 
 type compatBroker struct {
-	id      int32
-	rack    string
-	port    int
-	dir     string
-	props   string
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	logPath string
+	id    int32
+	rack  string
+	port  int
+	dir   string
+	props string
+	proc  *procs.Process
 	// metricsAddr is its kwal.metrics.listener, if set.
 	metricsAddr string
 }
@@ -559,17 +557,15 @@ func startCompatClusterWith(t *testing.T, bin string, racks []string, props map[
 			}
 			list = append(list, fmt.Sprintf("%d@%s#%s", o.id, addr, o.rack))
 		}
-		var sb strings.Builder
-		fmt.Fprintf(&sb, "broker.id=%d\nlisteners=PLAINTEXT://%s\nlog.dirs=%s\ncluster.brokers=%s\n",
-			b.id, b.addr(), filepath.Join(b.dir, "logs"), strings.Join(list, ","))
-		for _, k := range slices.Sorted(maps.Keys(all)) {
-			fmt.Fprintf(&sb, "%s=%s\n", k, all[k])
-		}
+		all["broker.id"] = strconv.Itoa(int(b.id))
+		all["listeners"] = "PLAINTEXT://" + b.addr()
+		all["log.dirs"] = filepath.Join(b.dir, "logs")
+		all["cluster.brokers"] = strings.Join(list, ",")
 		b.props = filepath.Join(b.dir, "server.properties")
-		if err := os.WriteFile(b.props, []byte(sb.String()), 0o644); err != nil {
+		if err := procs.WriteProperties(b.props, all); err != nil {
 			t.Fatal(err)
 		}
-		b.logPath = filepath.Join(b.dir, "broker.log")
+		b.proc = procs.Broker(fmt.Sprintf("broker %d", b.id), bin, b.props, b.addr())
 	}
 	for i := range c.brokers {
 		c.start(t, i)
@@ -579,95 +575,44 @@ func startCompatClusterWith(t *testing.T, bin string, racks []string, props map[
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := procs.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // start starts broker i and waits until it accepts connections.
 func (c *compatCluster) start(t *testing.T, i int) {
 	t.Helper()
-	b := c.brokers[i]
-	logf, err := os.OpenFile(b.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.brokers[i].proc.Start(ctx); err != nil {
 		t.Fatal(err)
-	}
-	b.cmd = exec.Command(c.bin, "broker", "-config", b.props)
-	b.cmd.Stdout, b.cmd.Stderr = logf, logf
-	if err := b.cmd.Start(); err != nil {
-		logf.Close()
-		t.Fatal(err)
-	}
-	b.exited = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) {
-		cmd.Wait()
-		logf.Close()
-		close(done)
-	}(b.cmd, b.exited)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		conn, err := net.DialTimeout("tcp", b.addr(), time.Second)
-		if err == nil {
-			conn.Close()
-			return
-		}
-		select {
-		case <-b.exited:
-			t.Fatalf("broker %d exited at start:\n%s", b.id, tail(b.logPath))
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("broker %d not listening after 60 s:\n%s", b.id, tail(b.logPath))
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
 // kill sends SIGKILL to broker i and waits for it to die.
 func (c *compatCluster) kill(t *testing.T, i int) {
 	t.Helper()
-	b := c.brokers[i]
-	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := c.brokers[i].proc.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-b.exited
 }
 
 // stopAll stops every running broker with SIGTERM (SIGKILL after 15 s)
 // and logs the tail of each broker's log if the test failed.
 func (c *compatCluster) stopAll(t *testing.T) {
 	for _, b := range c.brokers {
-		if b.cmd == nil {
-			continue
-		}
-		select {
-		case <-b.exited:
-			continue
-		default:
-		}
-		b.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-b.exited:
-		case <-time.After(15 * time.Second):
-			t.Logf("broker %d did not stop on SIGTERM in 15 s; killing it", b.id)
-			b.cmd.Process.Signal(syscall.SIGKILL)
-			<-b.exited
+		if b.proc != nil && !b.proc.Stop(15*time.Second) {
+			t.Logf("broker %d did not stop on SIGTERM in 15 s; killed it", b.id)
 		}
 	}
 	if t.Failed() {
 		for _, b := range c.brokers {
-			t.Logf("broker %d log tail:\n%s", b.id, tail(b.logPath))
+			t.Logf("broker %d log tail:\n%s", b.id, procs.Tail(b.proc.LogPath, 40))
 		}
 	}
-}
-
-func tail(path string) string {
-	data, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-40):], "\n")
 }
 
 func (c *compatCluster) addrs() []string {

@@ -285,13 +285,13 @@ func TestFailoverZombieLeader(t *testing.T) {
 			waitUntil(t, ctx, "the first acknowledgements", func() bool { return count.Load() > 300 })
 			before := c.partitionView(t, topic, 0)
 			zombie := c.brokers[c.index(before.leader)]
-			if err := zombie.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			if err := zombie.proc.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
 			paused := true
 			defer func() {
 				if paused {
-					zombie.cmd.Process.Signal(syscall.SIGCONT)
+					zombie.proc.Signal(syscall.SIGCONT)
 				}
 			}()
 			var after leaderView
@@ -318,7 +318,7 @@ func TestFailoverZombieLeader(t *testing.T) {
 				}
 				queued = append(queued, rc)
 			}
-			if err := zombie.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			if err := zombie.proc.Signal(syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
 			paused = false

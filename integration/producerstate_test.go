@@ -102,7 +102,7 @@ func testLeaderKill(t *testing.T, c *compatCluster, topic string, rebuild bool) 
 	for i, b := range c.brokers {
 		if b.id != leaderID {
 			followers = append(followers, i)
-			if err := b.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			if err := b.proc.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -114,7 +114,7 @@ func testLeaderKill(t *testing.T, c *compatCluster, topic string, rebuild bool) 
 	before := acked.Load()
 	c.kill(t, li)
 	for _, i := range followers {
-		if err := c.brokers[i].cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		if err := c.brokers[i].proc.Signal(syscall.SIGCONT); err != nil {
 			t.Fatal(err)
 		}
 	}

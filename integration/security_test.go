@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/kwal/kwal/internal/procs"
 	"github.com/kwal/kwal/internal/testpki"
 	"github.com/kwal/kwal/metadata"
 )
@@ -87,7 +88,7 @@ func TestSecureBrokerProcesses(t *testing.T) {
 		if err := os.WriteFile(b.props, []byte(props), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		b.logPath = filepath.Join(b.dir, "broker.log")
+		b.proc = procs.Broker(fmt.Sprintf("broker %d", b.id), bin, b.props, b.addr())
 	}
 	for i := range c.brokers {
 		c.start(t, i)
@@ -177,14 +178,14 @@ func TestSecureBrokerProcesses(t *testing.T) {
 
 	c.stopAll(t)
 	for _, b := range c.brokers {
-		log, _ := os.ReadFile(b.logPath)
+		log, _ := os.ReadFile(b.proc.LogPath)
 		for _, pw := range []string{alicePW, brokerPW} {
 			if bytes.Contains(log, []byte(pw)) {
 				t.Fatalf("broker %d log holds a password", b.id)
 			}
 		}
 		if b.id == 1 && !bytes.Contains(log, []byte("listener EXTERNAL")) {
-			t.Errorf("broker %d did not report its listeners:\n%s", b.id, tail(b.logPath))
+			t.Errorf("broker %d did not report its listeners:\n%s", b.id, procs.Tail(b.proc.LogPath, 40))
 		}
 	}
 }

@@ -48,6 +48,10 @@ type Config struct {
 	// not the rack stores of StorePerRack) before any broker uses it:
 	// fault harnesses put their decorator here.
 	WrapStore func(objstore.Store) objstore.Store
+	// WrapBrokerStore, if set, wraps the store one broker's remote WAL
+	// uploads to and reads from (after WrapStore), at each start of that
+	// broker: fault harnesses cut one broker from the store here.
+	WrapBrokerStore func(id int32, s objstore.Store) objstore.Store
 	// Liveness, if set, turns on session tracking in the controller
 	// (heartbeats, fencing, elections; see broker/doc.go), checked every
 	// quarter session timeout until Close.
@@ -67,12 +71,13 @@ type Cluster struct {
 	// RackStores are the stores by rack with StorePerRack, else nil.
 	RackStores map[string]objstore.Store
 	// Model is the latency model in force.
-	Model   latency.Model
-	parts   *rwnode.RemoteWALParts
-	shared  *rwnode.RemoteWALParts // what every broker's replicator gets
-	configs []broker.Config        // as each broker was started, for RestartBroker
-	stop    chan struct{}
-	live    sync.WaitGroup
+	Model           latency.Model
+	parts           *rwnode.RemoteWALParts
+	shared          *rwnode.RemoteWALParts // what every broker's replicator gets
+	configs         []broker.Config        // as each broker was started, for RestartBroker
+	wrapBrokerStore func(int32, objstore.Store) objstore.Store
+	stop            chan struct{}
+	live            sync.WaitGroup
 }
 
 // Start starts the brokers, sharing one controller, one object
@@ -94,7 +99,7 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{Controller: broker.NewMemController(nil, 1000), Model: model, stop: make(chan struct{})}
+	c = &Cluster{Controller: broker.NewMemController(nil, 1000), Model: model, stop: make(chan struct{}), wrapBrokerStore: cfg.WrapBrokerStore}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -202,7 +207,13 @@ func openRackStores(ctx context.Context, cfg Config, slow func(objstore.Store) (
 // a new replicator.
 func (c *Cluster) startBroker(i int) error {
 	bc := c.configs[i]
-	r, err := rwnode.NewRemoteWALReplicatorFor(&bc, c.shared, bc.Logger)
+	parts := c.shared
+	if c.wrapBrokerStore != nil && parts.Store != nil {
+		own := *parts
+		own.Store = c.wrapBrokerStore(bc.BrokerID, parts.Store)
+		parts = &own
+	}
+	r, err := rwnode.NewRemoteWALReplicatorFor(&bc, parts, bc.Logger)
 	if err != nil {
 		return err
 	}

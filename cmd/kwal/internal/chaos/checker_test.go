@@ -3,6 +3,9 @@ package chaos
 import (
 	"fmt"
 	"testing"
+
+	"github.com/kwal/kwal/broker"
+	"github.com/kwal/kwal/metadata"
 )
 
 // history builds a hand-made history: producer "p" (acks=all) sends n
@@ -87,5 +90,47 @@ func TestCheckerCatches(t *testing.T) {
 				tc.check(t, r)
 			}
 		})
+	}
+}
+
+// TestCoveredTellsFailoverGapsFromShortStores: a store that ends short of
+// the high watermark is short, unless its last live slice is of an older
+// epoch and the next epoch began at or past the high watermark (the range
+// between was never uploaded: a failover gap, reported apart).
+func TestCoveredTellsFailoverGapsFromShortStores(t *testing.T) {
+	tp := metadata.TopicPartition{Topic: "remotewal", Partition: 0}
+	btp := broker.TopicPartition{Topic: "remotewal", Partition: 0}
+	state := func(deadStart int64) *metadata.State {
+		st := metadata.NewState()
+		om := &metadata.ObjectMetadata{ID: metadata.ObjectID{1}, Bucket: "wal", Key: "wal/1", BrokerID: 1,
+			State: metadata.CopySegmentFinished, EventTimestampMs: 1,
+			Entries: []metadata.SliceEntry{{TopicPartition: tp, LeaderEpoch: 0, BaseOffset: 0, LastOffset: 25,
+				Position: 0, Length: 100, RawLength: 100, Codec: metadata.CodecNone}}}
+		if err := st.Apply(om); err != nil {
+			t.Fatal(err)
+		}
+		if deadStart >= 0 {
+			if err := st.Apply(&metadata.DeadRange{TopicPartition: tp, LeaderEpoch: 1, StartOffset: deadStart, BrokerID: 2, EventTimestampMs: 2}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return st
+	}
+	for _, c := range []struct {
+		name        string
+		deadStart   int64
+		hw          int64
+		short, gaps int
+	}{
+		{"covered", -1, 26, 0, 0},
+		{"short, no leader change", -1, 40, 1, 0},
+		{"gap before the new epoch", 40, 40, 0, 1},
+		{"the new epoch wrote past its start and did not upload", 40, 50, 1, 0},
+		{"new epoch starts right after the last slice", 26, 40, 1, 0},
+	} {
+		short, gaps := covered(state(c.deadStart), map[broker.TopicPartition]int64{btp: c.hw})
+		if len(short) != c.short || len(gaps) != c.gaps {
+			t.Errorf("%s: short %q, gaps %q; want %d and %d", c.name, short, gaps, c.short, c.gaps)
+		}
 	}
 }

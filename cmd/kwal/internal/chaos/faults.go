@@ -4,12 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kwal/kwal/broker"
+	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/fault"
 )
@@ -232,3 +238,179 @@ func (s *StoreSwitch) Delete(ctx context.Context, key string) error {
 func (s *StoreSwitch) List(ctx context.Context, opts objstore.ListOptions) (objstore.Page, error) {
 	return s.store().List(ctx, opts)
 }
+
+// DiskFS is a kafkalog.FS whose disk can fill up: while full, creating a
+// file and writing to one fail with ENOSPC, as on a full file system.
+// Reads, renames, removes and syncs still work.
+type DiskFS struct {
+	inner kafkalog.FS
+	full  atomic.Bool
+	fails atomic.Int64
+}
+
+var _ kafkalog.FS = (*DiskFS)(nil)
+
+// NewDiskFS wraps inner (nil: the OS file system).
+func NewDiskFS(inner kafkalog.FS) *DiskFS {
+	if inner == nil {
+		inner = kafkalog.OSFS{}
+	}
+	return &DiskFS{inner: inner}
+}
+
+// SetFull fills the disk (true) or frees space (false).
+func (d *DiskFS) SetFull(full bool) { d.full.Store(full) }
+
+// Failures counts the writes refused for want of space.
+func (d *DiskFS) Failures() int64 { return d.fails.Load() }
+
+func (d *DiskFS) noSpace(op, name string) error {
+	if !d.full.Load() {
+		return nil
+	}
+	d.fails.Add(1)
+	return &fs.PathError{Op: op, Path: name, Err: syscall.ENOSPC}
+}
+
+// Create implements kafkalog.FS.
+func (d *DiskFS) Create(name string) (kafkalog.File, error) {
+	if err := d.noSpace("open", name); err != nil {
+		return nil, err
+	}
+	f, err := d.inner.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	return diskFile{File: f, d: d, name: name}, nil
+}
+
+// Open implements kafkalog.FS.
+func (d *DiskFS) Open(name string) (kafkalog.File, error) {
+	f, err := d.inner.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return diskFile{File: f, d: d, name: name}, nil
+}
+
+// Rename implements kafkalog.FS.
+func (d *DiskFS) Rename(oldname, newname string) error { return d.inner.Rename(oldname, newname) }
+
+// Remove implements kafkalog.FS.
+func (d *DiskFS) Remove(name string) error { return d.inner.Remove(name) }
+
+// ReadDir implements kafkalog.FS.
+func (d *DiskFS) ReadDir(dir string) ([]string, error) { return d.inner.ReadDir(dir) }
+
+// MkdirAll implements kafkalog.FS.
+func (d *DiskFS) MkdirAll(dir string) error { return d.inner.MkdirAll(dir) }
+
+// SyncDir implements kafkalog.FS.
+func (d *DiskFS) SyncDir(dir string) error { return d.inner.SyncDir(dir) }
+
+type diskFile struct {
+	kafkalog.File
+	d    *DiskFS
+	name string
+}
+
+func (f diskFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.d.noSpace("write", f.name); err != nil {
+		return 0, err
+	}
+	return f.File.WriteAt(p, off)
+}
+
+// ErrStoreCut is what a broker cut from the object store gets.
+var ErrStoreCut = errors.New("chaos: broker cut from the object store")
+
+// StoreGate cuts one broker from the object store: while cut, every
+// request of the stores it wraps fails at once, as a refused connection.
+type StoreGate struct{ cut atomic.Bool }
+
+// SetCut cuts (true) or heals (false).
+func (g *StoreGate) SetCut(cut bool) { g.cut.Store(cut) }
+
+// Wrap returns s behind the gate.
+func (g *StoreGate) Wrap(s objstore.Store) objstore.Store { return gatedStore{inner: s, g: g} }
+
+type gatedStore struct {
+	inner objstore.Store
+	g     *StoreGate
+}
+
+var _ objstore.Store = gatedStore{}
+
+func (s gatedStore) check(op, key string) error {
+	if s.g.cut.Load() {
+		return fmt.Errorf("%s %q: %w", op, key, ErrStoreCut)
+	}
+	return nil
+}
+
+func (s gatedStore) Put(ctx context.Context, key string, body []byte, opts objstore.PutOptions) error {
+	if err := s.check("put", key); err != nil {
+		return err
+	}
+	return s.inner.Put(ctx, key, body, opts)
+}
+
+func (s gatedStore) GetRange(ctx context.Context, key string, off, length int64) ([]byte, error) {
+	if err := s.check("get", key); err != nil {
+		return nil, err
+	}
+	return s.inner.GetRange(ctx, key, off, length)
+}
+
+func (s gatedStore) Head(ctx context.Context, key string) (objstore.ObjectInfo, error) {
+	if err := s.check("head", key); err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	return s.inner.Head(ctx, key)
+}
+
+func (s gatedStore) Delete(ctx context.Context, key string) error {
+	if err := s.check("delete", key); err != nil {
+		return err
+	}
+	return s.inner.Delete(ctx, key)
+}
+
+func (s gatedStore) List(ctx context.Context, opts objstore.ListOptions) (objstore.Page, error) {
+	if err := s.check("list", opts.Prefix); err != nil {
+		return objstore.Page{}, err
+	}
+	return s.inner.List(ctx, opts)
+}
+
+// ErrMetadataDown is the error the metadata Kafka closes connections with
+// while down.
+var ErrMetadataDown = errors.New("chaos: metadata Kafka down")
+
+// MetadataSwitch takes a kfake metadata Kafka down and up: while down it
+// closes the connection of every request it is sent (a client sees what
+// it sees of a Kafka that is down: connections that end).
+type MetadataSwitch struct {
+	down    atomic.Bool
+	refused atomic.Int64
+}
+
+// NewMetadataSwitch installs the switch in c, up.
+func NewMetadataSwitch(c *kfake.Cluster) *MetadataSwitch {
+	m := &MetadataSwitch{}
+	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if m.down.Load() {
+			m.refused.Add(1)
+			return nil, ErrMetadataDown, true
+		}
+		return nil, nil, false
+	})
+	return m
+}
+
+// SetDown takes the metadata Kafka down (true) or up.
+func (m *MetadataSwitch) SetDown(down bool) { m.down.Store(down) }
+
+// Refused counts the requests refused while down.
+func (m *MetadataSwitch) Refused() int64 { return m.refused.Load() }

@@ -4,9 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/kwal/kwal/internal/procs"
 )
 
 // TestRunSample runs a fixed sample of seeded schedules (CHAOS_SEEDS, default
@@ -34,7 +38,7 @@ func TestRunStoreOutagePastUploadTimeout(t *testing.T) {
 func runSeeds(t *testing.T, first uint64, n int, base Config) {
 	for seed := first; seed < first+uint64(n); seed++ {
 		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			cfg := base
 			cfg.Seed, cfg.Dir = seed, t.TempDir()
@@ -66,4 +70,27 @@ func envInt(t *testing.T, key string, def int) int {
 		t.Fatalf("%s=%q: %v", key, v, err)
 	}
 	return n
+}
+
+// TestRunProcessSample runs a fixed sample of seeded schedules
+// (CHAOS_PROCESS_SEEDS, default 3, from CHAOS_PROCESS_FIRST_SEED, default
+// 1) with the multi-process runner: three `kwal broker` processes built
+// from this tree, versitygw (scripts/test-env.sh installs it), loopback
+// proxies and real signals. Each must keep every invariant.
+func TestRunProcessSample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIPPED: -short: the multi-process chaos sample did not run")
+	}
+	vgw, err := procs.FindVersitygw()
+	if err != nil {
+		t.Skipf("SKIPPED: %v; the multi-process chaos sample did not run", err)
+	}
+	bin := filepath.Join(t.TempDir(), "kwal")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/kwal")
+	build.Dir = "../../../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/kwal: %v\n%s", err, out)
+	}
+	n, first := envInt(t, "CHAOS_PROCESS_SEEDS", 3), envInt(t, "CHAOS_PROCESS_FIRST_SEED", 1)
+	runSeeds(t, uint64(first), n, Config{Runner: RunnerProcess, KwalBinary: bin, VersitygwBinary: vgw})
 }

@@ -31,23 +31,41 @@ const (
 	StoreSlowDown Kind = "store-slowdown"
 	// AmbiguousPut stores half the PUTs and answers them with an error.
 	AmbiguousPut Kind = "ambiguous-put"
+	// MetadataDown makes the metadata Kafka (the remote-WAL metadata topic
+	// and, across processes, the cluster state and heartbeats) close every
+	// connection, as a Kafka that is down.
+	MetadataDown Kind = "metadata-down"
+	// DiskFull fills a broker's log dir: every log write fails (ENOSPC in
+	// process, EFBIG past RLIMIT_FSIZE across processes). The fault ends
+	// as an operator ends it: space freed, the broker restarted (a log
+	// that failed a write refuses writes until reopened, as Kafka takes a
+	// failed log dir offline).
+	DiskFull Kind = "disk-full"
+	// PartitionStore cuts one broker from the object store.
+	PartitionStore Kind = "partition-store"
 )
 
 // AllKinds lists every kind the generator draws from.
-var AllKinds = []Kind{KillBroker, PauseBroker, PartitionPair, PartitionRack, StoreDown, StoreSlow, StoreSlowDown, AmbiguousPut}
+var AllKinds = []Kind{KillBroker, PauseBroker, PartitionPair, PartitionRack, StoreDown, StoreSlow, StoreSlowDown, AmbiguousPut,
+	MetadataDown, DiskFull, PartitionStore}
 
 // lane says which faults may overlap: faults of one lane never do, so at
-// most one broker is down or paused at a time, one partition is in force,
-// and the store has one mode.
+// most one broker is down, paused or out of disk at a time, one partition
+// is in force, and one outside dependency fails at a time (the store in
+// one mode, or the metadata Kafka: in a lane of its own it was down most
+// of every schedule, and across processes a cluster whose leases all run
+// out in it serves nothing).
 func (k Kind) lane() int {
 	switch k {
-	case KillBroker, PauseBroker:
+	case KillBroker, PauseBroker, DiskFull:
 		return 0
-	case PartitionPair, PartitionRack:
+	case PartitionPair, PartitionRack, PartitionStore:
 		return 1
 	}
 	return 2
 }
+
+const lanes = 3
 
 // Event is one fault: it starts At after the workload starts and lasts For.
 type Event struct {
@@ -64,8 +82,10 @@ type Event struct {
 func (e Event) String() string {
 	var target string
 	switch e.Kind {
-	case KillBroker, PauseBroker:
+	case KillBroker, PauseBroker, DiskFull:
 		target = fmt.Sprintf(" broker %d", e.Broker)
+	case PartitionStore:
+		target = fmt.Sprintf(" broker %d <-/-> store", e.Broker)
 	case PartitionPair:
 		target = fmt.Sprintf(" brokers %d <-/-> %d", e.Broker, e.Peer)
 	case PartitionRack:
@@ -133,7 +153,7 @@ func Generate(seed uint64, o Options) Schedule {
 		return lo + time.Duration(rng.Int64N(int64(hi-lo)))
 	}
 	s := Schedule{Seed: seed}
-	for lane := range 3 {
+	for lane := range lanes {
 		kinds := byLane[lane]
 		if len(kinds) == 0 {
 			continue
@@ -143,7 +163,7 @@ func Generate(seed uint64, o Options) Schedule {
 			e := Event{At: t, Kind: kinds[rng.IntN(len(kinds))]}
 			e.For = between(o.MinFault, o.MaxFault)
 			switch e.Kind {
-			case KillBroker:
+			case KillBroker, DiskFull, PartitionStore:
 				e.Broker = 1 + rng.Int32N(n)
 			case PauseBroker:
 				e.Broker = 1 + rng.Int32N(n)

@@ -46,7 +46,7 @@ func TestGenerateInvariants(t *testing.T) {
 			}
 			end[e.Kind.lane()] = e.At + e.For
 			switch e.Kind {
-			case KillBroker, PauseBroker:
+			case KillBroker, PauseBroker, DiskFull, PartitionStore:
 				if e.Broker < 1 || e.Broker > 3 {
 					t.Fatalf("seed %d: %v: no such broker", seed, e)
 				}

@@ -1,0 +1,305 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kwal/kwal/broker"
+	"github.com/kwal/kwal/localcluster"
+	"github.com/kwal/kwal/metadata"
+	"github.com/kwal/kwal/objstore"
+)
+
+// inproc is the in-process cluster: a localcluster with a partitionable
+// broker-to-broker dialer, pausable heartbeats, a switchable object-store
+// fault decorator, a gate per broker in front of the store, a log file
+// layer per broker that can run out of space, and its own embedded
+// metadata Kafka that can go down.
+type inproc struct {
+	cfg   Config
+	lc    *localcluster.Cluster
+	emb   *metadata.Embedded
+	meta  *MetadataSwitch
+	net   *Network
+	store *StoreSwitch
+	ctrls map[int32]*PausableController
+	disks map[int32]*DiskFS
+	gates map[int32]*StoreGate
+}
+
+var _ cluster = (*inproc)(nil)
+
+func startInProcess(ctx context.Context, cfg Config) (_ *inproc, err error) {
+	r := &inproc{cfg: cfg, ctrls: map[int32]*PausableController{}, disks: map[int32]*DiskFS{}, gates: map[int32]*StoreGate{}}
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
+	racks := map[int32]string{}
+	for i, rack := range cfg.Racks {
+		id := int32(i + 1)
+		racks[id] = rack
+		r.disks[id] = NewDiskFS(nil)
+		r.gates[id] = &StoreGate{}
+	}
+	if r.emb, err = metadata.StartEmbedded(filepath.Join(cfg.Dir, "metadata-kfake"), cfg.Logger); err != nil {
+		return nil, fmt.Errorf("chaos: starting the metadata Kafka: %w", err)
+	}
+	r.meta = NewMetadataSwitch(r.emb.Cluster())
+	// Addresses resolve through the controller's registrations: a
+	// restarted broker listens on a new port, and others learn it from
+	// there before RestartBroker returns.
+	var ctrl *broker.MemController
+	r.net = NewNetwork(racks, func(addr string) (int32, bool) {
+		if ctrl == nil {
+			return 0, false
+		}
+		for _, b := range ctrl.Brokers() {
+			if net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) == addr {
+				return b.ID, true
+			}
+		}
+		return 0, false
+	})
+	heartbeat := cfg.SessionTimeout / 8
+	lc, err := localcluster.Start(ctx, localcluster.Config{
+		Racks: cfg.Racks, Dir: cfg.Dir, LatencyModel: "none", Logger: cfg.Logger,
+		MetadataBootstrap: strings.Join(r.emb.Bootstrap(), ","),
+		RemoteWAL:         broker.RemoteWALConfig{CombinerTaskInterval: 5 * time.Millisecond, UploadTimeout: cfg.UploadTimeout},
+		WrapStore: func(s objstore.Store) objstore.Store {
+			sw, err := NewStoreSwitch(s, cfg.Seed)
+			if err != nil {
+				panic(err) // the rules are constants
+			}
+			r.store = sw
+			return sw
+		},
+		WrapBrokerStore: func(id int32, s objstore.Store) objstore.Store {
+			return r.gates[id].Wrap(s)
+		},
+		Tweak: func(bc *broker.Config) {
+			ctrl = bc.Controller.(*broker.MemController)
+			pc := &PausableController{Controller: bc.Controller}
+			r.ctrls[bc.BrokerID] = pc
+			bc.Controller = pc
+			bc.Dial = r.net.Dialer(bc.BrokerID)
+			bc.LogFS = r.disks[bc.BrokerID]
+			bc.BrokerHeartbeatInterval = heartbeat
+			bc.BrokerSessionTimeout = cfg.SessionTimeout
+			bc.LeaderImbalanceCheckInterval = time.Second
+			bc.ReplicaLagTimeMax = cfg.SessionTimeout
+			bc.ReplicaFetchWaitMax = 50 * time.Millisecond
+			bc.ReplicaFetchBackoff = 20 * time.Millisecond
+			bc.MinInsyncReplicas = 2
+			bc.DefaultReplicationFactor = int16(len(cfg.Racks))
+		},
+		Liveness: &broker.LivenessConfig{SessionTimeout: cfg.SessionTimeout, Logger: cfg.Logger},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("chaos: starting the cluster: %w", err)
+	}
+	r.lc = lc
+	for _, t := range Topics {
+		spec := broker.TopicSpec{Name: t, Partitions: partitions, ReplicationFactor: int16(len(cfg.Racks)),
+			Configs: map[string]string{"min.insync.replicas": "2"}}
+		if t == "remotewal" {
+			spec.Configs[broker.TopicConfigRemoteWAL] = "true"
+		}
+		if _, err := lc.Controller.CreateTopic(spec); err != nil {
+			return nil, fmt.Errorf("chaos: creating %s: %w", t, err)
+		}
+	}
+	if !poll(ctx, time.Now().Add(30*time.Second), func() bool {
+		for _, tp := range tps() {
+			if r.leader(tp) == nil {
+				return false
+			}
+		}
+		return true
+	}) {
+		return nil, errors.New("chaos: partitions have no leaders 30 s after creation")
+	}
+	return r, nil
+}
+
+func (r *inproc) clientOpts() []kgo.Opt { return []kgo.Opt{kgo.SeedBrokers(r.lc.Bootstrap()...)} }
+
+func (r *inproc) metadataBootstrap() []string { return r.emb.Bootstrap() }
+
+func (r *inproc) auditStores() map[string]objstore.Store {
+	return map[string]objstore.Store{"": r.store.inner}
+}
+
+func (r *inproc) storeFaults() int64 { return r.store.Injected() }
+
+func (r *inproc) logFloods() ([]string, int) { return nil, 0 }
+
+func (r *inproc) close() {
+	if r.lc != nil {
+		r.lc.Close()
+	}
+	if r.emb != nil {
+		r.emb.Close()
+	}
+}
+
+// leader returns the broker leading tp as the controller says, if it runs
+// and knows it leads.
+func (r *inproc) leader(tp broker.TopicPartition) *broker.Broker {
+	ts, ok := r.lc.Controller.Topic(tp.Topic)
+	if !ok || int(tp.Partition) >= len(ts.Partitions) {
+		return nil
+	}
+	b := r.lc.Broker(ts.Partitions[tp.Partition].Leader)
+	if b == nil {
+		return nil
+	}
+	if st, ok := b.PartitionStatus(tp); ok && st.IsLeader {
+		return b
+	}
+	return nil
+}
+
+func (r *inproc) start(e Event) (undo func()) {
+	log := r.cfg.Logger
+	restart := func() { r.restart(e.Broker) }
+	switch e.Kind {
+	case KillBroker:
+		if err := r.lc.StopBroker(e.Broker); err != nil {
+			log.Warn("chaos: kill", "broker", e.Broker, "err", err)
+		}
+		return restart
+	case PauseBroker:
+		r.ctrls[e.Broker].Paused.Store(true)
+		heal := r.net.Cut(r.net.BrokerPairs(e.Broker))
+		return func() {
+			heal()
+			r.ctrls[e.Broker].Paused.Store(false)
+		}
+	case DiskFull:
+		r.disks[e.Broker].SetFull(true)
+		return func() {
+			r.disks[e.Broker].SetFull(false)
+			if err := r.lc.StopBroker(e.Broker); err != nil {
+				log.Warn("chaos: stopping the broker whose disk was full", "broker", e.Broker, "err", err)
+			}
+			restart()
+		}
+	case PartitionPair:
+		return r.net.Cut([][2]int32{{e.Broker, e.Peer}})
+	case PartitionRack:
+		return r.net.Cut(r.net.RackPairs(e.Rack))
+	case PartitionStore:
+		r.gates[e.Broker].SetCut(true)
+		return func() { r.gates[e.Broker].SetCut(false) }
+	case StoreDown, StoreSlow, StoreSlowDown, AmbiguousPut:
+		r.store.Set(e.Kind)
+		return func() { r.store.Set("") }
+	case MetadataDown:
+		r.meta.SetDown(true)
+		return func() { r.meta.SetDown(false) }
+	}
+	panic(fmt.Sprintf("chaos: unknown fault kind %q", e.Kind))
+}
+
+// restart starts broker id again, retrying every 100 ms while it refuses
+// to (a broker needs its metadata Kafka to start, and it may be down), as
+// a supervisor would; it gives up after Settle.
+func (r *inproc) restart(id int32) {
+	deadline := time.Now().Add(r.cfg.Settle)
+	for attempt := 1; ; attempt++ {
+		err := r.lc.RestartBroker(id)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.cfg.Logger.Error("chaos: broker does not start again", "broker", id, "attempts", attempt, "err", err)
+			return
+		}
+		if attempt == 1 {
+			r.cfg.Logger.Warn("chaos: broker refused to start; retrying", "broker", id, "err", err)
+		}
+		time.Sleep(100 * time.Millisecond) // a supervisor's restart backoff, on the real clock the cluster runs on
+	}
+}
+
+// converge waits until every partition has a leader whose followers all
+// hold its log end and whose high watermark is its log end, and returns
+// the high watermarks.
+func (r *inproc) converge(ctx context.Context, deadline time.Time) (map[broker.TopicPartition]int64, error) {
+	hws := map[broker.TopicPartition]int64{}
+	var why string
+	ok := poll(ctx, deadline, func() bool {
+		for i, b := range r.lc.Brokers {
+			if b == nil {
+				why = fmt.Sprintf("broker %d is not running", i+1)
+				return false
+			}
+		}
+		for _, tp := range tps() {
+			l := r.leader(tp)
+			if l == nil {
+				why = fmt.Sprintf("%s has no leader", tp)
+				return false
+			}
+			st, _ := l.PartitionStatus(tp)
+			if st.HighWatermark != st.LogEnd {
+				why = fmt.Sprintf("%s: high watermark %d, log end %d on leader %d", tp, st.HighWatermark, st.LogEnd, l.Info().ID)
+				return false
+			}
+			for _, b := range r.lc.Brokers {
+				if b == nil || b == l {
+					continue
+				}
+				fs, ok := b.PartitionStatus(tp)
+				if !ok || fs.LogEnd != st.LogEnd {
+					why = fmt.Sprintf("%s: follower %d at %d, leader %d at %d", tp, b.Info().ID, fs.LogEnd, l.Info().ID, st.LogEnd)
+					return false
+				}
+			}
+			hws[tp] = st.HighWatermark
+		}
+		return true
+	})
+	if !ok {
+		return hws, fmt.Errorf("converged: replicas did not converge within %v after the faults: %s", r.cfg.Settle, why)
+	}
+	return hws, nil
+}
+
+// compareReplicas checks that every follower's log is byte-identical to
+// its leader's over their common offsets, batch by batch (converge has
+// made every log end the leader's).
+func (r *inproc) compareReplicas(map[broker.TopicPartition]int64) (int, error) {
+	n := 0
+	for _, tp := range tps() {
+		l := r.leader(tp)
+		if l == nil {
+			return n, fmt.Errorf("replicas: %s has no leader", tp)
+		}
+		ll, _ := l.PartitionLog(tp)
+		for _, b := range r.lc.Brokers {
+			if b == nil || b == l {
+				continue
+			}
+			fl, ok := b.PartitionLog(tp)
+			if !ok {
+				continue
+			}
+			if err := sameLogs(ll, fl); err != nil {
+				return n, fmt.Errorf("replicas: %s on broker %d differs from leader %d: %v", tp, b.Info().ID, l.Info().ID, err)
+			}
+			n++
+		}
+	}
+	return n, nil
+}
