@@ -46,7 +46,10 @@ func TestSelfHostedMetadataTopic(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() { // the remote WAL's own lines, which the log tails miss
 			for _, b := range c.brokers {
-				data, _ := os.ReadFile(b.logPath)
+				if b.proc == nil {
+					continue
+				}
+				data, _ := os.ReadFile(b.proc.LogPath)
 				var keep []string
 				for _, l := range strings.Split(string(data), "\n") {
 					if (strings.Contains(l, "remote WAL") || strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "ISR")) &&
