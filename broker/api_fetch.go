@@ -153,6 +153,8 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 				part.err = kerr.InconsistentTopicID
 			case part.p == nil:
 				part.err = b.notHere(part.tp)
+			case b.dir.offline():
+				part.err = kerr.KafkaStorageError
 			case replica >= 0:
 				st, _ := part.p.snapshot()
 				if part.err = checkEpoch(part.epoch, st.LeaderEpoch); part.err != nil {
@@ -188,7 +190,16 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 				b.wake(part.tp)
 			}
 		}
+		fenced := len(expand) > 0 && b.brokerFenced(replica)
 		for _, e := range expand {
+			if fenced {
+				// As Kafka's leader (isReplicaIsrEligible): a fenced broker
+				// joins no ISR until it has registered again; the
+				// controller would refuse it anyway.
+				b.logger.Debug("not proposing a fenced replica for the ISR", "partition", e.p.tp, "replica", replica)
+				e.p.isrDone()
+				continue
+			}
 			b.logger.Info("expanding ISR", "partition", e.p.tp, "isr", e.isr)
 			b.events.isrExpands.Add(1)
 			b.alterISR(e.p, e.isr)

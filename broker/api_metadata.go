@@ -143,6 +143,11 @@ func (b *Broker) handleMetadata(cs *connState, req *kmsg.MetadataRequest) kmsg.R
 			mp.Partition, mp.Leader, mp.LeaderEpoch = ps.Partition, ps.Leader, ps.LeaderEpoch
 			mp.Replicas, mp.ISR = ps.Replicas, ps.ISR
 			mp.OfflineReplicas = offlineReplicas(ps.Replicas, regs)
+			if b.dir.offline() && slices.Contains(ps.Replicas, b.cfg.BrokerID) && !slices.Contains(mp.OfflineReplicas, b.cfg.BrokerID) {
+				// Its only log dir is offline: what Kafka reports of a
+				// replica on a failed dir.
+				mp.OfflineReplicas = append(mp.OfflineReplicas, b.cfg.BrokerID)
+			}
 			if ps.Leader == NoLeader {
 				mp.ErrorCode = kerr.LeaderNotAvailable.Code
 			}

@@ -204,6 +204,9 @@ func (b *Broker) producePartition(req *kmsg.ProduceRequest, tp TopicPartition, r
 	if p == nil {
 		return b.notHere(tp), ""
 	}
+	if b.dir.offline() {
+		return kerr.KafkaStorageError, b.logDirOfflineErr().Error()
+	}
 	if !b.leaseValid() {
 		return kerr.NotLeaderForPartition, "this broker's lease expired (no heartbeat acknowledged within broker.session.timeout.ms)"
 	}

@@ -50,7 +50,8 @@ type Broker struct {
 	unsubscribe func()
 	reqs        requestCounters
 	events      eventCounters
-	changes     changeFeed // see Changed
+	dir         logDirHealth // log.dirs online or offline (logdir.go)
+	changes     changeFeed   // see Changed
 	stop        chan struct{}
 	wg          sync.WaitGroup
 
@@ -74,6 +75,9 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	if err := CheckLogDir(cfg.LogDir); err != nil {
+		return nil, err
+	}
+	if err := checkPartitionDirs(cfg.LogDir, cfg.logFS()); err != nil {
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, clock: cfg.Clock, ctrl: cfg.Controller, ledger: cfg.Ledger, stop: make(chan struct{})}
@@ -384,10 +388,10 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, ts Topic
 		return nil, err
 	}
 	lc := kafkalog.Config{
+		FS:                           b.cfg.logFS(),
 		FlushMessages:                b.cfg.FlushMessages,
 		ProducerStateRebuildDisabled: b.cfg.ProducerStateRebuildDisabled,
 		ProducerIDExpirationMs:       b.cfg.ProducerIDExpiration.Milliseconds(),
-		FS:                           b.cfg.LogFS,
 		Clock:                        b.clock,
 		Logger:                       b.logger,
 		OnChange:                     b.changes.Signal,
@@ -398,10 +402,12 @@ func (b *Broker) openPartition(tp TopicPartition, mode ReplicationMode, ts Topic
 	_, lc.Compacted = compactConfigOf(ts.Configs)
 	l, err := kafkalog.Open(dir, lc)
 	if err != nil {
+		b.storageFailed("opening the log", tp, err)
 		return nil, err
 	}
 	p := &partition{tp: tp, topicID: ts.ID, configEpoch: ts.Epoch, self: b.cfg.BrokerID, log: l, validator: b.validator, mode: mode,
-		logAppendTime: set.logAppendTime, compacted: set.compacted, lagMax: b.cfg.ReplicaLagTimeMax, clock: b.clock, logger: b.logger}
+		logAppendTime: set.logAppendTime, compacted: set.compacted, lagMax: b.cfg.ReplicaLagTimeMax, clock: b.clock, logger: b.logger,
+		storage: func(what string, err error) bool { return b.storageFailed(what, tp, err) }}
 	p.minISR.Store(int64(set.minISR))
 	b.mu.partitions[tp] = p
 	return p, nil
@@ -488,6 +494,17 @@ func (b *Broker) shrinkISRs() {
 			b.alterISR(p, isr)
 		}
 	}
+}
+
+// brokerFenced reports whether the controller's current registration of
+// broker id is fenced (a broker that never registered is not).
+func (b *Broker) brokerFenced(id int32) bool {
+	for _, r := range b.ctrl.Registrations() {
+		if r.ID == id {
+			return r.Fenced
+		}
+	}
+	return false
 }
 
 // alterISR asks the controller for a new ISR; the subscription applies it.

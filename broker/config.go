@@ -142,6 +142,14 @@ type RemoteWALConfig struct {
 	// how long the start waits for the metadata Kafka (the controller's
 	// and the remote WAL's). Default 15 s.
 	MetadataBootstrapTimeout time.Duration
+	// FollowerFallback: remote.wal.follower.fallback.ms, how long a
+	// follower may wait for object storage to serve the slice at its log
+	// end (every read and every retry of the store client included)
+	// before it fetches from the leader (follower.Config.FallbackAfter).
+	// 0 means the default (FollowerFallbackAfter): 1 s, or a third of
+	// replica.lag.time.max.ms if that is less; a value set must be below
+	// replica.lag.time.max.ms.
+	FollowerFallback time.Duration
 }
 
 // MetadataClient is the security of the metadata Kafka clients.
@@ -199,6 +207,11 @@ type Config struct {
 	Authorizer *Authorizer
 	// LogDir: log.dirs (one directory). Required.
 	LogDir string
+	// LogFS is the file layer every partition log writes through
+	// (kafkalog.Config.FS); nil is the real one (kafkalog.OSFS). Fault
+	// harnesses inject I/O errors here (a full disk, a read-only dir); a
+	// wrapping FS loses the sendfile fetch path, whose files must be the OS's.
+	LogFS kafkalog.FS
 	// SegmentBytes: log.segment.bytes. Default kafkalog's (1 GiB).
 	SegmentBytes int64
 	// FlushMessages: flush.messages. Default: the OS decides.
@@ -229,11 +242,6 @@ type Config struct {
 	// default those bytes go from the segment file to the socket with
 	// sendfile (Kafka's FileRecords.writeTo). For comparing the two paths.
 	ZeroCopyFetchDisabled bool
-	// LogFS is the file layer every partition log writes through
-	// (kafkalog.Config.FS); nil is the OS file system. Fault harnesses
-	// inject I/O errors here (a full disk); a wrapping FS loses the
-	// sendfile fetch path, whose files must be the OS's.
-	LogFS kafkalog.FS
 	// NumPartitions: num.partitions, for auto-created topics and
 	// CreateTopics with -1. Default 1.
 	NumPartitions int32
@@ -501,4 +509,26 @@ func (c *Config) CheckSettings() error {
 		return fmt.Errorf("%w: listeners=%q: %v", ErrConfig, c.Listener, err)
 	}
 	return c.validateListeners()
+}
+
+func (c *Config) logFS() kafkalog.FS {
+	if c.LogFS == nil {
+		return kafkalog.OSFS{}
+	}
+	return c.LogFS
+}
+
+// FollowerFallbackAfter is remote.wal.follower.fallback.ms as set, else
+// its default: 1 s, or a third of replica.lag.time.max.ms if that is less
+// (computed here, not stored by Validate, so that a config whose lag is
+// changed after a first Validate still gets a default below it).
+func (c *Config) FollowerFallbackAfter() time.Duration {
+	if c.RemoteWAL.FollowerFallback > 0 {
+		return c.RemoteWAL.FollowerFallback
+	}
+	lag := c.ReplicaLagTimeMax
+	if lag <= 0 {
+		lag = DefaultReplicaLagTimeMax
+	}
+	return max(time.Millisecond, min(DefaultFollowerFallback, lag/3))
 }

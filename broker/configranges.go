@@ -36,6 +36,10 @@ const (
 	// remote.wal.metadata.bootstrap.timeout.ms.
 	DefaultMetadataBootstrapTimeout = 15 * time.Second
 	maxStartupTimeoutMs             = 10 * 60 * 1000
+	// DefaultFollowerFallback is remote.wal.follower.fallback.ms: well
+	// under replica.lag.time.max.ms (Kafka's default 30 s), so that a
+	// store outage costs acks=all about a second, not the ISR.
+	DefaultFollowerFallback = time.Second
 )
 
 // serverKeyRanges holds the range of every integer server.properties key.
@@ -81,6 +85,8 @@ var serverKeyRanges = map[string]keyRange{
 		"how long the start may wait for the object store to answer; at most 10 minutes"},
 	"remote.wal.metadata.bootstrap.timeout.ms": {1, maxStartupTimeoutMs, "15000",
 		"how long the start may wait for the metadata Kafka; at most 10 minutes"},
+	"remote.wal.follower.fallback.ms": {1, dayMs, "1000 (or replica.lag.time.max.ms/3 if less)",
+		"how long a follower waits for object storage (all reads and retries) before fetching from the leader; below replica.lag.time.max.ms"},
 	"log.retention.ms":      {-1, math.MaxInt64, "604800000", "-1 keeps segments forever; the topic's retention.ms overrides it"},
 	"log.retention.minutes": {-1, math.MaxInt64 / 60_000, "10080", "-1 keeps segments forever; log.retention.ms wins if both are set"},
 	"log.retention.hours":   {-1, math.MaxInt64 / 3_600_000, "168", "-1 keeps segments forever; .ms and .minutes win if set"},
@@ -240,6 +246,7 @@ func (c *Config) validateRanges() error {
 		{"remote.wal.retention.ms", ms(r.Retention), r.Retention != 0},
 		{"remote.wal.storage.check.timeout.ms", ms(r.StorageCheckTimeout), true},
 		{"remote.wal.metadata.bootstrap.timeout.ms", ms(r.MetadataBootstrapTimeout), true},
+		{"remote.wal.follower.fallback.ms", ms(r.FollowerFallback), r.FollowerFallback != 0},
 		{"log.retention.ms", c.RetentionMs, true},
 		{"log.retention.bytes", c.RetentionBytes, true},
 		{"log.retention.check.interval.ms", ms(c.RetentionCheckInterval), true},
@@ -268,6 +275,10 @@ func (c *Config) validateRanges() error {
 	if c.ReplicaFetchWaitMax > c.ReplicaLagTimeMax {
 		return fmt.Errorf("%w: replica.fetch.wait.max.ms=%d is above replica.lag.time.max.ms=%d: followers would drop out of the ISR while their fetches wait (Kafka refuses this too); lower replica.fetch.wait.max.ms",
 			ErrConfig, ms(c.ReplicaFetchWaitMax), ms(c.ReplicaLagTimeMax))
+	}
+	if r.FollowerFallback != 0 && r.FollowerFallback >= c.ReplicaLagTimeMax {
+		return fmt.Errorf("%w: remote.wal.follower.fallback.ms=%d is not below replica.lag.time.max.ms=%d: a follower waiting that long for object storage drops out of the ISR before it asks the leader; lower remote.wal.follower.fallback.ms",
+			ErrConfig, ms(r.FollowerFallback), ms(c.ReplicaLagTimeMax))
 	}
 	if c.BrokerSessionTimeout <= c.BrokerHeartbeatInterval {
 		return fmt.Errorf("%w: broker.session.timeout.ms=%d must exceed broker.heartbeat.interval.ms=%d, or every broker is fenced between two heartbeats; raise the session timeout",

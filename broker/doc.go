@@ -81,7 +81,11 @@
 // filled-in Config in CheckSettings, with the cross-key rules
 // (min.insync.replicas <= default.replication.factor <= brokers in
 // cluster.brokers; replica.fetch.wait.max.ms <= replica.lag.time.max.ms).
-// New proves log.dirs writable by writing a file; rwnode.OpenRemoteWALParts lists
+// New proves log.dirs, and every partition directory in it, writable by
+// writing a file (an unusable log dir refuses the start, as Kafka's JBOD
+// handling does when no dir is left); a log dir that fails at run time is
+// offline until a restart (logdir.go: KAFKA_STORAGE_ERROR, offline
+// replicas in Metadata, kwal_log_dir_offline). rwnode.OpenRemoteWALParts lists
 // the store within remote.wal.storage.check.timeout.ms; kwal broker bounds
 // the metadata bootstrap by remote.wal.metadata.bootstrap.timeout.ms. Each
 // refusal wraps ErrConfig and names the key, the value, the range and

@@ -358,7 +358,7 @@ func (f *replicaFetcher) carryOut(st *followState, acts []replica.Action) {
 			}
 		case replica.Append:
 			_, err := st.h.appendAsFollower(a.Records, st.fsm.LeaderEpoch())
-			if err != nil && !errors.Is(err, replica.ErrStale) {
+			if err != nil && !errors.Is(err, replica.ErrStale) && !errors.Is(err, ErrLogDirOffline) {
 				f.b.logger.Warn("follower append failed", "partition", tp, "err", err)
 			}
 			changed = changed || err == nil

@@ -70,11 +70,12 @@ var (
 	descRetention  = prometheus.NewDesc("kwal_retention_deleted_segments_total", "Segments deleted by local retention (retention.ms, retention.bytes).", nil, nil)
 	descISR        = prometheus.NewDesc("kwal_isr_proposals_total", "ISR changes proposed by this broker as leader, by kind (shrink: lagging followers out; expand: a caught-up follower in).", []string{"kind"}, nil)
 	descZeroCopy   = prometheus.NewDesc("kwal_fetch_zero_copy_bytes_total", "Fetched record bytes sent from segment files with sendfile (no user-space copy).", nil, nil)
+	descLogDir     = prometheus.NewDesc("kwal_log_dir_offline", "1 when the broker's log dir (log.dirs) had an I/O error and is offline: its partitions answer KAFKA_STORAGE_ERROR until a restart.", []string{"log_dir"}, nil)
 )
 
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRequests, descTransfer, descPurgatory, descWatchers, descExpired, descStore,
-		descStoreBytes, descLogEnd, descHW, descDuplicates, descRetention, descConns, descConnEvents, descZeroCopy, descISR} {
+		descStoreBytes, descLogEnd, descHW, descDuplicates, descRetention, descConns, descConnEvents, descZeroCopy, descLogDir, descISR} {
 		ch <- d
 	}
 	c.b.cfg.Stages.Describe(ch)
@@ -104,6 +105,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descConnEvents, float64(b.limits.evicted.Load()), "closed_for_inter_broker")
 	counter(descConnEvents, float64(b.conns.acceptErrors.Load()), "accept_error")
 	counter(descZeroCopy, float64(b.events.zeroCopyBytes.Load()))
+	offline := 0.0
+	if b.dir.offline() {
+		offline = 1
+	}
+	gauge(descLogDir, offline, b.cfg.LogDir)
 	counter(descISR, float64(b.events.isrShrinks.Load()), "shrink")
 	counter(descISR, float64(b.events.isrExpands.Load()), "expand")
 

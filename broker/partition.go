@@ -32,6 +32,10 @@ type partition struct {
 	lagMax time.Duration // replica.lag.time.max.ms
 	clock  clock.Clock
 	logger *slog.Logger
+	// storage reports a log operation's error to the broker's log-dir
+	// health and says whether the dir is offline (logdir.go); nil in
+	// partitions built without a broker.
+	storage func(what string, err error) bool
 
 	// appendMu serialises appends, truncations and role changes; it is
 	// taken before mu. Holding it, a producer's entry in the log cannot
@@ -195,6 +199,9 @@ func (p *partition) appendAsLeader(records []byte, acks int16) appendResult {
 	if err != nil {
 		return appendResult{err: logErrorCode(err), msg: err.Error()}
 	}
+	if p.dirOffline() {
+		return appendResult{err: kerr.KafkaStorageError, msg: "this broker's log dir is offline"}
+	}
 	h := vb.Header()
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
@@ -237,6 +244,7 @@ func (p *partition) appendAsLeader(records []byte, acks int16) appendResult {
 	}
 	info, err := p.log.AppendValidatedAsLeader(vb, epoch)
 	if err != nil {
+		p.storageErr("appending as leader", err)
 		return appendResult{err: logErrorCode(err), msg: err.Error()}
 	}
 	return appendResult{firstOffset: info.FirstOffset, lastOffset: info.LastOffset, logAppendTime: appendTime}
@@ -283,10 +291,28 @@ func (p *partition) appendFollowerBatches(records []byte, epoch int32, verified 
 	if !ok {
 		return kafkalog.AppendInfo{}, errFetchStale
 	}
-	if verified {
-		return p.log.AppendVerifiedAsFollower(records)
+	if p.dirOffline() {
+		return kafkalog.AppendInfo{}, ErrLogDirOffline
 	}
-	return p.log.AppendAsFollower(records)
+	var info kafkalog.AppendInfo
+	var err error
+	if verified {
+		info, err = p.log.AppendVerifiedAsFollower(records)
+	} else {
+		info, err = p.log.AppendAsFollower(records)
+	}
+	p.storageErr("appending as follower", err)
+	return info, err
+}
+
+// dirOffline says whether the broker's log dir is offline.
+func (p *partition) dirOffline() bool { return p.storage != nil && p.storage("", nil) }
+
+// storageErr hands a log operation's error to the log-dir health.
+func (p *partition) storageErr(what string, err error) {
+	if err != nil && p.storage != nil {
+		p.storage(what, err)
+	}
 }
 
 var errFetchStale = replica.ErrStale

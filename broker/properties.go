@@ -414,6 +414,9 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 	"remote.wal.metadata.bootstrap.timeout.ms": func(sc *ServerConfig, v string) error {
 		return parseMs(v, &sc.Broker.RemoteWAL.MetadataBootstrapTimeout)
 	},
+	"remote.wal.follower.fallback.ms": func(sc *ServerConfig, v string) error {
+		return parseMs(v, &sc.Broker.RemoteWAL.FollowerFallback)
+	},
 	"remote.wal.metadata.bootstrap.servers": func(sc *ServerConfig, v string) error {
 		sc.Broker.RemoteWAL.MetadataBootstrapServers = v
 		return nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/combiner/objformat"
+	"github.com/kwal/kwal/internal/retry"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
 )
@@ -200,6 +201,9 @@ type Combiner struct {
 
 	mu struct {
 		sync.Mutex
+		// uploads and publishes turn failed attempts into log lines at
+		// state changes (see logAttempt).
+		uploads, publishes retry.Episode
 		// queue and view are compacted in place after each cut, so their
 		// backing arrays are reused; cut slices are copied out into jobs.
 		queue       batch
@@ -622,6 +626,7 @@ func (c *Combiner) upload(body []byte, entries []metadata.SliceEntry) (UploadedO
 		}
 		cancel()
 		if err == nil {
+			c.logAttempt(&c.mu.uploads, "upload", key, attempt, nil)
 			c.m.up.Add(1)
 			c.m.bytesUp.Add(int64(len(body)))
 			return UploadedObject{ID: id, Key: key, Bucket: c.cfg.Bucket, BrokerID: c.cfg.BrokerID,
@@ -635,11 +640,46 @@ func (c *Combiner) upload(body []byte, entries []metadata.SliceEntry) (UploadedO
 			return UploadedObject{}, fmt.Errorf("combiner: upload %s: %w", key, err)
 		}
 		c.m.upRetries.Add(1)
-		c.log.Warn("combiner: upload retry", "key", key, "attempt", attempt+1, "err", err)
+		c.logAttempt(&c.mu.uploads, "upload", key, attempt, err)
 		if !c.sleep(c.backoff(attempt)) {
 			c.setInFlight(key, false)
 			return UploadedObject{}, ErrClosed
 		}
+	}
+}
+
+// failureLogEvery: while uploads (or publishes) keep failing, the count
+// of failed attempts is logged this often.
+const failureLogEvery = 10 * time.Second
+
+// logAttempt logs failed upload or publish attempts (err != nil) as one
+// state change per outage, not one WARN per attempt of every object: the
+// first failure, then at most every failureLogEvery the count since, and
+// the first success after them with the total. Each attempt is at DEBUG.
+func (c *Combiner) logAttempt(ep *retry.Episode, what, key string, attempt int, err error) {
+	now := c.clock.Now()
+	c.mu.Lock()
+	ep.Every = failureLogEvery
+	var r retry.Report
+	var n int64
+	var d time.Duration
+	if err != nil {
+		r, n = ep.Fail(now)
+		d = now.Sub(ep.Since())
+	} else {
+		r, n, d = ep.OK(now)
+	}
+	c.mu.Unlock()
+	if err != nil {
+		c.log.Debug("combiner: "+what+" retry", "key", key, "attempt", attempt+1, "err", err)
+	}
+	switch r {
+	case retry.Entered:
+		c.log.Warn("combiner: "+what+" failing; retrying with backoff", "key", key, "attempt", attempt+1, "err", err)
+	case retry.Still:
+		c.log.Warn("combiner: "+what+"s still failing", "failedAttempts", n, "for", d.Round(time.Millisecond), "err", err)
+	case retry.Left:
+		c.log.Info("combiner: "+what+"s succeed again", "failedAttempts", n, "after", d.Round(time.Millisecond))
 	}
 }
 
@@ -730,6 +770,7 @@ func (c *Combiner) publish(obj UploadedObject) error {
 		err := c.cfg.Publisher.PublishObject(actx, obj)
 		cancel()
 		if err == nil {
+			c.logAttempt(&c.mu.publishes, "publish", obj.Key, attempt, nil)
 			return nil
 		}
 		if !c.cfg.Retriable(err) {
@@ -737,7 +778,7 @@ func (c *Combiner) publish(obj UploadedObject) error {
 			return fmt.Errorf("combiner: publish %s: %w", obj.Key, err)
 		}
 		c.m.pubRetries.Add(1)
-		c.log.Warn("combiner: publish retry", "key", obj.Key, "attempt", attempt+1, "err", err)
+		c.logAttempt(&c.mu.publishes, "publish", obj.Key, attempt, err)
 		if !c.sleep(c.backoff(attempt)) {
 			return ErrClosed
 		}

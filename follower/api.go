@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/internal/retry"
 	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
@@ -154,7 +156,19 @@ const (
 	CauseObjectMissing Cause = "object-missing" // GET answered not found
 	CauseCorrupt       Cause = "corrupt"        // CRC or length checks failed
 	CauseReadError     Cause = "read-error"     // GETs kept failing
+	CauseReadTimeout   Cause = "read-timeout"   // object storage did not serve the log end within FallbackAfter
 )
+
+// degrades reports whether a fallback for cause may mean object storage
+// itself is failing: the follower then stays on the leader until a probe
+// GET is answered (see Config.FallbackAfter).
+func (c Cause) degrades() bool {
+	switch c {
+	case CauseReadError, CauseReadTimeout, CauseMetadataLag, CauseMetadataGap:
+		return true
+	}
+	return false
+}
 
 // Defaults.
 const (
@@ -166,6 +180,9 @@ const (
 	DefaultGapTimeout       = 500 * time.Millisecond
 	DefaultMaxReadAttempts  = 3
 	DefaultRetryBackoff     = 20 * time.Millisecond
+	DefaultRetryBackoffMax  = time.Second
+	DefaultFallbackAfter    = time.Second
+	DefaultLogEvery         = 10 * time.Second
 	DefaultFallbackMaxBytes = 1 << 20
 	DefaultPollInterval     = 100 * time.Millisecond
 )
@@ -203,8 +220,32 @@ type Config struct {
 	// MaxReadAttempts: after this many failed reads of the slice at the log
 	// end (errors, corrupt bodies; hedges included), fetch from the leader.
 	MaxReadAttempts int
-	// RetryBackoff is the wait after a failed read, times the failures.
-	RetryBackoff time.Duration
+	// FallbackAfter is the one budget in time of the slice at the log end:
+	// once it has been wanted from object storage this long (reads in
+	// flight, failed, waiting for a free read slot or for their retry,
+	// whatever number of attempts the store client makes inside one read)
+	// the follower fetches it from the leader. The fallback then covers
+	// everything the leader has until a probe GET (every RetryBackoff,
+	// doubling to RetryBackoffMax) shows object storage answers again, so
+	// an outage costs one FallbackAfter per partition, not one per slice.
+	// Keep it well under replica.lag.time.max.ms: the leader drops a
+	// follower stalled for that long from the ISR.
+	FallbackAfter time.Duration
+	// RetryBackoff is the wait after the first failure of a read, a leader
+	// fetch, an epoch query or a probe; it doubles per consecutive failure
+	// up to RetryBackoffMax, less a random part of up to a half (jitter,
+	// drawn from Jitter) so that partitions failing together do not retry
+	// in step.
+	RetryBackoff    time.Duration
+	RetryBackoffMax time.Duration
+	// Jitter returns uniform numbers in [0, 1) for the backoff; default a
+	// PCG seeded from Clock. Called from the driver goroutine only.
+	Jitter func() float64
+	// LogEvery: a failure that goes on (a fallback, failing GETs, leader
+	// fetches, epoch queries or appends) is logged once when it starts, at
+	// most once per LogEvery after that with the count, and once when it
+	// ends.
+	LogEvery time.Duration
 	// FallbackMaxBytes bounds one leader fetch.
 	FallbackMaxBytes int
 	// PollInterval: the driver re-reads LeaderState this often (Notify
@@ -241,6 +282,9 @@ func (c *Config) Validate() error {
 	defd(&c.HedgeDelay, DefaultHedgeDelay)
 	defd(&c.GapTimeout, DefaultGapTimeout)
 	defd(&c.RetryBackoff, DefaultRetryBackoff)
+	defd(&c.RetryBackoffMax, max(DefaultRetryBackoffMax, c.RetryBackoff))
+	defd(&c.FallbackAfter, DefaultFallbackAfter)
+	defd(&c.LogEvery, DefaultLogEvery)
 	defd(&c.PollInterval, DefaultPollInterval)
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = DefaultMaxInFlight
@@ -261,16 +305,27 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("follower: max in flight %d, read attempts %d, fallback bytes %d", c.MaxInFlight, c.MaxReadAttempts, c.FallbackMaxBytes)
 	case c.CatchUpBytesPerSec < 0 || c.CatchUpBurstBytes < 0:
 		return fmt.Errorf("follower: catch-up rate %d B/s, burst %d", c.CatchUpBytesPerSec, c.CatchUpBurstBytes)
-	case c.GapTimeout < 0 || c.RetryBackoff < 0 || c.PollInterval <= 0:
-		return fmt.Errorf("follower: gap timeout %v, retry backoff %v, poll interval %v", c.GapTimeout, c.RetryBackoff, c.PollInterval)
+	case c.GapTimeout < 0 || c.PollInterval <= 0 || c.FallbackAfter < 0 || c.LogEvery < 0:
+		return fmt.Errorf("follower: gap timeout %v, poll interval %v, fallback after %v, log every %v", c.GapTimeout, c.PollInterval, c.FallbackAfter, c.LogEvery)
+	}
+	if err := c.backoff().Validate(); err != nil {
+		return fmt.Errorf("follower: RetryBackoff %v, RetryBackoffMax %v: %w", c.RetryBackoff, c.RetryBackoffMax, err)
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
+	}
+	if c.Jitter == nil {
+		seed := uint64(c.Clock.Now().UnixNano())
+		c.Jitter = rand.New(rand.NewPCG(seed, seed>>1|1)).Float64
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return nil
+}
+
+func (c *Config) backoff() retry.Backoff {
+	return retry.Backoff{Base: c.RetryBackoff, Max: c.RetryBackoffMax, Jitter: 0.5}
 }
 
 // StateIndex adapts *metadata.State (the index rebuilt from the metadata

@@ -115,6 +115,12 @@ type partView struct {
 	RetryAt       time.Time
 	StuckSince    time.Time
 	FallbackUntil int64
+	// WantedSince is when the slice at the log end was first wanted from
+	// object storage (zero: not yet); Config.FallbackAfter runs from it.
+	WantedSince time.Time
+	// Degraded: object storage failed this partition and a probe has not
+	// yet shown it answers again; the leader serves everything meanwhile.
+	Degraded bool
 }
 
 // partDecision is what to do next for one partition (replica.RemotePlan
@@ -125,8 +131,9 @@ type partDecision struct {
 	StuckSince    time.Time // zero when not stuck
 	Fallback      bool      // fetch from the leader at the log end
 	FallbackUntil int64     // keep fetching from the leader below this
-	GapCause      Cause     // set when the fallback starts because of a gap
+	GapCause      Cause     // set when the fallback starts because of a gap, or CauseReadTimeout
 	WakeAt        time.Time // zero: nothing timed
+	WantedSince   time.Time // see partView; zero when nothing is wanted from object storage
 	Target        int64     // the highest end known (leader, index)
 	Fenced        int       // slices at or above the log end fenced off
 	readIdx       []int     // the plan's Read, for the next ReadIdx
@@ -143,9 +150,14 @@ func decide(now time.Time, v partView, cfg *Config) partDecision {
 	p := replica.PlanRemote(now, replica.RemoteView{
 		LEO: v.LEO, LeaderEpoch: v.Leader.Epoch, LeaderLogEnd: v.Leader.LogEnd, LocalEpoch: v.LocalEpoch,
 		Summary: v.Sum, Fence: v.Fence, Failures: v.Failures, RetryAt: v.RetryAt, StuckSince: v.StuckSince, FallbackUntil: v.FallbackUntil,
-	}, v.Slots, replica.RemoteLimits{ReadAheadBytes: cfg.ReadAheadBytes, GapTimeout: cfg.GapTimeout, MaxReadAttempts: cfg.MaxReadAttempts}, v.ReadIdx)
+		WantedSince: v.WantedSince, Degraded: v.Degraded,
+	}, v.Slots, replica.RemoteLimits{ReadAheadBytes: cfg.ReadAheadBytes, GapTimeout: cfg.GapTimeout, MaxReadAttempts: cfg.MaxReadAttempts,
+		FallbackAfter: cfg.FallbackAfter}, v.ReadIdx)
 	d := partDecision{Ask: p.Ask, StuckSince: p.StuckSince, Fallback: p.Fallback, FallbackUntil: p.FallbackUntil,
-		GapCause: gapCauses[p.GapCause], WakeAt: p.WakeAt, Target: p.Target, Fenced: p.Fenced}
+		GapCause: gapCauses[p.GapCause], WakeAt: p.WakeAt, Target: p.Target, Fenced: p.Fenced, WantedSince: p.WantedSince}
+	if p.TimedOut {
+		d.GapCause = CauseReadTimeout
+	}
 	if len(p.Read) > 0 {
 		read := v.Scratch[:0]
 		for _, i := range p.Read {

@@ -50,6 +50,8 @@ type testView struct {
 	RetryAt       time.Time
 	StuckSince    time.Time
 	FallbackUntil int64
+	WantedSince   time.Time
+	Degraded      bool
 }
 
 // testDecision is partDecision with the slots to read as Located.
@@ -63,6 +65,7 @@ type testDecision struct {
 	WakeAt        time.Time
 	Target        int64
 	Fenced        int
+	WantedSince   time.Time
 }
 
 // slotsOf builds sorted slots as the driver keeps them.
@@ -87,6 +90,7 @@ func runDecide(now time.Time, tv testView, cfg *Config) testDecision {
 		LEO: tv.LEO, Leader: tv.Leader, LocalEpoch: tv.LocalEpoch, Slots: ss,
 		Sum: summarize(ss, tv.LEO, tv.Leader.Epoch, tv.LocalEpoch, tv.Fence), Fence: tv.Fence,
 		Failures: tv.Failures, RetryAt: tv.RetryAt, StuckSince: tv.StuckSince, FallbackUntil: tv.FallbackUntil,
+		WantedSince: tv.WantedSince, Degraded: tv.Degraded,
 	}, cfg)
 	var read []Located
 	for _, s := range d.Read {
@@ -94,7 +98,7 @@ func runDecide(now time.Time, tv testView, cfg *Config) testDecision {
 	}
 	return testDecision{
 		Read: read, Ask: d.Ask, StuckSince: d.StuckSince, Fallback: d.Fallback, FallbackUntil: d.FallbackUntil,
-		GapCause: d.GapCause, WakeAt: d.WakeAt, Target: d.Target, Fenced: d.Fenced,
+		GapCause: d.GapCause, WakeAt: d.WakeAt, Target: d.Target, Fenced: d.Fenced, WantedSince: d.WantedSince,
 	}
 }
 

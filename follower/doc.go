@@ -19,7 +19,15 @@
 //     batch exactly once, in offset order;
 //   - leader-epoch fencing and KIP-101/KIP-279 truncation on a leader change;
 //   - the "recovery stream" fallback to the leader (LeaderClient), counted as
-//     cross-rack bytes (TransferRecorder);
+//     cross-rack bytes (TransferRecorder): after MaxReadAttempts failed
+//     reads of the slice at the log end, or once it has been wanted for
+//     FallbackAfter (one budget in time across every read and every retry
+//     of the store client: each read's context ends there); after a failed
+//     read, and after a gap whose probe GET fails, the partition is
+//     degraded and the leader serves everything until a probe (backing
+//     off, jittered, to RetryBackoffMax) is answered;
+//   - backoff of every retry, and logging a failure that goes on as state
+//     changes with counts (internal/retry), not a line per retry;
 //   - reporting the log end (Reporter), status and metrics.
 //
 // It does not own leader election, the FollowerFetch protocol (LeaderState

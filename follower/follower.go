@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kwal/kwal/internal/retry"
 	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
@@ -40,6 +41,10 @@ type PartitionStatus struct {
 	// the leader-epoch check.
 	Fallback bool
 	Held     bool
+	// Degraded: object storage failed this partition (a read, or a probe
+	// not answered within FallbackAfter) and no probe has been answered
+	// since; the leader serves everything meanwhile.
+	Degraded bool
 }
 
 // Metrics are the follower's counters since New.
@@ -86,6 +91,7 @@ type Follower struct {
 	mu struct {
 		sync.Mutex
 		status map[metadata.TopicPartition]PartitionStatus
+		gets   retry.Episode // failing GETs, for the log
 	}
 
 	// Owned by the driver goroutine.
@@ -144,6 +150,31 @@ type part struct {
 	fallbackCause   Cause
 	fallbackBusy    bool
 	fallbackRetryAt time.Time
+	leaderFails     int // consecutive failed leader fetches
+	epochFails      int // consecutive failed epoch queries
+
+	// wantedSince: when the slice at the log end was first wanted from
+	// object storage (Config.FallbackAfter runs from it).
+	wantedSince time.Time
+	// probing: a fallback that may mean object storage is failing; probe
+	// GETs of probe go out until one is answered. degraded: object
+	// storage failed (a read, or a probe not answered within
+	// FallbackAfter); the leader serves everything meanwhile.
+	probing    bool
+	degraded   bool
+	probeAt    time.Time
+	probeFails int
+	probeBusy  bool
+	probe      Located // the latest slice the index listed, for the probe
+	hasProbe   bool
+
+	// Episodes, so that a failure that goes on is logged as a state
+	// change with a count (Config.LogEvery).
+	inFallback     retry.Episode // counts fallbacks started
+	leaderFetches  int64         // leader fetches since inFallback began
+	leaderFailing  retry.Episode
+	epochFailing   retry.Episode
+	appendsRefused retry.Episode
 
 	lastMaxTs int64
 	target    int64
@@ -173,6 +204,7 @@ func New(cfg Config) (*Follower, error) {
 		bucket: newBucket(cfg.CatchUpBytesPerSec, cfg.CatchUpBurstBytes, cfg.Clock.Now()),
 	}
 	f.mu.status = make(map[metadata.TopicPartition]PartitionStatus)
+	f.mu.gets.Every = cfg.LogEvery
 	go f.run()
 	return f, nil
 }
@@ -191,6 +223,7 @@ func (f *Follower) AddPartition(tp metadata.TopicPartition, log Log) error {
 			byID: make(map[sliceID]*slot), stale: true,
 			fence: make(map[int32]epochEnd), lastMaxTs: -1,
 		}
+		p.setLogEvery(f.cfg.LogEvery)
 		if e, ok := log.LatestEpoch(); ok {
 			p.localEpoch = e
 		}
@@ -356,6 +389,13 @@ func (f *Follower) step(now time.Time) time.Time {
 			f.refresh(p)
 		}
 		f.applyReady(p, now)
+		if p.probing && !p.probeBusy {
+			if now.Before(p.probeAt) {
+				wake(p.probeAt)
+			} else {
+				f.startProbe(p, now)
+			}
+		}
 		k := summaryKey{slotsVer: p.slotsVer, fenceVer: p.fenceVer, leaderEpoch: p.leader.Epoch, localEpoch: p.localEpoch, valid: true}
 		if p.sumKey != k || (len(p.sum.Ask) > 0 && p.sumLEO != p.leo) {
 			// Epochs to ask about are rare; when there are some, drop those
@@ -366,8 +406,10 @@ func (f *Follower) step(now time.Time) time.Time {
 			LEO: p.leo, Leader: p.leader, LocalEpoch: p.localEpoch,
 			Slots: p.slots, Sum: p.sum, Fence: p.fence, Scratch: p.scratch, ReadIdx: p.readIdx,
 			Failures: p.failures, RetryAt: p.retryAt, StuckSince: p.stuckSince, FallbackUntil: p.fallbackUntil,
+			WantedSince: p.wantedSince, Degraded: p.degraded,
 		}, &f.cfg)
 		p.stuckSince = d.StuckSince
+		p.wantedSince = d.WantedSince
 		p.target = d.Target
 		wake(d.WakeAt)
 		if len(d.Ask) > 0 && !p.epochBusy && !now.Before(p.epochRetryAt) {
@@ -382,10 +424,11 @@ func (f *Follower) step(now time.Time) time.Time {
 				if p.fallbackCause == "" {
 					p.fallbackCause = p.lastCause
 				}
-				f.c.fallbacks.Add(1)
-				f.cfg.Logger.Warn("follower: falling back to the leader", "partition", tp, "from", p.leo,
-					"until", p.fallbackUntil, "cause", string(p.fallbackCause), "failures", p.failures)
+				if !p.degraded || !p.inFallback.Active() {
+					f.fallbackStarted(p, now)
+				} // else the same fallback goes on: object storage is still failing
 			}
+			p.fallbackUntil = max(p.fallbackUntil, d.FallbackUntil) // degraded: up to what the leader has
 			if !p.fallbackBusy {
 				if now.Before(p.fallbackRetryAt) {
 					wake(p.fallbackRetryAt)
@@ -461,6 +504,9 @@ func (f *Follower) refresh(p *part) {
 		}
 		s.mark, s.listed = mark, true
 		next = append(next, s)
+		if !p.hasProbe || l.Entry.LastOffset >= p.probe.Entry.LastOffset {
+			p.probe, p.hasProbe = l, true
+		}
 	}
 	for id, s := range p.byID {
 		if s.mark == mark {
@@ -519,6 +565,7 @@ func (f *Follower) publish(p *part, now time.Time) {
 		LagOffsets: max(0, max(p.target, p.leader.LogEnd)-p.leo),
 		Fallback:   p.fallbackUntil > p.leo,
 		Held:       !p.hasLeader || !p.checked,
+		Degraded:   p.degraded,
 	}
 	switch {
 	case s.LagOffsets == 0:
@@ -571,8 +618,10 @@ func (f *Follower) readDone(res readResult) {
 			f.failed(p, s.Entry, causeOf(res.errs[i]), now)
 		case s.Entry.LastOffset < p.leo:
 			f.c.duplicates.Add(1)
+			f.storageAnswers(p, now)
 		default:
 			sl.state, sl.raw = ready, res.raws[i]
+			f.storageAnswers(p, now)
 			sl.batchesOK = i < len(res.batchesOK) && res.batchesOK[i]
 			if !slices.Contains(touched, p) {
 				touched = append(touched, p)
@@ -594,7 +643,170 @@ func (f *Follower) failed(p *part, e metadata.SliceEntry, cause Cause, now time.
 		p.failures++
 		p.lastCause = cause
 	}
-	p.retryAt = now.Add(f.cfg.RetryBackoff * time.Duration(max(1, p.failures)))
+	p.retryAt = now.Add(f.backoff(p.failures))
+}
+
+// backoff is the wait after n consecutive failures.
+func (f *Follower) backoff(n int) time.Duration {
+	return f.cfg.backoff().Delay(n, f.cfg.Jitter())
+}
+
+func (p *part) setLogEvery(d time.Duration) {
+	for _, e := range []*retry.Episode{&p.inFallback, &p.leaderFailing, &p.epochFailing, &p.appendsRefused} {
+		e.Every = d
+	}
+}
+
+// fallbackStarted counts a fallback that p just started and logs it once
+// per episode: the episode ends when a slice from object storage is
+// appended again (backOnStorage).
+func (f *Follower) fallbackStarted(p *part, now time.Time) {
+	f.c.fallbacks.Add(1)
+	if c := p.fallbackCause; c.degrades() && !p.probing {
+		// A read that failed or timed out is evidence enough; a gap in the
+		// index may be the leader's uploads failing: probe first.
+		p.probing, p.probeFails, p.probeAt = true, 0, now
+		if c == CauseReadError || c == CauseReadTimeout {
+			p.degraded, p.probeAt = true, now.Add(f.backoff(1))
+		}
+	}
+	switch r, n := p.inFallback.Fail(now); r {
+	case retry.Entered:
+		p.leaderFetches = 0
+		f.cfg.Logger.Warn("follower: falling back to the leader", "partition", p.tp, "from", p.leo,
+			"until", p.fallbackUntil, "cause", string(p.fallbackCause), "failures", p.failures)
+	case retry.Still:
+		f.cfg.Logger.Warn("follower: still fetching from the leader", "partition", p.tp, "logEnd", p.leo,
+			"cause", string(p.fallbackCause), "fallbacks", n, "leaderFetches", p.leaderFetches,
+			"for", now.Sub(p.inFallback.Since()).Round(time.Millisecond))
+	}
+}
+
+// appendsWork ends p's episode of refused appends.
+func (f *Follower) appendsWork(p *part, now time.Time) {
+	if r, n, d := p.appendsRefused.OK(now); r == retry.Left {
+		f.cfg.Logger.Info("follower: slices appended again", "partition", p.tp, "refused", n, "after", d.Round(time.Millisecond))
+	}
+}
+
+// backOnStorage ends p's fallback episode: a slice read from object
+// storage was appended.
+func (f *Follower) backOnStorage(p *part, now time.Time) {
+	if r, n, d := p.inFallback.OK(now); r == retry.Left {
+		f.cfg.Logger.Info("follower: back to object storage", "partition", p.tp, "logEnd", p.leo,
+			"cause", string(p.fallbackCause), "fallbacks", n, "leaderFetches", p.leaderFetches, "after", d.Round(time.Millisecond))
+	}
+}
+
+// storageAnswers: object storage served p a slice, so a probe is not
+// needed any more.
+func (f *Follower) storageAnswers(p *part, now time.Time) {
+	if p.probing {
+		f.cfg.Logger.Debug("follower: object storage answers", "partition", p.tp, "degraded", p.degraded, "failedProbes", p.probeFails)
+	}
+	if p.degraded {
+		p.degraded = false
+		f.publish(p, now)
+	}
+	p.probing = false
+}
+
+// startProbe sends one small GET of the latest slice the index listed
+// for p (it may be below the log end: any answer, even not found, shows
+// the store answers). Without one, p tries object storage again at once.
+func (f *Follower) startProbe(p *part, now time.Time) {
+	if !p.hasProbe {
+		f.storageAnswers(p, now)
+		return
+	}
+	p.probeBusy = true
+	tp, l := p.tp, p.probe
+	f.c.gets.Add(1)
+	f.spawn(func() func() {
+		ctx, done := f.budgetCtx(f.ctx)
+		defer done()
+		ctx = objstore.WithTags(ctx, objstore.Tags{Component: "follower", Topic: tp.Topic, Partition: tp.Partition, Rack: f.cfg.Rack})
+		_, err := f.cfg.Store.GetRange(ctx, l.Key, l.Entry.Position, min(l.Entry.Length, 1))
+		return func() { f.probeDone(tp, budgetErr(ctx, err)) }
+	})
+}
+
+func (f *Follower) probeDone(tp metadata.TopicPartition, err error) {
+	p := f.parts[tp]
+	if p == nil {
+		return
+	}
+	p.probeBusy = false
+	now := f.cfg.Clock.Now()
+	f.getAnswered(err)
+	if !p.probing {
+		return // a read answered first
+	}
+	if err == nil || errors.Is(err, objstore.ErrNotFound) {
+		f.storageAnswers(p, now)
+		return
+	}
+	f.c.readErrors.Add(1)
+	p.probeFails++
+	p.degraded = true
+	p.probeAt = now.Add(f.backoff(p.probeFails))
+}
+
+// errReadBudget: a GET (with every attempt the store client made) was
+// not answered within Config.FallbackAfter.
+var errReadBudget = errors.New("follower: not answered within the fallback budget")
+
+// budgetCtx returns ctx cancelled with errReadBudget once FallbackAfter
+// has passed on the clock, and the func that releases it.
+func (f *Follower) budgetCtx(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := f.cfg.Clock.NewTimer(f.cfg.FallbackAfter)
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		select {
+		case <-t.C():
+			cancel(errReadBudget)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { t.Stop(); cancel(nil) }
+}
+
+// budgetErr names errReadBudget in err when ctx ran out of budget.
+func budgetErr(ctx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), errReadBudget) {
+		return fmt.Errorf("%w: %w", errReadBudget, err)
+	}
+	return err
+}
+
+// getAnswered logs failing GETs as one state change per outage, with
+// counts, not one line per GET. Safe from any goroutine.
+func (f *Follower) getAnswered(err error) {
+	if errors.Is(err, context.Canceled) && !errors.Is(err, errReadBudget) {
+		return
+	}
+	now := f.cfg.Clock.Now()
+	f.mu.Lock()
+	var r retry.Report
+	var n int64
+	var d time.Duration
+	if err != nil && !errors.Is(err, objstore.ErrNotFound) {
+		r, n = f.mu.gets.Fail(now)
+		d = now.Sub(f.mu.gets.Since())
+	} else {
+		r, n, d = f.mu.gets.OK(now)
+	}
+	f.mu.Unlock()
+	switch r {
+	case retry.Entered:
+		f.cfg.Logger.Warn("follower: GET failed", "err", err)
+	case retry.Still:
+		f.cfg.Logger.Warn("follower: GETs still failing", "failed", n, "for", d.Round(time.Millisecond), "err", err)
+	case retry.Left:
+		f.cfg.Logger.Info("follower: GETs answered again", "failed", n, "after", d.Round(time.Millisecond))
+	}
 }
 
 func causeOf(err error) Cause {
@@ -698,14 +910,22 @@ func (f *Follower) appendSlice(p *part, key string, entry metadata.SliceEntry, r
 			f.c.fenced.Add(1)
 			cause = CauseFenced
 		}
-		f.cfg.Logger.Error("follower: slice refused", "partition", p.tp, "key", key, "base", entry.BaseOffset,
-			"last", entry.LastOffset, "logEnd", p.leo, "cause", string(cause), "err", err)
+		switch r, n := p.appendsRefused.Fail(now); r {
+		case retry.Entered:
+			f.cfg.Logger.Error("follower: slice refused", "partition", p.tp, "key", key, "base", entry.BaseOffset,
+				"last", entry.LastOffset, "logEnd", p.leo, "cause", string(cause), "err", err)
+		case retry.Still:
+			f.cfg.Logger.Error("follower: slices still refused", "partition", p.tp, "logEnd", p.leo, "refused", n,
+				"for", now.Sub(p.appendsRefused.Since()).Round(time.Millisecond), "cause", string(cause), "err", err)
+		}
 		f.failed(p, entry, cause, now)
 		return err
 	}
+	f.appendsWork(p, now)
 	f.c.slicesApplied.Add(1)
 	f.c.bytesApplied.Add(int64(len(data)))
 	f.advanced(p, info, info.LastMaxTimestamp, now)
+	f.backOnStorage(p, now)
 	return nil
 }
 
@@ -723,8 +943,9 @@ func (f *Follower) advanced(p *part, info kafkalog.AppendInfo, maxTs int64, now 
 	p.failures = 0
 	p.retryAt = time.Time{}
 	p.stuckSince = time.Time{}
+	p.wantedSince = time.Time{}
 	if wasFallback && p.fallbackUntil <= p.leo {
-		f.cfg.Logger.Info("follower: back to object storage", "partition", p.tp, "logEnd", p.leo, "cause", string(p.fallbackCause))
+		f.cfg.Logger.Debug("follower: fallback range done", "partition", p.tp, "logEnd", p.leo, "cause", string(p.fallbackCause))
 	}
 	if f.cfg.Reporter != nil {
 		f.cfg.Reporter.ReportLogEnd(p.tp, p.leo)
@@ -772,9 +993,20 @@ func (f *Follower) epochDone(tp metadata.TopicPartition, epoch int32, truncate b
 	p.epochBusy = false
 	now := f.cfg.Clock.Now()
 	if err != nil {
-		f.cfg.Logger.Warn("follower: leader epoch query failed", "partition", tp, "leaderEpoch", epoch, "err", err)
-		p.epochRetryAt = now.Add(f.cfg.RetryBackoff)
+		p.epochFails++
+		switch r, n := p.epochFailing.Fail(now); r {
+		case retry.Entered:
+			f.cfg.Logger.Warn("follower: leader epoch query failed", "partition", tp, "leaderEpoch", epoch, "err", err)
+		case retry.Still:
+			f.cfg.Logger.Warn("follower: leader epoch queries still failing", "partition", tp, "leaderEpoch", epoch,
+				"failed", n, "for", now.Sub(p.epochFailing.Since()).Round(time.Millisecond), "err", err)
+		}
+		p.epochRetryAt = now.Add(f.backoff(p.epochFails))
 		return
+	}
+	p.epochFails = 0
+	if r, n, d := p.epochFailing.OK(now); r == retry.Left {
+		f.cfg.Logger.Info("follower: leader epoch query answered again", "partition", tp, "failed", n, "after", d.Round(time.Millisecond))
 	}
 	if epoch != p.leader.Epoch {
 		return // asked a previous leader: ask again
@@ -790,8 +1022,11 @@ func (f *Follower) epochDone(tp metadata.TopicPartition, epoch int32, truncate b
 	}
 	if to < p.leo {
 		if err := p.log.Truncate(to); err != nil {
-			f.cfg.Logger.Error("follower: truncation failed", "partition", tp, "to", to, "err", err)
-			p.epochRetryAt = now.Add(f.cfg.RetryBackoff)
+			p.epochFails++
+			if r, _ := p.epochFailing.Fail(now); r != retry.Quiet {
+				f.cfg.Logger.Error("follower: truncation failed", "partition", tp, "to", to, "failed", p.epochFailing.Total(), "err", err)
+			}
+			p.epochRetryAt = now.Add(f.backoff(p.epochFails))
 			return
 		}
 		f.c.truncations.Add(1)
@@ -808,6 +1043,7 @@ func (f *Follower) epochDone(tp metadata.TopicPartition, epoch int32, truncate b
 		}
 		p.stale = true // the slots start at the old log end
 		p.failures, p.fallbackUntil = 0, 0
+		p.wantedSince = time.Time{}
 		p.lastMaxTs = -1
 		if f.cfg.Reporter != nil {
 			f.cfg.Reporter.ReportLogEnd(tp, p.leo)
@@ -822,6 +1058,7 @@ func (f *Follower) epochDone(tp metadata.TopicPartition, epoch int32, truncate b
 // startFallback fetches from the leader at the log end, off the driver.
 func (f *Follower) startFallback(p *part) {
 	p.fallbackBusy = true
+	p.leaderFetches++
 	f.c.leaderFetches.Add(1)
 	tp, epoch, from, rack := p.tp, p.leader.Epoch, p.leo, p.leader.Rack
 	f.spawn(func() func() {
@@ -860,10 +1097,21 @@ func (f *Follower) fallbackDone(tp metadata.TopicPartition, epoch int32, from in
 	}
 	if err != nil {
 		f.c.leaderErrors.Add(1)
-		f.cfg.Logger.Warn("follower: fetch from the leader failed", "partition", tp, "from", from, "logEnd", p.leo,
-			"cause", string(p.fallbackCause), "err", err)
-		p.fallbackRetryAt = now.Add(f.cfg.RetryBackoff)
+		p.leaderFails++
+		switch r, n := p.leaderFailing.Fail(now); r {
+		case retry.Entered:
+			f.cfg.Logger.Warn("follower: fetch from the leader failed", "partition", tp, "from", from, "logEnd", p.leo,
+				"cause", string(p.fallbackCause), "err", err)
+		case retry.Still:
+			f.cfg.Logger.Warn("follower: fetches from the leader still failing", "partition", tp, "logEnd", p.leo,
+				"failed", n, "for", now.Sub(p.leaderFailing.Since()).Round(time.Millisecond), "cause", string(p.fallbackCause), "err", err)
+		}
+		p.fallbackRetryAt = now.Add(f.backoff(p.leaderFails))
 		return
+	}
+	p.leaderFails = 0
+	if r, n, d := p.leaderFailing.OK(now); r == retry.Left {
+		f.cfg.Logger.Info("follower: fetch from the leader works again", "partition", tp, "failed", n, "after", d.Round(time.Millisecond))
 	}
 	f.cfg.Logger.Debug("follower: fetched from the leader", "partition", tp, "from", info.FirstOffset,
 		"last", info.LastOffset, "bytes", len(data), "cause", string(p.fallbackCause))

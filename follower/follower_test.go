@@ -40,6 +40,7 @@ type rig struct {
 	recs    map[metadata.TopicPartition]*recLog
 	f       *Follower
 	cfg     func(*Config)
+	wrapLog func(Log) Log // optional: what the follower appends to
 }
 
 func newRig(t *testing.T) *rig {
@@ -96,7 +97,11 @@ func (r *rig) start() {
 			return leaderCheck(cur)(first, data)
 		}}
 		r.recs[tp] = rl
-		if err := f.AddPartition(tp, rl); err != nil {
+		var fl Log = rl
+		if r.wrapLog != nil {
+			fl = r.wrapLog(rl)
+		}
+		if err := f.AddPartition(tp, fl); err != nil {
 			r.t.Fatal(err)
 		}
 	}

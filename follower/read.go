@@ -2,7 +2,6 @@ package follower
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/kwal/kwal/combiner/objformat"
@@ -36,8 +35,10 @@ type getAnswer struct {
 // answered. It runs off the driver.
 func (f *Follower) read(ctx context.Context, r Read) readResult {
 	res := readResult{read: r, raws: make([][]byte, len(r.Slices)), errs: make([]error, len(r.Slices)), batchesOK: make([]bool, len(r.Slices))}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// One budget for the whole read, hedge and store-client retries
+	// included: a store that does not answer fails the read in time.
+	ctx, done := f.budgetCtx(ctx)
+	defer done()
 	if len(r.Slices) > 0 {
 		tp := r.Slices[0].Entry.TopicPartition
 		ctx = objstore.WithTags(ctx, objstore.Tags{Component: "follower", Topic: tp.Topic, Partition: tp.Partition, Rack: f.cfg.Rack})
@@ -88,11 +89,11 @@ func (f *Follower) read(ctx context.Context, r Read) readResult {
 			}
 		case a := <-answers:
 			outstanding--
+			a.err = budgetErr(ctx, a.err)
+			f.getAnswered(a.err)
 			if a.err != nil {
 				f.c.readErrors.Add(1)
-				if !errors.Is(a.err, context.Canceled) {
-					f.cfg.Logger.Warn("follower: GET failed", "key", r.Key, "off", r.Off, "len", r.Len, "hedge", a.hedge, "err", a.err)
-				}
+				f.cfg.Logger.Debug("follower: GET failed", "key", r.Key, "off", r.Off, "len", r.Len, "hedge", a.hedge, "err", a.err)
 				for i := range res.errs {
 					if res.raws[i] == nil {
 						res.errs[i] = fmt.Errorf("follower: GET %s [%d, +%d): %w", r.Key, r.Off, r.Len, a.err)

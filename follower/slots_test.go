@@ -52,12 +52,29 @@ func referenceDecide(now time.Time, v testView, cfg *Config) testDecision {
 			d.WakeAt = t
 		}
 	}
+	timedOut := false
+	if v.FallbackUntil <= v.LEO && !(v.Degraded && d.Target > v.LEO) && len(chain) > 0 && cfg.FallbackAfter > 0 {
+		d.WantedSince = v.WantedSince
+		if d.WantedSince.IsZero() {
+			d.WantedSince = now
+		}
+		if timedOut = !now.Before(d.WantedSince.Add(cfg.FallbackAfter)); !timedOut {
+			wake(d.WantedSince.Add(cfg.FallbackAfter))
+		}
+	}
 	switch {
-	case v.FallbackUntil > v.LEO:
+	case v.FallbackUntil > v.LEO || v.Degraded && d.Target > v.LEO:
 		d.Fallback = true
-	case v.Failures >= cfg.MaxReadAttempts && len(chain) > 0:
+		if v.Degraded {
+			d.FallbackUntil = max(d.FallbackUntil, d.Target)
+		}
+	case (v.Failures >= cfg.MaxReadAttempts || timedOut) && len(chain) > 0:
 		d.Fallback = true
 		d.FallbackUntil = chain[0].Entry.LastOffset + 1
+		d.WantedSince = time.Time{}
+		if v.Failures < cfg.MaxReadAttempts {
+			d.GapCause = CauseReadTimeout
+		}
 	case len(chain) == 0 && d.Target > v.LEO && len(d.Ask) == 0:
 		d.StuckSince = v.StuckSince
 		if d.StuckSince.IsZero() {
@@ -163,6 +180,10 @@ func randomView(rng *rand.Rand, now time.Time) testView {
 	if rng.IntN(5) == 0 {
 		v.FallbackUntil = v.LEO + int64(rng.IntN(20)) - 5
 	}
+	if rng.IntN(3) == 0 {
+		v.WantedSince = now.Add(-time.Duration(rng.IntN(3)) * time.Second)
+	}
+	v.Degraded = rng.IntN(4) == 0
 	rng.Shuffle(len(v.Slices), func(i, j int) { v.Slices[i], v.Slices[j] = v.Slices[j], v.Slices[i] })
 	return v
 }
@@ -175,7 +196,8 @@ func TestDecideMatchesReference(t *testing.T) {
 	now := t0
 	for i := range 20000 {
 		v := randomView(rng, now)
-		cfg := &Config{GapTimeout: time.Second, MaxReadAttempts: 1 + rng.IntN(3), ReadAheadBytes: int64(rng.IntN(400))}
+		cfg := &Config{GapTimeout: time.Second, MaxReadAttempts: 1 + rng.IntN(3), ReadAheadBytes: int64(rng.IntN(400)),
+			FallbackAfter: time.Duration(rng.IntN(3)) * time.Second}
 		got := runDecide(now, v, cfg)
 		// The reference takes ties in the order it is given: give it the
 		// order the driver keeps.
@@ -250,7 +272,8 @@ func TestFirstObjectsKeepsThePlan(t *testing.T) {
 func driverFor(t *testing.T, ix Index, tp metadata.TopicPartition, log Log) (*Follower, *part) {
 	t.Helper()
 	f := &Follower{
-		cfg:   Config{Index: ix, Clock: clock.NewManual(t0), Logger: testLogger(t), RetryBackoff: time.Millisecond, MaxReadAttempts: 3},
+		cfg: Config{Index: ix, Clock: clock.NewManual(t0), Logger: testLogger(t), RetryBackoff: time.Millisecond, RetryBackoffMax: time.Second,
+			MaxReadAttempts: 3, Jitter: func() float64 { return 0 }},
 		parts: make(map[metadata.TopicPartition]*part),
 	}
 	f.mu.status = make(map[metadata.TopicPartition]PartitionStatus)

@@ -96,6 +96,13 @@ type RemoteView struct {
 	RetryAt       time.Time
 	StuckSince    time.Time // zero: not stuck
 	FallbackUntil int64     // the leader serves the log below this
+	// WantedSince is when the slice at the log end was first wanted from
+	// object storage (zero: not yet); RemoteLimits.FallbackAfter runs
+	// from it.
+	WantedSince time.Time
+	// Degraded: object storage failed this partition and no probe has
+	// shown it answers since; the leader serves everything meanwhile.
+	Degraded bool
 }
 
 // RemoteLimits are the follower's settings the planner applies.
@@ -103,6 +110,10 @@ type RemoteLimits struct {
 	ReadAheadBytes  int64         // stored bytes read or being read past the log end
 	GapTimeout      time.Duration // stuck this long with nothing readable: fall back
 	MaxReadAttempts int           // failed reads of the slice at the log end before falling back
+	// FallbackAfter: the slice at the log end wanted from object storage
+	// this long (every read and retry included) falls back to the leader;
+	// 0: no time budget.
+	FallbackAfter time.Duration
 }
 
 // GapCause says why a partition falls back to the leader for a gap.
@@ -127,6 +138,9 @@ type RemotePlan struct {
 	WakeAt        time.Time // zero: nothing timed
 	Target        int64     // the highest end known (leader, index)
 	Fenced        int       // slices at or above the log end fenced off
+	WantedSince   time.Time // see RemoteView; zero when nothing is wanted from object storage
+	// TimedOut: the fallback starts because FallbackAfter ran out.
+	TimedOut bool
 }
 
 // PlanRemote is the remote-WAL follower's per-partition policy: the one
@@ -144,6 +158,10 @@ func PlanRemote[S RemoteSlot](now time.Time, v RemoteView, sl []S, lim RemoteLim
 	retry := now.Before(v.RetryAt)
 	if v.FallbackUntil > v.LEO {
 		d.Fallback = true
+	}
+	if v.Degraded && d.Target > v.LEO {
+		d.Fallback = true
+		d.FallbackUntil = max(d.FallbackUntil, d.Target)
 	}
 	// The chain: the usable slices that continue the log without a gap.
 	// The read-ahead counts it from the log end, busy slices included, so
@@ -166,9 +184,25 @@ func PlanRemote[S RemoteSlot](now time.Time, v RemoteView, sl []S, lim RemoteLim
 		n++
 		need = e.LastOffset + 1
 		if n == 1 {
-			if !d.Fallback && v.Failures >= lim.MaxReadAttempts {
-				d.Fallback = true
-				d.FallbackUntil = e.LastOffset + 1
+			if !d.Fallback {
+				// One budget in time for the slice at the log end, across
+				// every read and every retry the store client makes.
+				if lim.FallbackAfter > 0 {
+					d.WantedSince = v.WantedSince
+					if d.WantedSince.IsZero() {
+						d.WantedSince = now
+					}
+					due := d.WantedSince.Add(lim.FallbackAfter)
+					if d.TimedOut = !now.Before(due); !d.TimedOut {
+						wake(due)
+					}
+				}
+				if v.Failures >= lim.MaxReadAttempts || d.TimedOut {
+					d.TimedOut = d.TimedOut && v.Failures < lim.MaxReadAttempts
+					d.Fallback = true
+					d.FallbackUntil = e.LastOffset + 1
+					d.WantedSince = time.Time{}
+				}
 			}
 			if retry {
 				break

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/combiner"
+	"github.com/kwal/kwal/follower"
 	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
@@ -113,6 +114,7 @@ func NewRemoteWALReplicatorFor(cfg *broker.Config, parts *RemoteWALParts, logger
 			UploadBytes:    rw.CombinerTaskUploadBytes,
 			UploadTimeout:  rw.UploadTimeout,
 		},
+		Follower:     follower.Config{FallbackAfter: cfg.FollowerFallbackAfter()},
 		Ledger:       l,
 		Observer:     cfg.Stages,
 		Retention:    metadata.RetentionPolicy{Retention: rw.Retention},

@@ -141,7 +141,7 @@ func (r *inproc) auditStores() map[string]objstore.Store {
 
 func (r *inproc) storeFaults() int64 { return r.store.Injected() }
 
-func (r *inproc) logFloods() ([]string, int) { return nil, 0 }
+func (r *inproc) logFloods(time.Duration) ([]string, int) { return nil, 0 }
 
 func (r *inproc) close() {
 	if r.lc != nil {
@@ -263,6 +263,16 @@ func (r *inproc) converge(ctx context.Context, deadline time.Time) (map[broker.T
 				fs, ok := b.PartitionStatus(tp)
 				if !ok || fs.LogEnd != st.LogEnd {
 					why = fmt.Sprintf("%s: follower %d at %d, leader %d at %d", tp, b.Info().ID, fs.LogEnd, l.Info().ID, st.LogEnd)
+					return false
+				}
+			}
+			// Caught up is not enough: a replica that stays out of the
+			// ISR (an unusable log dir, a leader that keeps proposing a
+			// fenced replica) is a broker that looks healthy and is not.
+			if ts, ok := r.lc.Controller.Topic(tp.Topic); ok {
+				ps := ts.Partitions[tp.Partition]
+				if len(ps.ISR) != len(ps.Replicas) {
+					why = fmt.Sprintf("%s: ISR %v of replicas %v with every follower caught up", tp, ps.ISR, ps.Replicas)
 					return false
 				}
 			}

@@ -6,12 +6,26 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"time"
 )
 
-// FloodBound is how many WARN-or-worse lines of one message a schedule may
-// log before the run fails for a log flood: a component that retries must
-// back off and log a state change once, with a count (issue 12).
-const FloodBound = 2000
+// A schedule fails for a log flood when one message is logged at WARN or
+// worse more than FloodBase + FloodPerSecond × the run's seconds times: a
+// component that retries must back off and log a state change once, with
+// a count (issue 12). The bound is a rate because the floods found by hand
+// were rates (a follower's WARN every 20 ms, 1,232 lines in 25 s; a full
+// disk, 450 in 25 s) that a schedule of a few seconds never summed to a
+// fixed bound of 2,000. FloodBase leaves room for one line per partition
+// and broker at each of a schedule's state changes.
+const (
+	FloodBase      = 60
+	FloodPerSecond = 4
+)
+
+// floodBound is the bound of a run that took elapsed.
+func floodBound(elapsed time.Duration) int {
+	return FloodBase + int(FloodPerSecond*elapsed.Seconds())
+}
 
 // logCounter is a slog.Handler that counts WARN-or-worse records by
 // message and passes every record to next.
@@ -59,9 +73,10 @@ func (h logCounter) WithGroup(name string) slog.Handler {
 	return logCounter{next: h.next.WithGroup(name), state: h.state}
 }
 
-// floods returns the messages logged more than FloodBound times, most
-// first, and the total of WARN-or-worse lines.
-func (h logCounter) floods() ([]string, int) {
+// floods returns the messages logged more than floodBound(elapsed)
+// times, most first, and the total of WARN-or-worse lines.
+func (h logCounter) floods(elapsed time.Duration) ([]string, int) {
+	bound := floodBound(elapsed)
 	h.state.mu.Lock()
 	defer h.state.mu.Unlock()
 	var out []string
@@ -77,8 +92,9 @@ func (h logCounter) floods() ([]string, int) {
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].n > all[j].n || all[i].n == all[j].n && all[i].msg < all[j].msg })
 	for _, x := range all {
-		if x.n > FloodBound {
-			out = append(out, fmt.Sprintf("log flood: %q logged %d times at WARN or worse (bound %d per schedule)", x.msg, x.n, FloodBound))
+		if x.n > bound {
+			out = append(out, fmt.Sprintf("log flood: %q logged %d times at WARN or worse in %v (bound %d + %d/s = %d)",
+				x.msg, x.n, elapsed.Round(time.Millisecond), FloodBase, FloodPerSecond, bound))
 		}
 	}
 	return out, total

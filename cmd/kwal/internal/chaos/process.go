@@ -552,7 +552,8 @@ func (c *procCluster) compareReplicas(hws map[broker.TopicPartition]int64) (int,
 
 // logFloods counts the WARN-or-worse lines of each broker's log by
 // message (slog's text format: level=WARN msg="...").
-func (c *procCluster) logFloods() ([]string, int) {
+func (c *procCluster) logFloods(elapsed time.Duration) ([]string, int) {
+	bound := floodBound(elapsed)
 	var out []string
 	total := 0
 	for _, id := range c.ids() {
@@ -575,8 +576,8 @@ func (c *procCluster) logFloods() ([]string, int) {
 		msgs := slices.Collect(maps.Keys(byMsg))
 		sort.Slice(msgs, func(i, j int) bool { return byMsg[msgs[i]] > byMsg[msgs[j]] })
 		for _, m := range msgs {
-			if byMsg[m] > FloodBound {
-				out = append(out, fmt.Sprintf("log flood: broker %d logged %q %d times at WARN or worse (bound %d per schedule)", id, m, byMsg[m], FloodBound))
+			if byMsg[m] > bound {
+				out = append(out, fmt.Sprintf("log flood: broker %d logged %q %d times at WARN or worse (bound %d for this run)", id, m, byMsg[m], bound))
 			}
 		}
 	}

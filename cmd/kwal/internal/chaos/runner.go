@@ -228,7 +228,7 @@ type cluster interface {
 	compareReplicas(hws map[broker.TopicPartition]int64) (int, error)
 	// logFloods reports log floods the runner's logger did not see (the
 	// brokers' own log files), and their WARN-or-worse line count.
-	logFloods() ([]string, int)
+	logFloods(elapsed time.Duration) ([]string, int)
 	close()
 }
 
@@ -334,8 +334,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	} else {
 		rep.Replicas = n
 	}
-	floods, warns := counter.floods()
-	pf, pw := c.logFloods()
+	floods, warns := counter.floods(time.Since(start))
+	pf, pw := c.logFloods(time.Since(start))
 	rep.Failures = append(append(rep.Failures, floods...), pf...)
 	rep.Warnings = warns + pw
 	rep.Wall = time.Since(start)

@@ -1,0 +1,286 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/objstore/ledger"
+)
+
+// roFS is the real file system that turns read-only (EROFS, as a
+// remounted or failing disk does) for paths under a prefix once broken is
+// set: files already open refuse writes and syncs too.
+type roFS struct {
+	kafkalog.OSFS
+	prefix string
+	broken atomic.Bool
+}
+
+func (f *roFS) refuse(op, name string) error {
+	if f.broken.Load() && strings.HasPrefix(name, f.prefix) {
+		return &fs.PathError{Op: op, Path: name, Err: syscall.EROFS}
+	}
+	return nil
+}
+
+func (f *roFS) Create(name string) (kafkalog.File, error) {
+	if err := f.refuse("open", name); err != nil {
+		return nil, err
+	}
+	fl, err := f.OSFS.Create(name)
+	return roFile{File: fl, fs: f, name: name}, err
+}
+
+func (f *roFS) Open(name string) (kafkalog.File, error) {
+	fl, err := f.OSFS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return roFile{File: fl, fs: f, name: name}, nil
+}
+
+func (f *roFS) Rename(o, n string) error {
+	if err := f.refuse("rename", o); err != nil {
+		return err
+	}
+	return f.OSFS.Rename(o, n)
+}
+
+func (f *roFS) Remove(name string) error {
+	if err := f.refuse("remove", name); err != nil {
+		return err
+	}
+	return f.OSFS.Remove(name)
+}
+
+func (f *roFS) MkdirAll(dir string) error {
+	if err := f.refuse("mkdir", dir); err != nil {
+		return err
+	}
+	return f.OSFS.MkdirAll(dir)
+}
+
+type roFile struct {
+	kafkalog.File
+	fs   *roFS
+	name string
+}
+
+func (f roFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.fs.refuse("write", f.name); err != nil {
+		return 0, err
+	}
+	return f.File.WriteAt(p, off)
+}
+
+func (f roFile) Sync() error {
+	if err := f.fs.refuse("sync", f.name); err != nil {
+		return err
+	}
+	return f.File.Sync()
+}
+
+func (f roFile) Truncate(size int64) error {
+	if err := f.fs.refuse("truncate", f.name); err != nil {
+		return err
+	}
+	return f.File.Truncate(size)
+}
+
+// lineCount counts log records by level and message.
+type lineCount struct {
+	mu    sync.Mutex
+	lines map[string]int
+	next  slog.Handler
+}
+
+func (c *lineCount) Enabled(context.Context, slog.Level) bool { return true }
+func (c *lineCount) Handle(ctx context.Context, r slog.Record) error {
+	c.mu.Lock()
+	if c.lines == nil {
+		c.lines = map[string]int{}
+	}
+	c.lines[r.Level.String()+" "+r.Message]++
+	c.mu.Unlock()
+	if c.next != nil && c.next.Enabled(ctx, r.Level) {
+		return c.next.Handle(ctx, r)
+	}
+	return nil
+}
+func (c *lineCount) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *lineCount) WithGroup(string) slog.Handler      { return c }
+
+func (c *lineCount) withPrefix(p string) (n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, v := range c.lines {
+		if strings.HasPrefix(k, p) {
+			n += v
+		}
+	}
+	return n
+}
+
+// TestUnusableLogDirRefusesStart: restarted onto a log dir whose
+// partition directories cannot be written (a read-only mount), the broker
+// does not start: the error names the directory and what to do, and it
+// never listens.
+func TestUnusableLogDirRefusesStart(t *testing.T) {
+	dir := t.TempDir()
+	part := filepath.Join(dir, "orders-0")
+	if err := os.MkdirAll(part, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rofs := &roFS{prefix: part}
+	rofs.broken.Store(true)
+	_, err := New(Config{
+		BrokerID: 1, Listener: "127.0.0.1:0", LogDir: dir, LogFS: rofs,
+		Controller: NewMemController(nil, 1000), Ledger: ledger.New(), Logger: quietLogger(),
+	})
+	if err == nil {
+		t.Fatal("started on a log dir whose partition directory is read-only")
+	}
+	for _, want := range []string{dir, part, "read-only file system", "does not start", "remount"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q: %v", want, err)
+		}
+	}
+	if !errors.Is(err, ErrConfig) {
+		t.Errorf("error is not ErrConfig: %v", err)
+	}
+	// The same directory, writable, starts.
+	rofs.broken.Store(false)
+	b, err := New(Config{
+		BrokerID: 1, Listener: "127.0.0.1:0", LogDir: dir, LogFS: rofs,
+		Controller: NewMemController(nil, 1000), Ledger: ledger.New(), Logger: quietLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+}
+
+// TestLogDirFailsAtRunTime: the log dir turns read-only under a running
+// broker. The append that meets it and every later one answer
+// KAFKA_STORAGE_ERROR, so do fetches; Metadata lists the broker as an
+// offline replica; /metrics says kwal_log_dir_offline 1; and one ERROR
+// line says so, however many requests follow.
+func TestLogDirFailsAtRunTime(t *testing.T) {
+	lines := &lineCount{}
+	var rofs *roFS
+	c := startCluster(t, []string{"az1"}, func(cfg *Config) {
+		rofs = &roFS{prefix: cfg.LogDir}
+		cfg.LogFS = rofs
+		cfg.Logger = slog.New(lines)
+	})
+	b := c.brokers[0]
+	maddr, err := b.ServeMetrics("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, c, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(), kgo.RecordRetries(0),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	const topic = "disk"
+	createTopic(t, cl, topic, 2, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	produce := func(p int32) error {
+		return cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("v")}).FirstErr()
+	}
+	for p := range int32(2) {
+		if err := produce(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b.dir.offline() {
+		t.Fatal("offline before any fault")
+	}
+	rofs.broken.Store(true)
+	for i := range 20 {
+		if err := produce(int32(i % 2)); !errors.Is(err, kerr.KafkaStorageError) {
+			t.Fatalf("produce %d with the log dir read-only: %v, want KAFKA_STORAGE_ERROR", i, err)
+		}
+	}
+	// Even once the disk answers again, the dir stays offline until a
+	// restart (as in Kafka): a log that failed mid-write is not trusted.
+	rofs.broken.Store(false)
+	if err := produce(0); !errors.Is(err, kerr.KafkaStorageError) {
+		t.Fatalf("produce after the fault cleared: %v, want KAFKA_STORAGE_ERROR", err)
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.ReplicaID, req.MaxBytes, req.SessionEpoch = 11, -1, 1<<20, -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.PartitionMaxBytes = 0, -1, 1<<20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	fresp, err := req.RequestWith(ctx, cl.Broker(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := fresp.Topics[0].Partitions[0].ErrorCode; code != kerr.KafkaStorageError.Code {
+		t.Fatalf("fetch: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(code))
+	}
+	md, err := brokerMetadataReq(ctx, cl, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pd := range md.Topics[0].Partitions {
+		if len(pd.OfflineReplicas) != 1 || pd.OfflineReplicas[0] != 1 {
+			t.Fatalf("partition %d: offline replicas %v, want [1]", pd.Partition, pd.OfflineReplicas)
+		}
+	}
+	resp, err := http.Get("http://" + maddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `kwal_log_dir_offline{log_dir="`+b.LogDir()+`"} 1`) {
+		t.Fatalf("/metrics does not show the log dir offline:\n%s", grepLines(string(body), "log_dir"))
+	}
+	if n := lines.withPrefix("ERROR log dir offline"); n != 1 {
+		t.Fatalf("%d 'log dir offline' ERROR lines, want 1", n)
+	}
+	// Besides it, at most kafkalog's own line for each of the two logs
+	// whose write failed; nothing per request.
+	if n := lines.withPrefix("ERROR"); n > 3 {
+		t.Fatalf("%d ERROR lines in all after 21 refused produces: %v", n, lines.lines)
+	}
+}
+
+func brokerMetadataReq(ctx context.Context, cl *kgo.Client, topic string) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	return req.RequestWith(ctx, cl.Broker(1))
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
