@@ -189,7 +189,8 @@ User:bob   Read              topic:alice-shared
 	fr := kmsg.NewPtrFetchRequest()
 	fr.ReplicaID, fr.MaxBytes = -1, 1<<20
 	frt := kmsg.NewFetchRequestTopic()
-	frt.Topic = "secret"
+	secret, _ := c.ctrl.Topic("secret")
+	frt.Topic, frt.TopicID = "secret", secret.ID // kgo sends v13+: by id
 	frp := kmsg.NewFetchRequestTopicPartition()
 	frp.PartitionMaxBytes = 1 << 20
 	frt.Partitions = append(frt.Partitions, frp)
@@ -198,8 +199,17 @@ User:bob   Read              topic:alice-shared
 	if err != nil || len(fresp.Topics) != 1 || fresp.Topics[0].Partitions[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
 		t.Fatalf("bob fetches secret: %v %+v", err, fresp)
 	}
+	// Metadata v12 by id is authorized by the name the id resolves to.
+	mreq := kmsg.NewPtrMetadataRequest()
+	mrt := kmsg.NewMetadataRequestTopic()
+	mrt.TopicID = secret.ID
+	mreq.Topics = append(mreq.Topics, mrt)
+	mresp, err := mreq.RequestWith(ctx, bob)
+	if err != nil || len(mresp.Topics) != 1 || mresp.Topics[0].ErrorCode != kerr.TopicAuthorizationFailed.Code || mresp.Topics[0].Topic != nil {
+		t.Fatalf("bob's Metadata of secret by id: %v %+v", err, mresp)
+	}
 	// A replica fetch needs ClusterAction.
-	fr.ReplicaID = 1
+	fr.ReplicaID, fr.ReplicaState.ID = 1, 1 // v15+ carry it in ReplicaState
 	fresp, err = fr.RequestWith(ctx, bob)
 	if err != nil || fresp.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
 		t.Fatalf("bob's replica fetch: %v %+v", err, fresp)

@@ -2,12 +2,14 @@ package broker
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 
-// ApiVersions: v0-3.
+// ApiVersions: v0-4 (v4 only fixes KAFKA-17011 in the feature fields).
 //
 // Where it differs from Kafka: no feature flags (KIP-584) are advertised.
-// A request above v3 is answered with a v0 response carrying
+// A request above v4 is answered with a v0 response carrying
 // UNSUPPORTED_VERSION and our ranges (KIP-511), as Kafka does; ApiVersions
-// responses always use response header v0.
+// responses always use response header v0. Any other key at a version
+// outside its range closes the connection, as Kafka's SocketServer does
+// ("Received request api key ... which is not enabled").
 
 const (
 	apiKeyProduce              = 0
@@ -39,25 +41,27 @@ const (
 	apiKeyDescribeCluster         = 60
 )
 
-// apiRanges is every key served, with its version range, by key.
+// apiRanges is every key served, with its version range: Kafka 3.9's
+// (each key's validVersions in Kafka's message JSON files at the 3.9.0
+// tag; none of these has an unstable latest version there).
 var apiRanges = []struct{ key, min, max int16 }{
-	{apiKeyProduce, 0, 9},
-	{apiKeyFetch, 4, 12},
-	{apiKeyListOffsets, 1, 7},
-	{apiKeyMetadata, 0, 9},
+	{apiKeyProduce, 0, 11},
+	{apiKeyFetch, 0, 17},
+	{apiKeyListOffsets, 0, 9},
+	{apiKeyMetadata, 0, 12},
 	{apiKeyOffsetCommit, 0, 9},
 	{apiKeyOffsetFetch, 0, 9},
-	{apiKeyFindCoordinator, 0, 5},
+	{apiKeyFindCoordinator, 0, 6},
 	{apiKeyJoinGroup, 0, 9},
 	{apiKeyHeartbeat, 0, 4},
 	{apiKeyLeaveGroup, 0, 5},
 	{apiKeySyncGroup, 0, 5},
 	{apiKeyDescribeGroups, 0, 5},
 	{apiKeyListGroups, 0, 5},
-	{apiKeyApiVersions, 0, 3},
-	{apiKeyCreateTopics, 0, 5},
-	{apiKeyInitProducerID, 0, 4},
-	{apiKeyOffsetForLeaderEpoch, 2, 4},
+	{apiKeyApiVersions, 0, 4},
+	{apiKeyCreateTopics, 0, 7},
+	{apiKeyInitProducerID, 0, 5},
+	{apiKeyOffsetForLeaderEpoch, 0, 4},
 	{apiKeyDescribeConfigs, 0, 4},
 	{apiKeySASLHandshake, 0, 1},
 	{apiKeySASLAuthenticate, 0, 2},

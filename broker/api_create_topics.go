@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// CreateTopics: v0-5.
+// CreateTopics: v0-7 (Kafka 3.9's range).
 //
 // Where it differs from Kafka: manual replica assignments are refused
 // with INVALID_REQUEST (the controller assigns round-robin across racks);
@@ -15,7 +15,8 @@ import (
 // INVALID_CONFIG); any broker creates (Kafka forwards to the controller).
 // As Kafka: -1 partitions or replication factor take num.partitions and
 // default.replication.factor (v4+), validate-only creates nothing, v5
-// reports partitions, replication factor and configs.
+// reports partitions, replication factor and configs, v7 the topic id
+// (v6 only adds THROTTLING_QUOTA_EXCEEDED, which kwal never sends).
 
 func (b *Broker) handleCreateTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
@@ -59,14 +60,15 @@ func (b *Broker) handleCreateTopics(req *kmsg.CreateTopicsRequest) kmsg.Response
 				fail(kerr.TopicAlreadyExists, "")
 			}
 		default:
-			if _, err := b.ctrl.CreateTopic(spec); err != nil {
+			if ts, err := b.ctrl.CreateTopic(spec); err != nil {
 				msg := ""
 				if !errors.Is(err, ErrTopicExists) {
 					msg = err.Error()
 				}
 				fail(createErrorCode(err), msg)
 			} else {
-				b.logger.Info("created topic", "topic", rt.Topic, "partitions", spec.Partitions, "replication_factor", spec.ReplicationFactor, "configs", configs)
+				st.TopicID = ts.ID
+				b.logger.Info("created topic", "topic", rt.Topic, "topic_id", ts.ID, "partitions", spec.Partitions, "replication_factor", spec.ReplicationFactor, "configs", configs)
 			}
 		}
 		if st.ErrorCode == 0 {

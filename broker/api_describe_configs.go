@@ -92,6 +92,7 @@ func (b *Broker) brokerConfigValues() map[string]string {
 		"min.insync.replicas":                  strconv.Itoa(c.MinInsyncReplicas),
 		"replica.lag.time.max.ms":              strconv.FormatInt(c.ReplicaLagTimeMax.Milliseconds(), 10),
 		"socket.request.max.bytes":             strconv.Itoa(int(c.SocketRequestMaxBytes)),
+		"message.max.bytes":                    strconv.Itoa(int(c.MessageMaxBytes)),
 		"auto.create.topics.enable":            strconv.FormatBool(!c.DisableAutoCreateTopics),
 		"remote.log.wal.storage.system.enable": strconv.FormatBool(c.RemoteWAL.SystemEnable),
 		"remote.wal.storage.url":               c.RemoteWAL.StorageURL,

@@ -14,7 +14,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Fetch: v4-12.
+// Fetch: v0-17 (Kafka 3.9's range).
+//
+// As Kafka: v13+ name topics by id, in the request and the response; an
+// id the cluster does not know (a deleted or recreated topic) gets
+// UNKNOWN_TOPIC_ID, and an id that is not the one of this broker's
+// replica (a recreation it has not applied yet) INCONSISTENT_TOPIC_ID.
+// v15+ carry the follower's id in ReplicaState (KIP-903). v0-3 get legacy
+// message sets, down-converted from the stored batches (kafkalog.
+// DownConvert: magic 0 for v0-1, magic 1 for v2-3, control batches and
+// headers dropped; uncompressed where Kafka keeps the codec), copied
+// rather than sent with sendfile. v16-17 change nothing kwal sends.
 //
 // Where it differs from Kafka: no fetch sessions (KIP-227): every response
 // has session id 0, so clients send full fetches; a request naming a
@@ -34,6 +44,7 @@ import (
 
 type fetchPart struct {
 	tp        TopicPartition
+	topicID   TopicID // v13+: the id the request named
 	p         *partition
 	offset    int64
 	maxBytes  int32
@@ -93,9 +104,12 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 		return resp
 	}
 	replica := req.ReplicaID
+	if req.Version >= 15 {
+		replica = req.ReplicaState.ID
+	}
 	now := b.clock.Now()
 	op := &fetchOp{b: b, req: req, replica: replica, ch: make(chan struct{}), fallback: replica >= 0 && req.Rack == FallbackRack}
-	if cs.sendfile && !cs.noWait && !b.cfg.ZeroCopyFetchDisabled {
+	if cs.sendfile && !cs.noWait && !b.cfg.ZeroCopyFetchDisabled && req.Version >= 4 {
 		op.zeroCopy = true
 	}
 	switch {
@@ -111,16 +125,32 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 		isr []int32
 	}
 	for ti, rt := range req.Topics {
+		name, idErr := rt.Topic, (*kerr.Error)(nil)
+		if req.Version >= 13 {
+			name = ""
+			if ts, ok := b.topicByID(rt.TopicID); ok {
+				name = ts.Name
+			} else {
+				idErr = kerr.UnknownTopicID
+				b.logger.Debug("fetch of an unknown topic id", "remote", cs.remote, "topic_id", TopicID(rt.TopicID))
+			}
+		}
 		for pi, rp := range rt.Partitions {
 			part := fetchPart{
-				tp: TopicPartition{Topic: rt.Topic, Partition: rp.Partition}, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes,
+				tp: TopicPartition{Topic: name, Partition: rp.Partition}, topicID: rt.TopicID, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes,
 				epoch: rp.CurrentLeaderEpoch, preferred: -1, ti: ti, pi: pi,
 			}
 			if req.Version < 9 {
 				part.epoch = -1
 			}
-			part.p = b.partition(part.tp)
+			if idErr == nil {
+				part.p = b.partition(part.tp)
+			}
 			switch {
+			case idErr != nil:
+				part.err = idErr
+			case part.p != nil && req.Version >= 13 && !part.p.topicID.IsZero() && part.p.topicID != TopicID(rt.TopicID):
+				part.err = kerr.InconsistentTopicID
 			case part.p == nil:
 				part.err = b.notHere(part.tp)
 			case b.dir.offline():
@@ -272,7 +302,7 @@ func (b *Broker) fetchRead(o *fetchOp) (resp *kmsg.FetchResponse, sp []splice, n
 		if part.ti != ti {
 			ti = part.ti
 			rt := kmsg.NewFetchResponseTopic()
-			rt.Topic = part.tp.Topic
+			rt.Topic, rt.TopicID = part.tp.Topic, part.topicID
 			resp.Topics = append(resp.Topics, rt)
 		}
 		rp, sec, got, u := b.readPart(o, part, budget, n == 0)
@@ -367,6 +397,16 @@ func (b *Broker) readPart(o *fetchOp, part *fetchPart, budget int, first bool) (
 	data = trimToBound(data, bound)
 	if !first && len(data) > limit {
 		data = trimToBytes(data, limit)
+	}
+	if o.req.Version < 4 {
+		magic := int8(1)
+		if o.req.Version < 2 {
+			magic = 0
+		}
+		if data, err = kafkalog.DownConvert(data, magic); err != nil {
+			b.logger.Warn("fetch down-conversion", "partition", part.tp, "offset", part.offset, "err", err)
+			return fail(kerr.CorruptMessage)
+		}
 	}
 	rp.RecordBatches = data
 	return rp, nil, len(data), urgent

@@ -6,17 +6,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// FindCoordinator: v0-5.
+// FindCoordinator: v0-6 (Kafka 3.9's range).
 //
 // Group keys (key type 0) are answered with the leader of the group's
 // __consumer_offsets partition, which is created on first use. Where it
 // differs from Kafka: there is no transaction coordinator, so transaction
 // keys (type 1) get INVALID_REQUEST with a message, as any other
-// unsupported key type does, instead of a coordinator. Batched keys: v4+.
+// unsupported key type does, instead of a coordinator. Share-group keys
+// (type 2, v6, KIP-932) get INVALID_REQUEST as on a Kafka 3.9 broker whose
+// share groups are off (its default). Batched keys: v4+.
 
 const (
 	coordinatorKeyGroup       = 0
 	coordinatorKeyTransaction = 1
+	coordinatorKeyShare       = 2
 )
 
 func (b *Broker) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
@@ -53,6 +56,8 @@ func (b *Broker) findCoordinator(keyType int8, key string, c *kmsg.FindCoordinat
 	case coordinatorKeyGroup:
 	case coordinatorKeyTransaction:
 		return kerr.InvalidRequest, "kwal has no transaction coordinator: transactions are not supported"
+	case coordinatorKeyShare:
+		return kerr.InvalidRequest, "share groups (KIP-932) are not enabled"
 	default:
 		return kerr.InvalidRequest, "unsupported coordinator key type"
 	}

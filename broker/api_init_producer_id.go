@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// InitProducerID: v0-4.
+// InitProducerID: v0-5 (v5 only adds KIP-890's TRANSACTION_ABORTABLE).
 //
 // Where it differs from Kafka: any broker answers (there is no
 // transaction coordinator); a transactional id gets INVALID_REQUEST (no

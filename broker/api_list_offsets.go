@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ListOffsets: v1-7.
+// ListOffsets: v0-9 (Kafka 3.9's range).
 //
 // As Kafka: a timestamp lookup (>= 0) answers the first record whose
 // timestamp reaches the target: the time index (kafkalog's per-segment
@@ -15,12 +15,21 @@ import (
 // largest timestamp.
 // As Kafka: -1 latest is the high watermark (no transactions, so read
 // committed sees the same), -2 earliest is the log start; only the leader
-// answers; the current leader epoch is fenced (v4+).
+// answers; the current leader epoch is fenced (v4+). -4 (earliest local,
+// v8) is the log start, since kwal keeps every segment locally; -5
+// (latest tiered, v9) is offset -1 with epoch -1, Kafka's answer for a
+// topic without tiered storage (KIP-405; the remote WAL is not that).
+// v0 answers a list of offsets (OldStyleOffsets): [high watermark] for
+// -1, [log start] for -2, and for a timestamp [the first offset reaching
+// it] or [] (where differs from Kafka: Kafka's v0 lists segment base
+// offsets by file modification time, up to MaxNumOffsets of them).
 
 const (
-	listLatest       = -1
-	listEarliest     = -2
-	listMaxTimestamp = -3
+	listLatest        = -1
+	listEarliest      = -2
+	listMaxTimestamp  = -3
+	listEarliestLocal = -4
+	listLatestTiered  = -5
 )
 
 func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
@@ -38,6 +47,12 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 			}
 			if e := b.listOffset(TopicPartition{Topic: rt.Topic, Partition: rp.Partition}, rp.Timestamp, epoch, &sp); e != nil {
 				sp.ErrorCode = e.Code
+			}
+			if req.Version == 0 {
+				sp.OldStyleOffsets = []int64{}
+				if sp.ErrorCode == 0 && sp.Offset >= 0 && rp.MaxNumOffsets > 0 {
+					sp.OldStyleOffsets = append(sp.OldStyleOffsets, sp.Offset)
+				}
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -63,8 +78,10 @@ func (b *Broker) listOffset(tp TopicPartition, ts int64, epoch int32, sp *kmsg.L
 	switch ts {
 	case listLatest:
 		sp.Offset = hw
-	case listEarliest:
+	case listEarliest, listEarliestLocal:
 		sp.Offset = p.log.LogStartOffset()
+	case listLatestTiered:
+		sp.Offset, sp.LeaderEpoch = -1, -1
 	default:
 		if ts < listMaxTimestamp {
 			return kerr.InvalidRequest

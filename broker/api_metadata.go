@@ -8,18 +8,26 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Metadata: v0-9.
+// Metadata: v0-12 (Kafka 3.9's range).
 //
 // v0's empty topic list means every topic (v1+: a null list).
 // __consumer_offsets is marked internal and is created only
-// by the group coordinator (FindCoordinator), never by auto-creation.
+// by the group coordinator (FindCoordinator), never by auto-creation;
+// nor is __remote_wal_log_metadata auto-created (a cluster hosting it
+// gets it from the remote WAL's own CreateTopics, compacted, with its
+// partition count), so a client asking for it early cannot give it
+// default configs.
+// As Kafka: v10+ answer each topic's id (given at creation, kept in the
+// controller state, new on recreation); v12 may ask by id, an unknown id
+// getting UNKNOWN_TOPIC_ID with a null name; v10-11 asking by id or with
+// a null name is INVALID_REQUEST on every topic asked (Kafka throws
+// InvalidRequestException there).
 //
 // Brokers are listed with their address on the listener the request came
 // in on (Kafka's behaviour with several listeners); a broker that has no
 // such listener is left out.
 //
-// Where it differs from Kafka: no topic ids (v10+), no authorized
-// operations (always -2147483648). Offline replicas are the fenced ones; a
+// Where it differs from Kafka: no authorized operations (always -2147483648). Offline replicas are the fenced ones; a
 // partition without a leader (-1) has LEADER_NOT_AVAILABLE. The controller id
 // is the lowest broker id. Topics are auto-created with num.partitions and
 // default.replication.factor when the request allows it (v4+; always for
@@ -68,9 +76,29 @@ func (b *Broker) handleMetadata(cs *connState, req *kmsg.MetadataRequest) kmsg.R
 	var topics []TopicState
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
 		topics = b.ctrl.Topics()
+	} else if req.Version >= 10 && req.Version < 12 && slices.ContainsFunc(req.Topics, func(rt kmsg.MetadataRequestTopic) bool {
+		return rt.Topic == nil || TopicID(rt.TopicID) != TopicID{}
+	}) {
+		for _, rt := range req.Topics {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.TopicID, mt.ErrorCode = rt.Topic, rt.TopicID, kerr.InvalidRequest.Code
+			resp.Topics = append(resp.Topics, mt)
+		}
+		return resp
 	} else {
 		allowCreate := (req.Version < 4 || req.AllowAutoTopicCreation) && !b.cfg.DisableAutoCreateTopics
 		for _, rt := range req.Topics {
+			if req.Version >= 12 && TopicID(rt.TopicID) != (TopicID{}) {
+				ts, ok := b.topicByID(rt.TopicID)
+				if !ok {
+					mt := kmsg.NewMetadataResponseTopic()
+					mt.TopicID, mt.ErrorCode = rt.TopicID, kerr.UnknownTopicID.Code
+					resp.Topics = append(resp.Topics, mt)
+					continue
+				}
+				topics = append(topics, ts)
+				continue
+			}
 			if rt.Topic == nil {
 				mt := kmsg.NewMetadataResponseTopic()
 				mt.ErrorCode = kerr.InvalidTopicException.Code
@@ -79,7 +107,7 @@ func (b *Broker) handleMetadata(cs *connState, req *kmsg.MetadataRequest) kmsg.R
 			}
 			name := *rt.Topic
 			ts, ok := b.ctrl.Topic(name)
-			if !ok && allowCreate && name != OffsetsTopic {
+			if !ok && allowCreate && name != OffsetsTopic && name != RemoteWALMetadataTopic {
 				var err error
 				ts, err = b.autoCreate(name)
 				ok = err == nil
@@ -107,7 +135,7 @@ func (b *Broker) handleMetadata(cs *connState, req *kmsg.MetadataRequest) kmsg.R
 	for _, ts := range topics {
 		name := ts.Name
 		mt := kmsg.NewMetadataResponseTopic()
-		mt.Topic = &name
+		mt.Topic, mt.TopicID = &name, ts.ID
 		mt.IsInternal = name == OffsetsTopic
 		mt.AuthorizedOperations = -2147483648
 		for _, ps := range ts.Partitions {

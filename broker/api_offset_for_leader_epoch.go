@@ -5,7 +5,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// OffsetForLeaderEpoch: v2-4.
+// OffsetForLeaderEpoch: v0-4 (Kafka 3.9's range; v0-1 carry no current
+// leader epoch, so nothing is fenced, and v0 answers no epoch).
 //
 // As Kafka (KIP-101/KIP-320): only the leader answers; the current leader
 // epoch is fenced; the answer is the largest epoch <= the requested one and

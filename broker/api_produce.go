@@ -2,23 +2,30 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/kwal/kwal/internal/stagehist"
+	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/kwal/kwal/purgatory"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Produce: v0-9.
+// Produce: v0-11 (Kafka 3.9's range).
 //
-// v0-2 are served for RecordBatch v2 (magic 2) payloads only: librdkafka
-// enables gzip, snappy and lz4 only against a broker that lists Produce
-// v0, and sends v3+ itself. A v0/v1 message set (magic 0 or 1) is refused
-// with UNSUPPORTED_FOR_MESSAGE_FORMAT, where Kafka 3.x converts it to v2.
+// As Kafka 3.x: v0-2 carry legacy message sets (magic 0/1), which the
+// leader up-converts to one RecordBatch v2 (kafkalog.UpConvert: the
+// producer's codec kept, v1 timestamps kept) before validating it as any
+// other batch; a message set that does not decode gets CORRUPT_MESSAGE.
+// v0-2 carrying a v2 batch are accepted as they are (Kafka does not check
+// the magic below v3); v3+ carrying magic 0/1 gets INVALID_RECORD, as
+// Kafka's ProduceRequest.validateRecords. v10-11 change nothing kwal
+// sends (KIP-951 leader hints are optional tagged fields; KIP-890's
+// TRANSACTION_ABORTABLE needs transactions).
 //
 // Where it differs from Kafka: no transactions (a transactional id gets
 // INVALID_REQUEST). As Kafka: producer state is rebuilt
@@ -47,10 +54,6 @@ import (
 // time as the batch's max timestamp with attribute bit 3 set (the
 // response carries it), CreateTime keeps the producer's timestamps; a
 // batch over max.message.bytes gets MESSAGE_TOO_LARGE.
-
-// magicOffset is where the magic byte sits in a v0/v1 message and in a
-// v2 RecordBatch alike.
-const magicOffset = 16
 
 // produceWait is one partition of an acks=all produce.
 type produceWait struct {
@@ -187,8 +190,15 @@ func (b *Broker) producePartition(req *kmsg.ProduceRequest, tp TopicPartition, r
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		return kerr.InvalidRequiredAcks, ""
 	}
-	if req.Version < 3 && len(records) > magicOffset && records[magicOffset] < 2 {
-		return kerr.UnsupportedForMessageFormat, "message format v0/v1 is not supported: send RecordBatch v2 (magic 2)"
+	if kafkalog.IsMessageSet(records) {
+		if req.Version >= 3 {
+			return kerr.InvalidRecord, fmt.Sprintf("Produce v%d takes record batches of magic 2 only", req.Version)
+		}
+		conv, err := kafkalog.UpConvert(records, b.cfg.MaxUncompressedBatchBytes)
+		if err != nil {
+			return kerr.CorruptMessage, err.Error()
+		}
+		records = conv
 	}
 	p := b.partition(tp)
 	if p == nil {

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"reflect"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -61,7 +62,20 @@ func (b *Broker) authorize(cs *connState, req kmsg.Request) (deny kmsg.Response,
 			}
 		}, true
 	case *kmsg.FetchRequest:
-		if r.ReplicaID >= 0 {
+		replica := r.ReplicaID
+		if r.Version >= 15 {
+			replica = r.ReplicaState.ID
+		}
+		// v13+ name topics by id: authorize the name the id resolves to;
+		// an unknown id passes, to be answered UNKNOWN_TOPIC_ID.
+		fetchTopic := func(t kmsg.FetchRequestTopic) (string, bool) {
+			if r.Version < 13 {
+				return t.Topic, true
+			}
+			ts, ok := b.topicByID(t.TopicID)
+			return ts.Name, ok
+		}
+		if replica >= 0 {
 			if a.ClusterAllowed(who, OpClusterAction) {
 				return nil, nil, true
 			}
@@ -71,13 +85,16 @@ func (b *Broker) authorize(cs *connState, req kmsg.Request) (deny kmsg.Response,
 			return resp, nil, true
 		}
 		var out []kmsg.FetchRequestTopic
-		r.Topics, out = splitTopics(r.Topics, func(t kmsg.FetchRequestTopic) bool { return topicOK(OpRead, t.Topic) })
-		denied("Fetch", names(out, func(t kmsg.FetchRequestTopic) string { return t.Topic }))
+		r.Topics, out = splitTopics(r.Topics, func(t kmsg.FetchRequestTopic) bool {
+			name, known := fetchTopic(t)
+			return !known || topicOK(OpRead, name)
+		})
+		denied("Fetch", names(out, func(t kmsg.FetchRequestTopic) string { name, _ := fetchTopic(t); return name }))
 		return nil, func(resp kmsg.Response) {
 			fr := resp.(*kmsg.FetchResponse)
 			for _, t := range out {
 				rt := kmsg.NewFetchResponseTopic()
-				rt.Topic = t.Topic
+				rt.Topic, rt.TopicID = t.Topic, t.TopicID
 				for _, p := range t.Partitions {
 					rp := kmsg.NewFetchResponseTopicPartition()
 					rp.Partition, rp.ErrorCode, rp.HighWatermark, rp.LastStableOffset = p.Partition, code, -1, -1
@@ -299,12 +316,19 @@ func (b *Broker) authorizeMetadata(r *kmsg.MetadataRequest, who string, topicOK 
 	}
 	type refusal struct {
 		name string
+		id   [16]byte // asked by id (v12): answered with a null name, as Kafka
 		code int16
 	}
 	var out []refusal
 	keep := r.Topics[:0]
 	for _, t := range r.Topics {
 		if t.Topic == nil {
+			// By id (v12): authorize the name it resolves to; an unknown
+			// id passes, to be answered UNKNOWN_TOPIC_ID.
+			if ts, ok := b.topicByID(t.TopicID); ok && !topicOK(OpDescribe, ts.Name) {
+				out = append(out, refusal{id: t.TopicID, code: kerr.TopicAuthorizationFailed.Code})
+				continue
+			}
 			keep = append(keep, t)
 			continue
 		}
@@ -312,9 +336,9 @@ func (b *Broker) authorizeMetadata(r *kmsg.MetadataRequest, who string, topicOK 
 		_, exists := b.ctrl.Topic(name)
 		switch {
 		case !topicOK(OpDescribe, name):
-			out = append(out, refusal{name, kerr.TopicAuthorizationFailed.Code})
+			out = append(out, refusal{name: name, code: kerr.TopicAuthorizationFailed.Code})
 		case !exists && !topicOK(OpCreate, name):
-			out = append(out, refusal{name, kerr.UnknownTopicOrPartition.Code})
+			out = append(out, refusal{name: name, code: kerr.UnknownTopicOrPartition.Code})
 		default:
 			keep = append(keep, t)
 		}
@@ -328,7 +352,10 @@ func (b *Broker) authorizeMetadata(r *kmsg.MetadataRequest, who string, topicOK 
 		for _, o := range out {
 			mt := kmsg.NewMetadataResponseTopic()
 			name := o.name
-			mt.Topic, mt.ErrorCode = &name, o.code
+			mt.Topic, mt.TopicID, mt.ErrorCode = &name, o.id, o.code
+			if o.name == "" {
+				mt.Topic = nil
+			}
 			mr.Topics = append(mr.Topics, mt)
 		}
 	}
@@ -352,4 +379,18 @@ func names[T any](in []T, name func(T) string) []string {
 		out = append(out, name(t))
 	}
 	return out
+}
+
+// setTopErrorCode sets a response's top-level ErrorCode field, if it has one.
+func setTopErrorCode(r kmsg.Response, code int16) bool {
+	v := reflect.ValueOf(r)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	f := v.Elem().FieldByName("ErrorCode")
+	if !f.IsValid() || f.Kind() != reflect.Int16 || !f.CanSet() {
+		return false
+	}
+	f.SetInt(int64(code))
+	return true
 }

@@ -36,6 +36,8 @@ type Broker struct {
 	// validator checks every produced batch once (BatchValidator).
 	validator *kafkalog.BatchValidator
 	info      BrokerInfo
+	// topicIDs caches topic id -> name for requests by id (topicids.go).
+	topicIDs sync.Map
 	// listeners are bound in New and closed by Close.
 	listeners []*listener
 	// saslFakeKey derives stand-in SCRAM credentials for unknown users.
@@ -83,7 +85,9 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, clock: cfg.Clock, ctrl: cfg.Controller, ledger: cfg.Ledger, stop: make(chan struct{})}
-	b.validator = kafkalog.NewBatchValidator(kafkalog.DefaultMaxBatchBytes, cfg.MaxUncompressedBatchBytes)
+	// A batch is bounded here only by the request frame; each topic's
+	// max.message.bytes is the log's MaxBatchBytes (MESSAGE_TOO_LARGE).
+	b.validator = kafkalog.NewBatchValidator(int(cfg.SocketRequestMaxBytes), cfg.MaxUncompressedBatchBytes)
 	b.logger = cfg.Logger.With("broker", cfg.BrokerID)
 	b.mu.partitions = map[TopicPartition]*partition{}
 	b.mu.conns = map[net.Conn]*connState{}

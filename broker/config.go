@@ -119,8 +119,14 @@ type RemoteWALConfig struct {
 	// metadata; followers read it from there (see rwnode.StoreSet).
 	RackStorageURLs map[string]string
 	// MetadataBootstrapServers: remote.wal.metadata.bootstrap.servers;
-	// empty means an embedded kfake.
+	// empty means an embedded kfake. It may name the cluster's own brokers
+	// (rwnode: the metadata topic is then hosted by the cluster itself).
 	MetadataBootstrapServers string
+	// ControllerBootstrapServers: controller.bootstrap.servers, the Kafka
+	// holding the controller's __kwal_cluster_state log; empty means
+	// MetadataBootstrapServers. It must not name this cluster: the cluster
+	// cannot elect its own leaders through itself.
+	ControllerBootstrapServers string
 	// MetadataTLS is the client TLS of the metadata Kafka connections
 	// (remote.wal.metadata.security.protocol SSL or SASL_SSL, and
 	// remote.wal.metadata.ssl.*); nil: plaintext.
@@ -265,6 +271,11 @@ type Config struct {
 	// SocketRequestMaxBytes: socket.request.max.bytes; larger frames close
 	// the connection. Default 100 MiB.
 	SocketRequestMaxBytes int32
+	// MessageMaxBytes: message.max.bytes, the largest batch a topic without
+	// its own max.message.bytes takes (MESSAGE_TOO_LARGE above it). Default
+	// 1048588, Kafka's. Batches are bounded otherwise only by the request
+	// frame (SocketRequestMaxBytes), as in Kafka.
+	MessageMaxBytes int32
 	// MaxUncompressedBatchBytes: kwal.batch.max.uncompressed.bytes, what
 	// one compressed produced batch may decompress to; a larger one is
 	// refused with CORRUPT_MESSAGE. Default 64 MiB.
@@ -416,6 +427,9 @@ func (c *Config) CheckSettings() error {
 	}
 	if c.MaxUncompressedBatchBytes == 0 {
 		c.MaxUncompressedBatchBytes = kafkalog.DefaultMaxUncompressedBatchBytes
+	}
+	if c.MessageMaxBytes == 0 {
+		c.MessageMaxBytes = kafkalog.DefaultMaxBatchBytes
 	}
 	if c.RetentionCheckInterval == 0 {
 		c.RetentionCheckInterval = DefaultRetentionCheckInterval

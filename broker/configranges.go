@@ -59,6 +59,7 @@ var serverKeyRanges = map[string]keyRange{
 	"replica.fetch.backoff.ms":    {1, hourMs, "100", "1 ms to an hour"},
 	"replica.fetch.max.bytes":     {1, math.MaxInt32, "1048576", "a positive int32"},
 	"socket.request.max.bytes":    {64, math.MaxInt32, "104857600", "at least 64 bytes; Kafka's default is 100 MiB"},
+	"message.max.bytes":           {0, math.MaxInt32, "1048588", "a non-negative int32 (Kafka's default 1048588); batches are also bounded by socket.request.max.bytes"},
 	"max.connections":             {1, math.MaxInt32, "2147483647", "at least 1 (Kafka's default is 2147483647: no cap)"},
 	"max.connections.per.ip":      {1, math.MaxInt32, "2147483647", "at least 1; raise single addresses with max.connections.per.ip.overrides"},
 	"connections.max.idle.ms":     {1, 7 * dayMs, "600000", "at most a week; Kafka's default is 600000 (10 minutes)"},
@@ -133,8 +134,10 @@ var serverKeyNotes = map[string][2]string{
 	"log.dirs":                             {"/tmp/kwal-logs", "one directory; created if missing and checked writable at start"},
 	"max.connections.per.ip.overrides":     {"none", "ip:count,... (IP addresses, not host names; count >= 0)"},
 	"remote.log.wal.storage.system.enable": {"false", "true or false: lets topics set remote.wal.storage.enable=true"},
-	"remote.wal.metadata.bootstrap.servers": {"an embedded kfake", "host:port,... of the Kafka holding the metadata topic; " +
-		"must answer within remote.wal.metadata.bootstrap.timeout.ms"},
+	"remote.wal.metadata.bootstrap.servers": {"an embedded kfake", "host:port,... of the Kafka holding the metadata topic, or of this cluster's " +
+		"own brokers (the cluster then hosts it); must answer within remote.wal.metadata.bootstrap.timeout.ms"},
+	"controller.bootstrap.servers": {"remote.wal.metadata.bootstrap.servers", "host:port,... of the Kafka holding the controller's " +
+		"__kwal_cluster_state log; never this cluster's own brokers"},
 	RackStorageURLKey + "<rack>": {"remote.wal.storage.url", "the store of one rack (its leaders upload there); same forms as remote.wal.storage.url, " +
 		"checked the same way"},
 	"remote.wal.storage.url": {"file://<log.dirs>/remote-wal", "mem://, file:///dir, s3://bucket/prefix?endpoint=..., minio://...; " +
@@ -228,6 +231,7 @@ func (c *Config) validateRanges() error {
 		{"replica.fetch.backoff.ms", ms(c.ReplicaFetchBackoff), true},
 		{"replica.fetch.max.bytes", int64(c.ReplicaFetchMaxBytes), true},
 		{"socket.request.max.bytes", int64(c.SocketRequestMaxBytes), true},
+		{"message.max.bytes", int64(c.MessageMaxBytes), true},
 		{"max.connections", int64(c.MaxConnections), true},
 		{"max.connections.per.ip", int64(c.MaxConnectionsPerIP), true},
 		{"connections.max.idle.ms", ms(c.ConnectionsMaxIdle), true},

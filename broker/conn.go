@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"reflect"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -508,16 +507,11 @@ func (b *Broker) handleFrame(cs *connState, frame []byte) (resp []byte, keep boo
 		return cs.encode(h, r), true
 	}
 	if !supported(h.key, h.version) {
-		b.logger.Warn("unsupported api version", "remote", cs.remote, "key", kmsg.NameForKey(h.key), "version", h.version)
-		if h.version < 0 || h.version > req.MaxVersion() {
-			return nil, false
-		}
-		r := req.ResponseKind()
-		r.SetVersion(h.version)
-		if !setTopErrorCode(r, kerr.UnsupportedVersion.Code) {
-			return nil, false
-		}
-		return cs.encode(h, r), true
+		// Kafka closes the connection (SocketServer.parseRequestHeader
+		// throws InvalidRequestException); a client that asked
+		// ApiVersions first never gets here.
+		b.logger.Warn("closing connection: api version not supported", "remote", cs.remote, "client_id", h.clientID, "key", kmsg.NameForKey(h.key), "version", h.version)
+		return nil, false
 	}
 	req.SetVersion(h.version)
 	if req.IsFlexible() {
@@ -567,20 +561,6 @@ func encodeResponse(dst []byte, h requestHeader, r kmsg.Response) []byte {
 	out = r.AppendTo(out)
 	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
 	return out
-}
-
-// setTopErrorCode sets a response's top-level ErrorCode field, if it has one.
-func setTopErrorCode(r kmsg.Response, code int16) bool {
-	v := reflect.ValueOf(r)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return false
-	}
-	f := v.Elem().FieldByName("ErrorCode")
-	if !f.IsValid() || f.Kind() != reflect.Int16 || !f.CanSet() {
-		return false
-	}
-	f.SetInt(int64(code))
-	return true
 }
 
 // dispatch serves a decoded request. A nil response means none is sent

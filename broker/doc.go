@@ -34,11 +34,10 @@
 //	                except ApiVersions, which always uses header v0] | body
 //
 // Frames larger than socket.request.max.bytes or smaller than a header
-// close the connection with a log line. An unknown key closes it (as
-// Kafka); a known key at a version we do not serve gets an error response
-// carrying UNSUPPORTED_VERSION when kmsg can encode one with a top-level
-// error code (ApiVersions: a v0 response with our ranges, KIP-511), else a
-// close. A request that does not decode closes the connection. Nothing
+// close the connection with a log line. An unknown key, or a key at a
+// version outside Kafka 3.9's range (api_api_versions.go), closes it, as
+// Kafka's SocketServer does; ApiVersions above v4 gets a v0 response with
+// UNSUPPORTED_VERSION and our ranges (KIP-511). A request that does not decode closes the connection. Nothing
 // panics: a panic in a handler is logged and closes the connection.
 //
 // A produced batch is validated once, by the broker's
@@ -175,7 +174,30 @@
 // KafkaController keeps it in a one-partition compacted topic of the
 // metadata Kafka cluster, applied in log order by every broker (the log
 // order is the consensus; see controller_kafka.go); kwal broker uses it
-// when remote.wal.metadata.bootstrap.servers is set.
+// when controller.bootstrap.servers (default:
+// remote.wal.metadata.bootstrap.servers) is set.
+//
+// # Where the metadata topic lives
+//
+// remote.wal.metadata.bootstrap.servers may name this cluster's own
+// brokers, as the KIP intends: __remote_wal_log_metadata is then an
+// ordinary topic of the cluster (classic replication, compact+delete,
+// 50 partitions, RF min(3, cluster.brokers)), created by the first
+// replicator that reaches it, and each broker's remote WAL is built once
+// the cluster answers (rwnode.DeferredReplicator): until then remotewal
+// leaders upload nothing and followers rebuild nothing, so acks=all
+// produces to remotewal topics wait. The controller's __kwal_cluster_state
+// cannot live there (the cluster would elect the leaders of its own
+// controller log through itself), so it needs controller.bootstrap.servers
+// naming another Kafka; kwal broker refuses to start otherwise.
+//
+// The one-process default (no bootstrap: an embedded kfake) keeps kfake
+// for both. Hosting the metadata topic on a single broker would give it
+// RF 1 and tie the remote WAL's start to that broker answering itself,
+// for no gain: one broker has no followers to rebuild, and kwal demo's
+// three in-process brokers share one controller in memory, where kfake
+// starts in milliseconds. Self-hosting is for multi-process clusters,
+// which need an outside Kafka for the controller log anyway.
 //
 // # Topic administration (topicadmin.go, topiclifecycle.go)
 //

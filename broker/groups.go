@@ -17,6 +17,11 @@ import (
 // metadata.
 const OffsetsTopic = "__consumer_offsets"
 
+// RemoteWALMetadataTopic is the KIP's metadata topic
+// (metadata.DefaultTopic), which a cluster may host itself; it is never
+// auto-created.
+const RemoteWALMetadataTopic = "__remote_wal_log_metadata"
+
 // Group coordinator defaults, Kafka's.
 const (
 	DefaultOffsetsTopicPartitions        = 50

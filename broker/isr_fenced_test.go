@@ -96,8 +96,10 @@ func TestFencedReplicaNotProposedForISR(t *testing.T) {
 		st, _ := b.PartitionStatus(tp)
 		req := kmsg.NewPtrFetchRequest()
 		req.Version, req.ReplicaID, req.MaxBytes, req.SessionEpoch = 11, 2, 1<<20, -1
+		req.ReplicaState.ID = 2 // kgo sends v15+: the replica id is there
 		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = tp.Topic
+		ts, _ := b.ctrl.Topic(tp.Topic)
+		rt.Topic, rt.TopicID = tp.Topic, ts.ID // and v13+ name topics by id
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition, rp.FetchOffset, rp.CurrentLeaderEpoch, rp.PartitionMaxBytes = 0, 0, st.State.LeaderEpoch, 1<<20
 		rt.Partitions = append(rt.Partitions, rp)

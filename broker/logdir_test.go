@@ -227,7 +227,8 @@ func TestLogDirFailsAtRunTime(t *testing.T) {
 	req := kmsg.NewPtrFetchRequest()
 	req.Version, req.ReplicaID, req.MaxBytes, req.SessionEpoch = 11, -1, 1<<20, -1
 	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = topic
+	ts, _ := b.ctrl.Topic(topic)
+	rt.Topic, rt.TopicID = topic, ts.ID // kgo sends v13+: by id
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition, rp.CurrentLeaderEpoch, rp.PartitionMaxBytes = 0, -1, 1<<20
 	rt.Partitions = append(rt.Partitions, rp)

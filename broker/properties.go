@@ -305,6 +305,7 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 	"replica.fetch.backoff.ms":  func(sc *ServerConfig, v string) error { return parseMs(v, &sc.Broker.ReplicaFetchBackoff) },
 	"replica.fetch.max.bytes":   func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.ReplicaFetchMaxBytes) },
 	"socket.request.max.bytes":  func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.SocketRequestMaxBytes) },
+	"message.max.bytes":         func(sc *ServerConfig, v string) error { return parseInt32(v, &sc.Broker.MessageMaxBytes) },
 	"offsets.topic.num.partitions": func(sc *ServerConfig, v string) error {
 		return parseInt32(v, &sc.Broker.Groups.OffsetsTopicPartitions)
 	},
@@ -418,6 +419,10 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 	},
 	"remote.wal.metadata.bootstrap.servers": func(sc *ServerConfig, v string) error {
 		sc.Broker.RemoteWAL.MetadataBootstrapServers = v
+		return nil
+	},
+	"controller.bootstrap.servers": func(sc *ServerConfig, v string) error {
+		sc.Broker.RemoteWAL.ControllerBootstrapServers = v
 		return nil
 	},
 }

@@ -116,8 +116,9 @@ func TestPurgatoriesRunOnConfigClock(t *testing.T) {
 	req.MinBytes = 1
 	req.MaxBytes = 1 << 20
 	req.SessionEpoch = -1
+	ts, _ := c.ctrl.Topic(topic)
 	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = topic
+	rt.Topic, rt.TopicID = topic, ts.ID // the client sends v13+: by id
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition, rp.FetchOffset, rp.CurrentLeaderEpoch, rp.PartitionMaxBytes = 0, 0, -1, 1<<20
 	rt.Partitions = append(rt.Partitions, rp)

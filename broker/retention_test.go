@@ -129,7 +129,8 @@ func TestRetentionCheck(t *testing.T) {
 		req := kmsg.NewPtrFetchRequest()
 		req.ReplicaID, req.MaxBytes, req.Version = -1, 1<<20, 11
 		ft := kmsg.NewFetchRequestTopic()
-		ft.Topic = "by-time"
+		ts, _ := c.ctrl.Topic("by-time")
+		ft.Topic, ft.TopicID = "by-time", ts.ID // the client sends v13+: by id
 		fp := kmsg.NewFetchRequestTopicPartition()
 		fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LogStartOffset = offset, 1<<20, -1, -1
 		ft.Partitions = append(ft.Partitions, fp)

@@ -103,7 +103,7 @@ func (b *Broker) topicConfigDefaults() map[string]string {
 		"unclean.leader.election.enable": strconv.FormatBool(b.cfg.UncleanLeaderElection),
 		// Topic administration: the other keys clients set at creation.
 		"segment.ms":             strconv.Itoa(kafkalog.DefaultSegmentMs),
-		"max.message.bytes":      strconv.Itoa(kafkalog.DefaultMaxBatchBytes),
+		"max.message.bytes":      strconv.Itoa(int(b.cfg.MessageMaxBytes)),
 		"compression.type":       "producer",
 		"message.timestamp.type": "CreateTime",
 	}

@@ -121,3 +121,42 @@ func TestCompactedTopicRefusesKeylessRecords(t *testing.T) {
 		t.Fatalf("keyless record after compaction was turned on: %v, want INVALID_RECORD", err)
 	}
 }
+
+// max.message.bytes above the broker-wide message.max.bytes (1 MiB) is
+// effective: a 3 MiB topic takes a 2.5 MiB batch (replicated byte for
+// byte, consumed whole) and refuses a 3.5 MiB one with MESSAGE_TOO_LARGE,
+// and a topic without the config refuses 1.5 MiB. The request frame is
+// bounded by socket.request.max.bytes only.
+func TestMaxMessageBytesAboveOneMiB(t *testing.T) {
+	c := startCluster(t, []string{"az1", "az2", "az1"}, nil)
+	cl := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordRetries(1), kgo.DisableIdempotentWrite(),
+		kgo.ProducerBatchMaxBytes(8<<20), kgo.BrokerMaxWriteBytes(16<<20), kgo.FetchMaxPartitionBytes(1<<20))
+	createTopic(t, cl, "big", 1, 3, map[string]string{"max.message.bytes": "3145728"})
+	createTopic(t, cl, "small", 1, 3, nil)
+	big := bytes.Repeat([]byte("b"), 5<<19) // 2.5 MiB
+	if err := cl.ProduceSync(adminCtx(t), &kgo.Record{Topic: "big", Value: big}).FirstErr(); err != nil {
+		t.Fatalf("2.5 MiB into max.message.bytes=3 MiB: %v", err)
+	}
+	if err := cl.ProduceSync(adminCtx(t), &kgo.Record{Topic: "big", Value: bytes.Repeat([]byte("c"), 7<<19)}).FirstErr(); !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("3.5 MiB into max.message.bytes=3 MiB: %v, want MESSAGE_TOO_LARGE", err)
+	}
+	if err := cl.ProduceSync(adminCtx(t), &kgo.Record{Topic: "small", Value: bytes.Repeat([]byte("s"), 3<<19)}).FirstErr(); !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("1.5 MiB into the default max.message.bytes: %v, want MESSAGE_TOO_LARGE", err)
+	}
+	recs := consumeAll(t, c, "big", 1)
+	if !bytes.Equal(recs[0].Value, big) {
+		t.Fatalf("consumed %d bytes, produced %d", len(recs[0].Value), len(big))
+	}
+	ts, _ := c.ctrl.Topic("big")
+	tp := TopicPartition{Topic: "big"}
+	ll, _ := c.broker(ts.Partitions[0].Leader).PartitionLog(tp)
+	want, _ := ll.Read(0, 8<<20)
+	for _, rid := range ts.Partitions[0].Replicas {
+		l, _ := c.broker(rid).PartitionLog(tp)
+		got, _ := l.Read(0, 8<<20)
+		if !bytes.Equal(got, want) || l.LogEndOffset() != 1 {
+			t.Fatalf("broker %d holds %d bytes up to %d, the leader %d", rid, len(got), l.LogEndOffset(), len(want))
+		}
+	}
+}

@@ -63,7 +63,7 @@ type replicaSettings struct {
 func (b *Broker) partitionSettings(configs map[string]string) replicaSettings {
 	t := kafkalog.Tunables{
 		SegmentBytes: b.cfg.SegmentBytes, SegmentMs: kafkalog.DefaultSegmentMs,
-		RetentionMs: b.cfg.RetentionMs, RetentionBytes: b.cfg.RetentionBytes, MaxBatchBytes: kafkalog.DefaultMaxBatchBytes,
+		RetentionMs: b.cfg.RetentionMs, RetentionBytes: b.cfg.RetentionBytes, MaxBatchBytes: int(b.cfg.MessageMaxBytes),
 	}
 	if t.SegmentBytes == 0 {
 		t.SegmentBytes = kafkalog.DefaultSegmentBytes

@@ -180,7 +180,7 @@ func TestUnknownPartitionOfExistingTopic(t *testing.T) {
 		f := kmsg.NewPtrFetchRequest()
 		f.MaxWaitMillis, f.MaxBytes = 0, 1<<20
 		ft := kmsg.NewFetchRequestTopic()
-		ft.Topic = "u"
+		ft.Topic, ft.TopicID = "u", ts.ID // v13+ name topics by id
 		fp := kmsg.NewFetchRequestTopicPartition()
 		fp.Partition, fp.PartitionMaxBytes = part, 1<<20
 		ft.Partitions = append(ft.Partitions, fp)

@@ -308,14 +308,27 @@ func readBroker(ctx context.Context, addr, topic string, p int32) ([][]byte, err
 	}
 	defer cl.Close()
 	br := cl.SeedBrokers()[0]
+	// kgo sends the highest version both sides speak (Fetch v17): topics
+	// are named by id there.
+	mreq := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	mreq.Topics = append(mreq.Topics, mt)
+	mresp, err := mreq.RequestWith(ctx, br)
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s from %s: %w", topic, addr, err)
+	}
+	if len(mresp.Topics) != 1 || mresp.Topics[0].ErrorCode != 0 {
+		return nil, fmt.Errorf("metadata of %s from %s: %d topics, error %v", topic, addr, len(mresp.Topics), mresp.Topics)
+	}
+	topicID := mresp.Topics[0].TopicID
 	var out [][]byte
 	var next int64
 	for {
 		req := kmsg.NewPtrFetchRequest()
-		req.Version = 12
 		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 1, 8<<20
 		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = topic
+		rt.Topic, rt.TopicID = topic, topicID
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition, rp.FetchOffset, rp.CurrentLeaderEpoch, rp.PartitionMaxBytes = p, next, -1, 4<<20
 		rt.Partitions = append(rt.Partitions, rp)
@@ -498,6 +511,10 @@ type compatCluster struct {
 	brokers []*compatBroker
 }
 
+// clusterAddrs in a property value stands for the cluster's own broker
+// addresses (host:port,...), known only once startCompatCluster picks them.
+const clusterAddrs = "$CLUSTER"
+
 func startCompatCluster(t *testing.T, bin string, racks []string, props map[string]string) *compatCluster {
 	t.Helper()
 	return startCompatClusterWith(t, bin, racks, props, nil)
@@ -518,6 +535,10 @@ func startCompatClusterWith(t *testing.T, bin string, racks []string, props map[
 	for i, rack := range racks {
 		b := &compatBroker{id: int32(i + 1), rack: rack, port: freePort(t), dir: t.TempDir()}
 		c.brokers = append(c.brokers, b)
+	}
+	props = maps.Clone(props)
+	for k, v := range props {
+		props[k] = strings.ReplaceAll(v, clusterAddrs, c.bootstrap())
 	}
 	for _, b := range c.brokers {
 		var peers map[int32]string

@@ -261,12 +261,13 @@ func checkRecord(b []byte, i int32, h BatchHeader) (int64, string) {
 }
 
 // SplitBatches walks b, a concatenation of whole batches, validating each
-// with ValidateBatch and calling fn with its header and bytes (a sub-slice
+// as ValidateBatch does but of any size (stored batches are as large as
+// their topic's max.message.bytes allowed), and calling fn with its header and bytes (a sub-slice
 // of b). A torn or corrupt batch stops the walk with a *CorruptBatchError
 // whose Position is the batch's offset within b; an error from fn is
 // returned as is.
 func SplitBatches(b []byte, fn func(h BatchHeader, batch []byte) error) error {
-	return splitBatches(b, DefaultMaxBatchBytes, fn)
+	return splitBatches(b, math.MaxInt32, fn)
 }
 
 // WalkHeaders walks b like SplitBatches but parses only each batch's

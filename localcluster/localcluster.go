@@ -117,7 +117,7 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		base.RemoteWAL.StorageURL = "mem://" // unused: the rack stores are opened below
 	}
 	base.RemoteWAL.MetadataBootstrapServers = cfg.MetadataBootstrap
-	if c.parts, err = rwnode.OpenRemoteWALParts(ctx, &base); err != nil {
+	if c.parts, err = rwnode.OpenRemoteWALParts(ctx, &base, nil); err != nil {
 		return c, err
 	}
 	slow := func(s objstore.Store) (objstore.Store, error) {

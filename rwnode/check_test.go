@@ -24,7 +24,7 @@ func TestUnreachableStoreFailsFast(t *testing.T) {
 		cfg.RemoteWAL.StorageURL = url
 		cfg.RemoteWAL.StorageCheckTimeout = 500 * time.Millisecond
 		start := time.Now()
-		_, err := OpenRemoteWALParts(context.Background(), &cfg)
+		_, err := OpenRemoteWALParts(context.Background(), &cfg, nil)
 		took := time.Since(start)
 		if err == nil {
 			t.Fatalf("%s: store accepted", ep)

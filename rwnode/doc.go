@@ -27,6 +27,20 @@
 // and the node's Prometheus metrics (RemoteWALReplicator is a
 // prometheus.Collector the broker's collector includes).
 //
+// # A metadata topic hosted by the cluster itself (deferred.go)
+//
+// When remote.wal.metadata.bootstrap.servers names the cluster's own
+// brokers (OpenRemoteWALParts sets SelfHosted and a replication factor of
+// min(3, cluster.brokers)), the replicator cannot be built before the
+// broker listens: it would wait for a metadata topic that its own cluster,
+// not up yet, serves. DeferredReplicator is the broker.Replicator then: it
+// builds the RemoteWALReplicator in the background, retrying until the
+// cluster answers, remembers the leaders and follows started meanwhile
+// (and forgets stopped ones), and replays the current ones into it when
+// ready. kwal broker uses it; the metadata topic itself is an ordinary
+// classic, compacted topic of the cluster, created by the first replicator
+// that reaches it (metadata.EnsureTopic through CreateTopics).
+//
 // # Leader changes (remotewal_reconcile.go)
 //
 // StartLeader restarts the partition's slice task at the log end with the

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"strings"
 
 	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/combiner"
@@ -27,6 +26,15 @@ type RemoteWALParts struct {
 	// or a {rack} template); Store is then the default one, if any.
 	Stores    *StoreSet
 	Bootstrap []string
+	// SelfHosted: Bootstrap names this cluster's own brokers, which then
+	// host the metadata topic (a classic, compacted topic of the cluster);
+	// the replicator must then be built after the broker listens
+	// (NewDeferredReplicator).
+	SelfHosted bool
+	// MetadataReplicationFactor is the metadata topic's replication factor
+	// at creation: 0 for the metadata package's default (1, a kfake),
+	// min(3, the cluster's brokers) when SelfHosted.
+	MetadataReplicationFactor int16
 	// Close releases what OpenRemoteWALParts started (the embedded
 	// metadata cluster).
 	Close func()
@@ -38,7 +46,10 @@ type RemoteWALParts struct {
 // kfake in <log.dirs>/metadata-kfake). The defaults suit one broker on one
 // laptop; a multi-process cluster must point every broker at the same
 // store and Kafka.
-func OpenRemoteWALParts(ctx context.Context, cfg *broker.Config) (*RemoteWALParts, error) {
+//
+// cluster is cluster.brokers: a bootstrap list naming one of them (or this
+// broker's listener) makes the parts SelfHosted.
+func OpenRemoteWALParts(ctx context.Context, cfg *broker.Config, cluster []broker.BrokerInfo) (*RemoteWALParts, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -48,11 +59,11 @@ func OpenRemoteWALParts(ctx context.Context, cfg *broker.Config) (*RemoteWALPart
 	if parts.Store, parts.Stores, err = openRemoteWALStores(ctx, cfg); err != nil {
 		return nil, err
 	}
-	if bs := strings.TrimSpace(rw.MetadataBootstrapServers); bs != "" {
-		for _, s := range strings.Split(bs, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				parts.Bootstrap = append(parts.Bootstrap, s)
-			}
+	if bs := broker.SplitBootstrap(rw.MetadataBootstrapServers); len(bs) > 0 {
+		parts.Bootstrap = bs
+		if broker.NamesCluster(bs, cfg.Listener, cluster) {
+			parts.SelfHosted = true
+			parts.MetadataReplicationFactor = int16(min(3, max(len(cluster), 1)))
 		}
 		return parts, nil
 	}
@@ -94,7 +105,7 @@ func NewRemoteWALReplicatorFor(cfg *broker.Config, parts *RemoteWALParts, logger
 		BrokerID: cfg.BrokerID,
 		Rack:     cfg.Rack,
 		Store:    ledger.Wrap(parts.Store, l),
-		Metadata: metadata.TopicConfig{Bootstrap: parts.Bootstrap, Security: sec},
+		Metadata: metadata.TopicConfig{Bootstrap: parts.Bootstrap, ReplicationFactor: parts.MetadataReplicationFactor, Security: sec},
 		Tasks:    remotewal.Config{ThreadPoolSize: rw.ThreadPoolSize, Interval: rw.CombinerTaskInterval / 2},
 		Combiner: combiner.Config{
 			ThreadPoolSize: rw.CombinerThreadPoolSize,

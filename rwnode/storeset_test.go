@@ -268,7 +268,7 @@ func TestOpenRemoteWALPartsPerRack(t *testing.T) {
 		rw.SystemEnable = true
 		rw.MetadataBootstrapServers = "127.0.0.1:1" // no embedded Kafka
 		cfg := broker.Config{BrokerID: 1, Rack: rack, LogDir: t.TempDir(), Controller: broker.NewMemController(nil, 1), RemoteWAL: rw}
-		return OpenRemoteWALParts(context.Background(), &cfg)
+		return OpenRemoteWALParts(context.Background(), &cfg, nil)
 	}
 	// A template: every rack's store opens on first use.
 	parts, err := open(broker.RemoteWALConfig{StorageURL: "file://" + dir + "/{rack}"}, "az1")

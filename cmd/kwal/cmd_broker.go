@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/broker"
+	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/kwal/kwal/rwnode"
 )
 
@@ -86,17 +88,33 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 	var closeRemoteWAL func()
 	if cfg.RemoteWAL.SystemEnable {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		parts, err := rwnode.OpenRemoteWALParts(ctx, &cfg)
+		parts, err := rwnode.OpenRemoteWALParts(ctx, &cfg, sc.Cluster)
 		cancel()
 		if err != nil {
 			return err
 		}
-		r, err := rwnode.NewRemoteWALReplicatorFor(&cfg, parts, logger)
-		if err != nil {
-			parts.Close()
-			return err
+		if cfg.Ledger == nil {
+			cfg.Ledger = ledger.New() // one ledger for the broker and its replicator
 		}
-		cfg.Replicator = r
+		var r interface{ Close(context.Context) error }
+		if parts.SelfHosted {
+			// The metadata topic lives on this cluster, which is not
+			// answering yet: build the replicator once it does.
+			logger.Info("remote WAL metadata topic hosted by this cluster", "bootstrap", parts.Bootstrap,
+				"replication_factor", parts.MetadataReplicationFactor)
+			rc := cfg
+			d := rwnode.NewDeferredReplicator(func() (*rwnode.RemoteWALReplicator, error) {
+				return rwnode.NewRemoteWALReplicatorFor(&rc, parts, logger)
+			}, selfHostedRetry, clock.Real{}, logger)
+			cfg.Replicator, r = d, d
+		} else {
+			rr, err := rwnode.NewRemoteWALReplicatorFor(&cfg, parts, logger)
+			if err != nil {
+				parts.Close()
+				return err
+			}
+			cfg.Replicator, r = rr, rr
+		}
 		closeRemoteWAL = func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -128,6 +146,10 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 	return b.Shutdown()
 }
 
+// selfHostedRetry is how long a broker whose cluster hosts the metadata
+// topic waits between attempts to reach it at start.
+const selfHostedRetry = time.Second
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"
@@ -135,9 +157,9 @@ func orDash(s string) string {
 	return s
 }
 
-// openController picks the controller. With
-// remote.wal.metadata.bootstrap.servers set, the cluster state lives in
-// that Kafka (topic broker.DefaultClusterStateTopic), shared by every
+// openController picks the controller. With controller.bootstrap.servers
+// (default: remote.wal.metadata.bootstrap.servers) set, the cluster state
+// lives in that Kafka (topic broker.DefaultClusterStateTopic), shared by every
 // broker pointed at it: a topic created on one broker is learned by all,
 // and a restarted broker finds its topics again. The static cluster.brokers
 // list fixes the broker set, so every process assigns alike. Without it
@@ -148,11 +170,9 @@ func orDash(s string) string {
 // and a broker silent for broker.session.timeout.ms is fenced and its
 // partitions get new leaders; the in-memory controller watches nobody.
 func openController(sc broker.ServerConfig, logger *slog.Logger) (broker.Controller, func(), error) {
-	var bootstrap []string
-	for _, s := range strings.Split(sc.Broker.RemoteWAL.MetadataBootstrapServers, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			bootstrap = append(bootstrap, s)
-		}
+	key, bootstrap, err := broker.ControllerBootstrap(&sc.Broker, sc.Cluster)
+	if err != nil {
+		return nil, nil, err
 	}
 	if len(bootstrap) == 0 {
 		pidBase := int64(sc.Broker.BrokerID)<<48 | (time.Now().UnixMilli() & (1<<47 - 1))
@@ -185,10 +205,10 @@ func openController(sc broker.ServerConfig, logger *slog.Logger) (broker.Control
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, nil, fmt.Errorf("remote.wal.metadata.bootstrap.servers=%s: no usable answer within remote.wal.metadata.bootstrap.timeout.ms=%d: %w; check the addresses and that the Kafka cluster is up",
-				strings.Join(bootstrap, ","), timeout.Milliseconds(), err)
+			return nil, nil, fmt.Errorf("%s=%s: no usable answer within remote.wal.metadata.bootstrap.timeout.ms=%d: %w; check the addresses and that the Kafka cluster is up",
+				key, strings.Join(bootstrap, ","), timeout.Milliseconds(), err)
 		}
-		return nil, nil, fmt.Errorf("remote.wal.metadata.bootstrap.servers=%s: controller: %w", strings.Join(bootstrap, ","), err)
+		return nil, nil, fmt.Errorf("%s=%s: controller: %w", key, strings.Join(bootstrap, ","), err)
 	}
 	return c, func() { c.Close() }, nil
 }
