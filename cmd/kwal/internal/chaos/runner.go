@@ -311,13 +311,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		rep.Failures = append(rep.Failures, err.Error())
 	}
+	var stalls []Stall
 	for _, rd := range readers {
-		if err := rd.finish(hws, deadline, cfg.Settle); err != nil {
+		st, err := rd.finish(hws, deadline, cfg.Settle)
+		if err != nil {
 			rep.Failures = append(rep.Failures, err.Error())
 		}
+		stalls = append(stalls, st...)
 	}
 	sends, reads := h.Snapshot()
-	rep.Check = Check(sends, reads)
+	rep.Check = Check(sends, reads, stalls...)
 	var vs []string
 	for _, v := range rep.Check.Violations {
 		vs = append(vs, v.String())
@@ -486,6 +489,9 @@ type reader struct {
 	cancel context.CancelFunc
 	hws    atomic.Pointer[map[broker.TopicPartition]int64]
 	done   chan struct{}
+	// next is the offset after the last record read, per partition:
+	// the reading goroutine's until done is closed.
+	next map[broker.TopicPartition]int64
 }
 
 func startReader(ctx context.Context, c cluster, name, rack string, h *History) (*reader, error) {
@@ -503,10 +509,10 @@ func startReader(ctx context.Context, c cluster, name, rack string, h *History) 
 		return nil, fmt.Errorf("chaos: consumer %s: %w", name, err)
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	rd := &reader{name: name, cl: cl, cancel: cancel, done: make(chan struct{})}
+	rd := &reader{name: name, cl: cl, cancel: cancel, done: make(chan struct{}), next: map[broker.TopicPartition]int64{}}
 	go func() {
 		defer close(rd.done)
-		next := map[broker.TopicPartition]int64{}
+		next := rd.next
 		for rctx.Err() == nil {
 			if hws := rd.hws.Load(); hws != nil && reached(*hws, next) {
 				return
@@ -534,18 +540,30 @@ func reached(hws, next map[broker.TopicPartition]int64) bool {
 }
 
 // finish tells the reader the high watermarks and waits until it has read
-// to them, or deadline.
-func (rd *reader) finish(hws map[broker.TopicPartition]int64, deadline time.Time, settle time.Duration) error {
-	defer rd.abort()
+// to them, or deadline. If it has not, the error names where it stopped,
+// and stalls has a Stall for each partition it did not read to the end.
+func (rd *reader) finish(hws map[broker.TopicPartition]int64, deadline time.Time, settle time.Duration) (stalls []Stall, err error) {
 	rd.hws.Store(&hws)
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case <-rd.done:
-		return nil
+		rd.abort()
+		return nil, nil
 	case <-t.C:
-		return fmt.Errorf("consumed: %s did not read to the high watermarks within %v", rd.name, settle)
 	}
+	rd.abort() // the reading goroutine has ended: next is ours
+	var at []string
+	for _, tp := range tps() {
+		hw, ok := hws[tp]
+		if !ok || rd.next[tp] >= hw {
+			continue
+		}
+		stalls = append(stalls, Stall{Consumer: rd.name, Topic: tp.Topic, Partition: tp.Partition, Next: rd.next[tp], HW: hw})
+		at = append(at, fmt.Sprintf("%s-%d at %d of %d", tp.Topic, tp.Partition, rd.next[tp], hw))
+	}
+	return stalls, fmt.Errorf("consumed: %s did not read to the high watermarks within %v (%s): the records it did not reach are reported unread, not lost",
+		rd.name, settle, strings.Join(at, ", "))
 }
 
 func (rd *reader) abort() {
