@@ -267,15 +267,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		acksAll bool
 	}{{"idem-a", true}, {"idem-b", true}, {"acks1", false}}
 	var perr []error
+	var stuck []string
 	var perrMu sync.Mutex
 	for _, p := range producers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := produce(wctx, c, cfg, p.name, p.acksAll, h); err != nil {
-				perrMu.Lock()
+			s, err := produce(wctx, c, cfg, p.name, p.acksAll, h, outcomeWait)
+			perrMu.Lock()
+			defer perrMu.Unlock()
+			if err != nil {
 				perr = append(perr, err)
-				perrMu.Unlock()
+			}
+			if s != "" {
+				stuck = append(stuck, s)
 			}
 		}()
 	}
@@ -304,6 +309,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		return nil, err
 	}
+	rep.Failures = append(rep.Failures, stuck...)
 	rep.StoreFaults = c.storeFaults()
 
 	deadline := time.Now().Add(cfg.Settle)
@@ -423,14 +429,28 @@ func inject(ctx context.Context, cfg Config, c cluster, s Schedule) {
 	wait(cfg.Length)
 }
 
+// The producers' delivery and request timeouts, and how long after the
+// workload stops a producer waits for the outcomes of its records: the
+// client fails a record past its delivery timeout, but an idempotent
+// producer keeps one it sent and got no answer for until it learns its
+// fate, which a client that reaches no broker (every address it knows
+// dead) never does, so the wait is bounded here.
+const (
+	recordDeliveryTimeout = 8 * time.Second
+	produceRequestTimeout = 3 * time.Second
+	outcomeWait           = recordDeliveryTimeout + produceRequestTimeout + 5*time.Second
+)
+
 // produce sends one record every SendInterval, round-robin over every
-// topic partition, until ctx is done, then waits for every outcome.
-func produce(ctx context.Context, c cluster, cfg Config, name string, acksAll bool, h *History) error {
+// topic partition, until ctx is done, then waits for every outcome, at
+// most wait: past it, it closes the client, which fails what it holds
+// (outcome unknown), and stuck says so.
+func produce(ctx context.Context, c cluster, cfg Config, name string, acksAll bool, h *History, wait time.Duration) (stuck string, err error) {
 	opts := append(c.clientOpts(),
 		kgo.ClientID(name),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RecordDeliveryTimeout(8*time.Second),
-		kgo.ProduceRequestTimeout(3*time.Second),
+		kgo.RecordDeliveryTimeout(recordDeliveryTimeout),
+		kgo.ProduceRequestTimeout(produceRequestTimeout),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
 		kgo.MetadataMinAge(50*time.Millisecond),
 		kgo.MetadataMaxAge(time.Second),
@@ -442,14 +462,20 @@ func produce(ctx context.Context, c cluster, cfg Config, name string, acksAll bo
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("chaos: producer %s: %w", name, err)
+		return "", fmt.Errorf("chaos: producer %s: %w", name, err)
 	}
-	defer cl.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			cl.Close()
+		}
+	}()
 	tps := tps()
 	seqs := make([]int64, len(tps))
 	t := time.NewTicker(cfg.SendInterval)
 	defer t.Stop()
 	var wg sync.WaitGroup
+	var pending atomic.Int64
 	for i := 0; ; i++ {
 		select {
 		case <-ctx.Done():
@@ -460,11 +486,13 @@ func produce(ctx context.Context, c cluster, cfg Config, name string, acksAll bo
 				Value: fmt.Sprintf("%s/%s-%d/%d", name, tp.Topic, tp.Partition, seqs[k])}
 			seqs[k]++
 			wg.Add(1)
+			pending.Add(1)
 			// The producing context is not ctx: stopping the workload
 			// must not cancel records already handed over.
 			cl.Produce(context.Background(), &kgo.Record{Topic: tp.Topic, Partition: tp.Partition, Value: []byte(s.Value)},
 				func(rec *kgo.Record, err error) {
 					defer wg.Done()
+					defer pending.Add(-1)
 					if err != nil {
 						s.Outcome, s.Err = Unknown, err.Error()
 					} else {
@@ -476,8 +504,25 @@ func produce(ctx context.Context, c cluster, cfg Config, name string, acksAll bo
 		}
 		break
 	}
-	wg.Wait()
-	return nil
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t2 := time.NewTimer(wait)
+	defer t2.Stop()
+	select {
+	case <-done:
+		return "", nil
+	case <-t2.C:
+	}
+	n := pending.Load()
+	cfg.Logger.Warn("chaos: producer outcomes missing; closing the client", "producer", name, "records", n, "waited", wait)
+	cl.Close() // fails every record it holds: their callbacks run
+	closed = true
+	<-done
+	return fmt.Sprintf("produced: %s had %d records without an outcome %v after the workload stopped (its client got no answer); closed, they count as unknown",
+		name, n, wait), nil
 }
 
 // reader is a consumer in one rack (fetching from a follower there when
