@@ -18,7 +18,8 @@ bench-quick:
 	go run ./cmd/kwal bench failover --quick --out out/ci/failover
 	go run ./cmd/kwal bench broker --cases one-broker --quick --runs 1 --out out/ci/broker > out/ci/broker.txt
 	go test -run XXX -bench ProducePath -benchtime 200x ./kafkalog/ > out/ci/produce-validation.txt
-	@ls out/ci/latency/report.md out/ci/latency/report.json out/ci/purgatory.json out/ci/cost.txt out/ci/failover/report.json out/ci/failover/failover.png out/ci/broker/report.json out/ci/broker/onebroker-cpu.png out/ci/produce-validation.txt >/dev/null && echo "bench-quick: reports written under out/ci"
+	go run ./cmd/kwal bench scale --quick --out out/ci/scale > out/ci/scale.txt
+	@ls out/ci/latency/report.md out/ci/latency/report.json out/ci/purgatory.json out/ci/cost.txt out/ci/failover/report.json out/ci/failover/failover.png out/ci/broker/report.json out/ci/broker/onebroker-cpu.png out/ci/produce-validation.txt out/ci/scale/report.json out/ci/scale/scale.png >/dev/null && echo "bench-quick: reports written under out/ci"
 
 build:
 	go build -o bin/kwal ./cmd/kwal

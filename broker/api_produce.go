@@ -204,6 +204,14 @@ func (b *Broker) producePartition(req *kmsg.ProduceRequest, tp TopicPartition, r
 	if res.err != nil {
 		return res.err, res.msg
 	}
+	// The lease is judged again once the records are in the log: the
+	// process may have been paused (SIGSTOP, a long GC or VM stall)
+	// between the check above and the append, and an acks=1 answer goes
+	// out now. What was appended without a lease is never acknowledged;
+	// the new leader's epoch truncates it.
+	if !b.leaseValid() {
+		return kerr.NotLeaderForPartition, "this broker's lease expired while appending (no heartbeat acknowledged within broker.session.timeout.ms)"
+	}
 	if res.duplicate {
 		b.events.idempotentDuplicates.Add(1)
 	}

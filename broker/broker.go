@@ -57,6 +57,10 @@ type Broker struct {
 		sync.Mutex
 		st leaseState
 	}
+	// roles serialises the Replicator's leader starts and stops of
+	// applyTopic with the parking of remote-WAL leaders while the lease
+	// has run out (heartbeat.go); taken before lease.
+	roles sync.Mutex
 
 	mu struct {
 		sync.Mutex
@@ -144,12 +148,13 @@ func New(cfg Config) (*Broker, error) {
 	// test on the manual clock may advance it as soon as New returns.
 	interval := reapInterval(cfg.ConnectionsMaxIdle, cfg.RequestReadTimeout)
 	reapTimer := b.clock.NewTimer(interval)
+	heartbeatTimer := b.clock.NewTimer(cfg.BrokerHeartbeatInterval) // the same, for the heartbeats
 	b.wg.Add(7)
 	go b.acceptLoop()
 	go b.isrLoop()
 	go b.retentionLoop()
 	go b.producerExpirationLoop()
-	go b.heartbeatLoop()
+	go b.heartbeatLoop(heartbeatTimer)
 	go b.rebalanceLoop()
 	go b.everyOn(reapTimer, interval, func() { b.reapConns(b.clock.Now()) }, cfg.afterReapArmed)
 	if !cfg.LogCleanerDisable {
@@ -333,6 +338,7 @@ func (b *Broker) applyTopic(ts TopicState) {
 			continue
 		}
 		b.retunePartition(p, ts)
+		b.roles.Lock() // against parking (heartbeat.go)
 		role := p.applyState(ps)
 		b.offsetsRoleChanged(tp, role, ps)
 		switch role {
@@ -340,9 +346,7 @@ func (b *Broker) applyTopic(ts TopicState) {
 			b.fetchers.remove(tp)
 			if b.cfg.Replicator != nil && mode == RemoteWAL {
 				b.cfg.Replicator.StopFollower(tp)
-				if err := b.cfg.Replicator.StartLeader(tp, p.log, ps.LeaderEpoch, p.log.LogEndOffset()); err != nil {
-					b.logger.Error("remote WAL leader start", "partition", tp, "err", err)
-				}
+				b.startRemoteLeader(p, ps.LeaderEpoch)
 			}
 			b.logger.Info("became leader", "partition", tp, "leader_epoch", ps.LeaderEpoch, "isr", ps.ISR, "log_end", p.log.LogEndOffset())
 			p.maybeAdvanceHW()
@@ -351,6 +355,7 @@ func (b *Broker) applyTopic(ts TopicState) {
 			if b.cfg.Replicator != nil && mode == RemoteWAL {
 				b.cfg.Replicator.StopLeader(tp)
 				b.cfg.Replicator.StopFollower(tp)
+				b.unpark(tp)
 			}
 			if ps.Leader == NoLeader {
 				// No live in-sync replica (liveness.go): nothing to follow
@@ -358,7 +363,7 @@ func (b *Broker) applyTopic(ts TopicState) {
 				b.fetchers.remove(tp)
 				b.logger.Warn("partition has no leader", "partition", tp, "leader_epoch", ps.LeaderEpoch, "isr", ps.ISR)
 				b.wake(tp)
-				continue
+				break
 			}
 			b.logger.Info("became follower", "partition", tp, "leader", ps.Leader, "leader_epoch", ps.LeaderEpoch)
 			b.fetchers.add(p, ps.Leader, ps.LeaderEpoch)
@@ -367,6 +372,7 @@ func (b *Broker) applyTopic(ts TopicState) {
 			p.maybeAdvanceHW()
 			b.wake(tp)
 		}
+		b.roles.Unlock()
 	}
 }
 
@@ -482,6 +488,13 @@ func (b *Broker) ISRProposals() (shrinks, expands int64) {
 
 // shrinkISRs proposes smaller ISRs for partitions with lagging followers.
 func (b *Broker) shrinkISRs() {
+	if !b.leaseValid() {
+		// A self-fenced leader leads nothing: its followers look lagging
+		// only because it stopped (or was paused), and an ISR of itself
+		// alone, if the controller took it before the fence, would leave
+		// the partition without an electable replica.
+		return
+	}
 	now := b.clock.Now()
 	for _, p := range b.partitionsSnapshot() {
 		if isr := p.shrinkProposal(now); isr != nil {

@@ -108,8 +108,16 @@ func (s *clusterState) apply(rec stateRecord, offset int64) (applied, applyResul
 		}
 		return s.appliedOf(changes), applyResult{registration: s.regs[rec.BrokerID]}
 	case kindHeartbeat:
-		// Liveness only (the controller's session tracker); no state.
-		return applied{}, applyResult{}
+		// Liveness only (the controller's session tracker); no state. It
+		// is judged here, at its place in the log, and the result goes
+		// back to the broker that sent it: a heartbeat behind a fence of
+		// its registration is refused even when the sender had not yet
+		// applied that fence, so that a resumed broker never renews its
+		// lease on a leadership it lost (see KafkaController.Heartbeat).
+		if err := checkHeartbeat(s.regs, rec.BrokerID, rec.BrokerEpoch); err != nil {
+			return applied{}, applyResult{err: err}
+		}
+		return applied{}, applyResult{registration: s.regs[rec.BrokerID]}
 	case kindTopic:
 		w := rec.Topic
 		if w == nil || w.Name == "" || len(w.Partitions) == 0 {

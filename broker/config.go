@@ -334,6 +334,8 @@ type Config struct {
 	// afterRetention and afterProducerExpiration, for tests, run after
 	// each pass of those tasks.
 	afterRetention, afterProducerExpiration func()
+	// afterHeartbeat, for tests, runs after each heartbeat of the loop.
+	afterHeartbeat func()
 	// Connection test hooks: onConnPhase is called as a connection enters
 	// a phase (phaseIdle, phaseReading, phaseServing), onReap after each
 	// reaper pass with the connections it closed, afterReapArmed once the

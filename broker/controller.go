@@ -315,9 +315,8 @@ func (c *MemController) RegisterBroker(b BrokerInfo) (BrokerRegistration, error)
 func (c *MemController) Heartbeat(id int32, brokerEpoch int64) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r, ok := c.mu.st.regs[id]
-	if !ok || r.Epoch != brokerEpoch || r.Fenced {
-		return c.mu.live != nil, fmt.Errorf("%w: broker %d epoch %d", ErrBrokerFenced, id, brokerEpoch)
+	if err := checkHeartbeat(c.mu.st.regs, id, brokerEpoch); err != nil {
+		return c.mu.live != nil, err
 	}
 	if c.mu.live == nil {
 		return false, nil

@@ -178,6 +178,11 @@ type KafkaControllerConfig struct {
 	UncleanLeaderElection bool
 	// Clock times sessions; default clock.Real.
 	Clock clock.Clock
+
+	// applyHook, in tests, gets every record consumed, in order, instead
+	// of the applier; it must pass each to apply, in order (it may hold
+	// some back first, as a controller that lags behind the log).
+	applyHook func(r *kgo.Record, apply func(*kgo.Record))
 }
 
 // Validate fills defaults and rejects nonsense.
@@ -339,6 +344,10 @@ func (c *KafkaController) applyLoop() {
 		fs.EachError(func(topic string, p int32, err error) {
 			c.logger.Warn("consuming cluster state", "topic", topic, "partition", p, "err", err)
 		})
+		if h := c.cfg.applyHook; h != nil {
+			fs.EachRecord(func(r *kgo.Record) { h(r, c.applyRecord) })
+			continue
+		}
 		fs.EachRecord(c.applyRecord)
 	}
 }
@@ -433,8 +442,14 @@ func (c *KafkaController) waitApplied(ctx context.Context, offset int64) error {
 	}
 }
 
-// propose produces rec under key and returns what applying it decided.
+// propose produces rec under key and returns what applying it decided,
+// within the request timeout.
 func (c *KafkaController) propose(key func(proposal string) string, rec stateRecord) (applyResult, error) {
+	return c.proposeWithin(c.cfg.RequestTimeout, key, rec)
+}
+
+// proposeWithin is propose bounded by timeout (produce, then apply).
+func (c *KafkaController) proposeWithin(timeout time.Duration, key func(proposal string) string, rec stateRecord) (applyResult, error) {
 	rec.V = clusterStateVersion
 	rec.Proposal = c.cfg.InstanceID + "-" + strconv.FormatUint(c.seq.Add(1), 10)
 	val, err := json.Marshal(rec)
@@ -454,7 +469,7 @@ func (c *KafkaController) propose(key func(proposal string) string, rec stateRec
 		delete(c.mu.pending, rec.Proposal)
 		c.mu.Unlock()
 	}()
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx, timeout)
 	defer cancel()
 	kr := &kgo.Record{Key: []byte(key(rec.Proposal)), Value: val, Partition: 0}
 	if err := c.cl.ProduceSync(ctx, kr).FirstErr(); err != nil {
@@ -489,30 +504,33 @@ func (c *KafkaController) RegisterBroker(b BrokerInfo) (BrokerRegistration, erro
 }
 
 // Heartbeat writes a heartbeat record for the registration (key
-// heartbeat/<id>: compaction keeps the last one; no state depends on it).
+// heartbeat/<id>: compaction keeps the last one; no state depends on it)
+// and answers once this controller has applied it: the record is judged
+// at its place in the log (checkHeartbeat), not against this
+// controller's view when it was sent. A broker resumed after a pause
+// longer than its session has a fence of its registration in the log
+// that its own controller has not applied yet; its first heartbeat lands
+// after that fence, so it is refused (ErrBrokerFenced) and the broker
+// registers again instead of renewing its lease on a leadership it lost.
 func (c *KafkaController) Heartbeat(id int32, brokerEpoch int64) (bool, error) {
 	enforced := c.cfg.SessionTimeout > 0
 	c.mu.Lock()
-	r, ok := c.mu.st.regs[id]
+	err := checkHeartbeat(c.mu.st.regs, id, brokerEpoch)
 	c.mu.Unlock()
-	if !ok || r.Epoch != brokerEpoch || r.Fenced {
-		return enforced, fmt.Errorf("%w: broker %d epoch %d", ErrBrokerFenced, id, brokerEpoch)
-	}
-	val, err := json.Marshal(stateRecord{V: clusterStateVersion, Kind: kindHeartbeat, BrokerID: id, BrokerEpoch: brokerEpoch})
 	if err != nil {
+		// Fenced in this view already: the log cannot undo a fence.
 		return enforced, err
 	}
 	timeout := c.cfg.RequestTimeout
 	if enforced {
 		timeout = c.cfg.SessionTimeout
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, timeout)
-	defer cancel()
-	kr := &kgo.Record{Key: []byte("heartbeat/" + strconv.Itoa(int(id))), Value: val, Partition: 0}
-	if err := c.cl.ProduceSync(ctx, kr).FirstErr(); err != nil {
+	res, err := c.proposeWithin(timeout, func(string) string { return "heartbeat/" + strconv.Itoa(int(id)) },
+		stateRecord{Kind: kindHeartbeat, BrokerID: id, BrokerEpoch: brokerEpoch})
+	if err != nil {
 		return enforced, fmt.Errorf("controller: heartbeat of broker %d: %w", id, err)
 	}
-	return enforced, nil
+	return enforced, res.err
 }
 
 func (c *KafkaController) Registrations() []BrokerRegistration {

@@ -227,7 +227,13 @@
 //   - Every broker.heartbeat.interval.ms (default 2 s) it writes a
 //     heartbeat record (key heartbeat/<id>, compacted; no state depends on
 //     one). Every controller notes, on its own clock, when it applied the
-//     last heartbeat of each live registration (sessionTracker).
+//     last heartbeat of each live registration (sessionTracker). A
+//     heartbeat is acknowledged only once the sender's controller has
+//     applied it, and it is judged at its place in the log (checkHeartbeat):
+//     one written after a fence of its registration is refused, even when
+//     the sender had not applied that fence yet (a broker resumed after a
+//     pause: its controller lags, and judged on that stale view, its
+//     heartbeat renewed the lease of a leadership it had lost, issue 11).
 //   - Every controller checks every quarter broker.session.timeout.ms
 //     (default 9 s); when a session has expired it first catches up with
 //     the log's end (a controller that was paused or cut off has missed
@@ -254,6 +260,12 @@
 //     metadata Kafka, or paused, answers produces NOT_LEADER_OR_FOLLOWER
 //     and completes no acks=all wait before anyone else can be elected.
 //     When it is heard again and finds itself fenced, it registers anew.
+//     The lease is checked when a produce arrives, again once its records
+//     are appended (the process may have stopped in between), and when an
+//     acks=all wait completes. With the lease run out the broker proposes
+//     no ISR shrink and parks the remote-WAL slice task of every remotewal
+//     partition it leads (StopLeader); a lease renewed at the same leader
+//     epoch restarts it at the log end, a new role replaces it.
 //
 // MemController applies the same records to the same state machine
 // (clusterState); with EnableLiveness, heartbeats are timed on its

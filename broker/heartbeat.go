@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"time"
+
+	"github.com/kwal/kwal/clock"
 )
 
 // The broker's side of liveness: it registers (a new broker epoch per
@@ -23,6 +25,9 @@ type leaseState struct {
 	until    time.Time // lease end
 	valid    bool      // last known validity, for logging transitions
 	leaving  bool      // Shutdown: fenced on purpose, do not register again
+	// parked: remotewal partitions this broker leads whose slice task
+	// is stopped because the lease ran out, by leader epoch.
+	parked map[TopicPartition]int32
 }
 
 // register records a new incarnation with the controller. With catchUp
@@ -49,6 +54,7 @@ func (b *Broker) register(catchUp bool) error {
 	b.lease.st.valid = true
 	b.lease.Unlock()
 	b.logger.Info("registered with the controller", "broker_epoch", reg.Epoch)
+	b.unparkRemoteLeaders()
 	return nil
 }
 
@@ -70,6 +76,10 @@ func (b *Broker) leaseValid() bool {
 // heartbeat sends one heartbeat and renews the lease from its send time;
 // a fenced or superseded registration registers again.
 func (b *Broker) heartbeat() {
+	// A lease that ran out while no heartbeat returned (a pause, a
+	// controller that does not answer) is noticed before the next one is
+	// sent: the remote-WAL tasks stop at once.
+	b.noteLease()
 	sent := b.clock.Now()
 	b.lease.Lock()
 	epoch := b.lease.st.epoch
@@ -105,22 +115,123 @@ func (b *Broker) noteLease() {
 	was := b.lease.st.valid
 	b.lease.st.valid = valid
 	until := b.lease.st.until
+	parked := len(b.lease.st.parked) > 0
 	b.lease.Unlock()
+	if was && valid && parked {
+		// Parked by a leadership that started while the lease had run
+		// out (startRemoteLeader), with no transition seen here.
+		b.unparkRemoteLeaders()
+	}
 	switch {
 	case was && !valid:
 		b.logger.Error("lease expired: no heartbeat acknowledged within broker.session.timeout.ms; fencing myself (leading nothing, refusing produces)",
 			"session_timeout", b.cfg.BrokerSessionTimeout, "lease_end", until)
+		b.parkRemoteLeaders()
 		for _, p := range b.partitionsSnapshot() {
 			b.wake(p.tp)
 		}
 	case !was && valid:
 		b.logger.Info("lease renewed: acting as leader again where the controller says so")
+		b.unparkRemoteLeaders()
 	}
 }
 
-// heartbeatLoop heartbeats every broker.heartbeat.interval.ms.
-func (b *Broker) heartbeatLoop() {
-	b.every(b.cfg.BrokerHeartbeatInterval, b.heartbeat, nil)
+// startRemoteLeader starts the remote-WAL slice task of p, which this
+// broker now leads at epoch, at its log end; with the lease run out the
+// task is parked instead, until the lease is renewed. Caller holds roles.
+func (b *Broker) startRemoteLeader(p *partition, epoch int32) {
+	if !b.leaseValid() {
+		b.lease.Lock()
+		if b.lease.st.parked == nil {
+			b.lease.st.parked = map[TopicPartition]int32{}
+		}
+		b.lease.st.parked[p.tp] = epoch
+		b.lease.Unlock()
+		b.logger.Warn("remote WAL slice task parked: leading without a lease", "partition", p.tp, "leader_epoch", epoch)
+		return
+	}
+	b.unpark(p.tp)
+	if err := b.cfg.Replicator.StartLeader(p.tp, p.log, epoch, p.log.LogEndOffset()); err != nil {
+		b.logger.Error("remote WAL leader start", "partition", p.tp, "err", err)
+	}
+}
+
+// unpark forgets that tp's slice task is parked. Caller holds roles.
+func (b *Broker) unpark(tp TopicPartition) {
+	b.lease.Lock()
+	delete(b.lease.st.parked, tp)
+	b.lease.Unlock()
+}
+
+// parkRemoteLeaders stops the slice task of every remotewal partition
+// this broker leads, once its lease has run out: a self-fenced leader
+// cuts and uploads nothing more, so nothing it appends from now on can be
+// published, whatever the controller decides meanwhile. Slices already
+// handed to the combiner are published as usual (they were cut while the
+// lease held).
+func (b *Broker) parkRemoteLeaders() {
+	if b.cfg.Replicator == nil {
+		return
+	}
+	b.roles.Lock()
+	defer b.roles.Unlock()
+	if b.leaseValid() { // renewed meanwhile
+		return
+	}
+	for _, p := range b.partitionsSnapshot() {
+		st, leader := p.snapshot()
+		if p.mode != RemoteWAL || !leader {
+			continue
+		}
+		b.cfg.Replicator.StopLeader(p.tp)
+		b.lease.Lock()
+		if b.lease.st.parked == nil {
+			b.lease.st.parked = map[TopicPartition]int32{}
+		}
+		b.lease.st.parked[p.tp] = st.LeaderEpoch
+		b.lease.Unlock()
+		b.logger.Warn("remote WAL slice task parked: lease expired", "partition", p.tp, "leader_epoch", st.LeaderEpoch)
+	}
+}
+
+// unparkRemoteLeaders restarts, at their log end, the slice tasks parked
+// by parkRemoteLeaders whose partition this broker still leads at the same
+// leader epoch (a lease renewed without a fence); the others were taken
+// over by applyTopic. Bytes appended before the park that no slice holds
+// reach the followers through their fallback to the leader, as at any
+// leadership start.
+func (b *Broker) unparkRemoteLeaders() {
+	if b.cfg.Replicator == nil {
+		return
+	}
+	b.roles.Lock()
+	defer b.roles.Unlock()
+	if !b.leaseValid() {
+		return
+	}
+	b.lease.Lock()
+	parked := b.lease.st.parked
+	b.lease.st.parked = nil
+	b.lease.Unlock()
+	for tp, epoch := range parked {
+		p := b.partition(tp)
+		if p == nil {
+			continue
+		}
+		if st, leader := p.snapshot(); !leader || st.LeaderEpoch != epoch {
+			continue
+		}
+		b.logger.Info("remote WAL slice task resumed: lease renewed", "partition", tp, "leader_epoch", epoch)
+		if err := b.cfg.Replicator.StartLeader(tp, p.log, epoch, p.log.LogEndOffset()); err != nil {
+			b.logger.Error("remote WAL leader start", "partition", tp, "err", err)
+		}
+	}
+}
+
+// heartbeatLoop heartbeats every broker.heartbeat.interval.ms, first when
+// t (made in New) fires.
+func (b *Broker) heartbeatLoop(t clock.Timer) {
+	b.everyOn(t, b.cfg.BrokerHeartbeatInterval, b.heartbeat, b.cfg.afterHeartbeat)
 }
 
 // rebalanceLoop nominates this broker, every

@@ -82,23 +82,7 @@ func TestLeaseSelfFencing(t *testing.T) {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	produce := func(to *Broker) int16 {
-		t.Helper()
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = 1, 5000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "lease"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = kafkalogtest.Encode(kafkalogtest.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: 1,
-			Records: []kafkalogtest.Record{{Value: []byte("v")}}})
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, cl.Broker(int(to.cfg.BrokerID)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.Topics[0].Partitions[0].ErrorCode
-	}
+	produce := func(to *Broker) int16 { return produceOne(t, ctx, cl, to, "lease", 1) }
 	if code := produce(leader); code != 0 {
 		t.Fatalf("produce to a leader with a lease: %v", kerr.ErrorForCode(code))
 	}
@@ -268,4 +252,24 @@ func TestControlledShutdown(t *testing.T) {
 			t.Fatalf("shut-down broker registered again: %+v", r)
 		}
 	}
+}
+
+// produceOne sends one acks produce of one record to partition 0 of topic
+// on broker to only, and returns the partition's error code.
+func produceOne(t *testing.T, ctx context.Context, cl *kgo.Client, to *Broker, topic string, acks int16) int16 {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = acks, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = kafkalogtest.Encode(kafkalogtest.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: 1,
+		Records: []kafkalogtest.Record{{Value: []byte("v")}}})
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(to.cfg.BrokerID)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Topics[0].Partitions[0].ErrorCode
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -97,6 +98,18 @@ func (s *sessionTracker) expired(now time.Time, regs map[int32]BrokerRegistratio
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// checkHeartbeat is the rule for a heartbeat of registration epoch of
+// broker id: it counts only while that registration is the broker's
+// current one and is not fenced; otherwise ErrBrokerFenced, and the broker
+// must register again.
+func checkHeartbeat(regs map[int32]BrokerRegistration, id int32, epoch int64) error {
+	r, ok := regs[id]
+	if !ok || r.Epoch != epoch || r.Fenced {
+		return fmt.Errorf("%w: broker %d epoch %d", ErrBrokerFenced, id, epoch)
+	}
+	return nil
 }
 
 // election is one leader decision for a partition.

@@ -592,6 +592,29 @@ func (c *compatCluster) stopAll(t *testing.T) {
 			t.Logf("broker %d log tail:\n%s", b.id, procs.Tail(b.proc.LogPath, 40))
 		}
 	}
+	if dir := os.Getenv("KWAL_TEST_LOG_DIR"); dir != "" {
+		keepLogs(t, dir, c.brokers)
+	}
+}
+
+// keepLogs copies every broker's whole log into dir (KWAL_TEST_LOG_DIR),
+// named after the test, for reading after the test's temporary directories
+// are gone.
+func keepLogs(t *testing.T, dir string, brokers []*compatBroker) {
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("KWAL_TEST_LOG_DIR: %v", err)
+		return
+	}
+	for _, b := range brokers {
+		data, err := os.ReadFile(b.proc.LogPath)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d-broker%d.log", name, time.Now().UnixNano(), b.id)), data, 0o644)
+		}
+		if err != nil {
+			t.Logf("KWAL_TEST_LOG_DIR: broker %d: %v", b.id, err)
+		}
+	}
 }
 
 func (c *compatCluster) addrs() []string {

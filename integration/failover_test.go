@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -259,14 +258,6 @@ func TestFailoverKillLeaders(t *testing.T) {
 // acknowledges or uploads after being deposed may be visible to any
 // consumer, and every record acknowledged by the cluster is there once.
 func TestFailoverZombieLeader(t *testing.T) {
-	if os.Getenv("KWAL_ZOMBIE_TEST") == "" {
-		// KNOWN BUG (issue 11, invariant 8), open: intermittently a leader
-		// resumed after SIGSTOP past the session timeout acknowledges
-		// acks=all produces that were queued while it was paused, and
-		// those records are not readable afterwards. Run it with
-		// KWAL_ZOMBIE_TEST=1 while fixing it; it must not stay skipped.
-		t.Skip("SKIPPED: known bug, a resumed zombie leader intermittently acknowledges queued acks=all produces (issue 11); KWAL_ZOMBIE_TEST=1 runs it")
-	}
 	c := startFailoverCluster(t)
 	for _, mode := range []string{"classic", "remotewal"} {
 		t.Run(mode, func(t *testing.T) {
@@ -307,7 +298,11 @@ func TestFailoverZombieLeader(t *testing.T) {
 			// metadata Kafka that it was deposed. Its lease ran out while it
 			// was paused, so it must refuse them all.
 			zombieValues := map[string]bool{}
-			var queued []*rawConn
+			type queuedConn struct {
+				rc   *rawConn
+				acks int16
+			}
+			var queued []queuedConn
 			for _, acks := range []int16{1, -1} {
 				rc := dialRaw(t, zombie.addr())
 				defer rc.conn.Close()
@@ -316,16 +311,16 @@ func TestFailoverZombieLeader(t *testing.T) {
 					zombieValues[v] = true
 					rc.sendProduce(t, topic, acks, v)
 				}
-				queued = append(queued, rc)
+				queued = append(queued, queuedConn{rc, acks})
 			}
 			if err := zombie.proc.Signal(syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
 			paused = false
-			for _, rc := range queued {
-				for range 10 {
-					if code := rc.readProduce(t); code == 0 {
-						t.Errorf("deposed leader %d acknowledged a produce queued while it was paused", zombie.id)
+			for _, q := range queued {
+				for i := range 10 {
+					if code := q.rc.readProduce(t); code == 0 {
+						t.Errorf("deposed leader %d acknowledged produce %d (acks=%d) queued while it was paused", zombie.id, i, q.acks)
 					}
 				}
 			}

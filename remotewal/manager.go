@@ -148,7 +148,7 @@ func (m *Manager) StartPartition(tp metadata.TopicPartition, log Log, leaderEpoc
 		return fmt.Errorf("remotewal: start %s: task already running", tp)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &task{m: m, tp: tp, log: log, epoch: leaderEpoch, cancel: cancel, done: make(chan struct{}), failed: make(chan failedSlice, 1024), idle: make(chan struct{}, 1), rewind: -1}
+	t := &task{m: m, tp: tp, log: log, epoch: leaderEpoch, cancel: cancel, done: make(chan struct{}), failWake: make(chan struct{}, 1), idle: make(chan struct{}, 1), rewind: -1}
 	t.next.Store(fromOffset)
 	t.published.Store(fromOffset)
 	m.mu.tasks[tp] = t
@@ -221,9 +221,8 @@ func (m *Manager) Close() {
 }
 
 type failedSlice struct {
-	base  int64
-	bytes int
-	err   error
+	base int64
+	err  error
 }
 
 type task struct {
@@ -244,8 +243,17 @@ type task struct {
 	// offset, in order: the combiner gives up every later slice of the
 	// partition until then (combiner.ErrEarlierSliceFailed), so entries are
 	// published in offset order (invariant 4) and followers never wait on
-	// a gap that only the leader could fill.
-	failed chan failedSlice
+	// a gap that only the leader could fill. Only the lowest given-up
+	// base matters, so failures fold into one value (a per-task queue of
+	// them cost 1,024 slots per partition, hundreds of MB at 10,000
+	// partitions, and overflowed by dropping).
+	failMu struct {
+		sync.Mutex
+		pending bool
+		lowest  failedSlice
+	}
+	// failWake gets a token when a failure is folded in; cap 1.
+	failWake chan struct{}
 	// inflight counts slices submitted and not yet done; idle gets a
 	// token when it drops to zero.
 	inflight atomic.Int64
@@ -299,8 +307,8 @@ func (t *task) run(ctx context.Context) {
 			return
 		case <-notify:
 		case <-timerC:
-		case f := <-t.failed:
-			t.noteFailed(ctx, f)
+		case <-t.failWake:
+			t.takeFailed(ctx)
 		case <-t.idle:
 		}
 		timer.Stop()
@@ -443,12 +451,7 @@ func (t *task) submit(ctx context.Context, s kafkalog.SegmentSlice) error {
 				}
 			}
 			// Called from the combiner's goroutine: never block it.
-			select {
-			case t.failed <- failedSlice{base: s.FirstOffset, bytes: len(s.Data), err: err}:
-			default:
-				t.m.cfg.Logger.Error("remotewal: too many failed slices queued; followers will fall back to the leader",
-					"partition", t.tp.String(), "base_offset", s.FirstOffset, "err", err)
-			}
+			t.foldFailed(failedSlice{base: s.FirstOffset, err: err})
 		},
 	})
 	if err != nil {
@@ -456,6 +459,34 @@ func (t *task) submit(ctx context.Context, s kafkalog.SegmentSlice) error {
 		return fmt.Errorf("submit slice [%d,%d]: %w", s.FirstOffset, s.LastOffset, err)
 	}
 	return nil
+}
+
+// foldFailed records f as given up, keeping the lowest base offset (and
+// its error), and wakes the task. It never blocks.
+func (t *task) foldFailed(f failedSlice) {
+	if errors.Is(f.err, combiner.ErrClosed) {
+		return
+	}
+	t.failMu.Lock()
+	if !t.failMu.pending || f.base < t.failMu.lowest.base {
+		t.failMu.pending, t.failMu.lowest = true, f
+	}
+	t.failMu.Unlock()
+	select {
+	case t.failWake <- struct{}{}:
+	default:
+	}
+}
+
+// takeFailed moves the folded failure, if any, into the task's rewind.
+func (t *task) takeFailed(ctx context.Context) {
+	t.failMu.Lock()
+	f, ok := t.failMu.lowest, t.failMu.pending
+	t.failMu.pending = false
+	t.failMu.Unlock()
+	if ok {
+		t.noteFailed(ctx, f)
+	}
 }
 
 // noteFailed records a slice the combiner gave up on: the task re-cuts
@@ -475,15 +506,7 @@ func (t *task) noteFailed(ctx context.Context, f failedSlice) {
 
 // rewindNow moves next back to the rewind offset and logs it once.
 func (t *task) rewindNow() {
-	for {
-		select {
-		case f := <-t.failed:
-			t.noteFailed(context.Background(), f)
-			continue
-		default:
-		}
-		break
-	}
+	t.takeFailed(context.Background())
 	from := t.rewind
 	t.m.resubmits.Add(1)
 	t.m.cfg.Logger.Warn("remotewal: re-cutting from the first slice the combiner gave up on", "partition", t.tp.String(),

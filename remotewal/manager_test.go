@@ -351,3 +351,37 @@ func TestResubmitsGivenUpSlice(t *testing.T) {
 		t.Fatalf("published offset %d, want %d", p, l.LogEndOffset())
 	}
 }
+
+// TestFailedSlicesFoldToLowest: however many slices the combiner gives up
+// on, concurrently and in any order, none is dropped from the decision and
+// the task re-cuts from the lowest base offset (the old per-task queue of
+// 1,024 dropped the rest with an ERROR line).
+func TestFailedSlicesFoldToLowest(t *testing.T) {
+	tk := &task{failWake: make(chan struct{}, 1), rewind: -1}
+	cause := errors.New("put refused")
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 5000; i > 0; i-- {
+				tk.foldFailed(failedSlice{base: int64(i*4 + g + 100), err: cause})
+			}
+		}(g)
+	}
+	tk.foldFailed(failedSlice{base: 7, err: combiner.ErrClosed}) // a closing combiner is not a failure
+	wg.Wait()
+	select {
+	case <-tk.failWake:
+	default:
+		t.Fatal("no wake-up after failures")
+	}
+	tk.takeFailed(context.Background())
+	if tk.rewind != 104 || !errors.Is(tk.rewindCause, cause) {
+		t.Fatalf("rewind %d (cause %v), want 104 (%v)", tk.rewind, tk.rewindCause, cause)
+	}
+	tk.takeFailed(context.Background()) // nothing new: unchanged
+	if tk.rewind != 104 {
+		t.Fatalf("rewind moved to %d with nothing folded", tk.rewind)
+	}
+}
