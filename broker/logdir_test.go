@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/kafkalog/kafkalogtest"
 	"github.com/kwal/kwal/objstore/ledger"
 )
 
@@ -284,4 +285,65 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestHighWatermarkOnAFailedDisk: a disk that refuses writes fails the
+// high-watermark checkpoint at every advance after it (chaos seed 538: a
+// disk-full follower logged one ERROR per fetch, a log flood). The first
+// failure takes the log dir offline through the log-dir health, which
+// logs it once; no advance returns an error to log again, and the high
+// watermark still moves in memory.
+func TestHighWatermarkOnAFailedDisk(t *testing.T) {
+	dir := t.TempDir()
+	rofs := &roFS{prefix: dir}
+	l, err := kafkalog.Open(filepath.Join(dir, "t-0"), kafkalog.Config{FS: rofs, HighWatermarkCheckpointMs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	for i := range 10 {
+		if _, err := l.AppendAsFollower(kafkalogtest.MakeBatchN(int64(i), 0, 1, 8, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var offline bool
+	var calls int
+	p := &partition{tp: TopicPartition{Topic: "t", Partition: 0}, log: l, logger: slog.New(slog.DiscardHandler),
+		storage: func(what string, err error) bool {
+			if err != nil {
+				calls++
+				offline = offline || isStorageError(err)
+			}
+			return offline
+		}}
+	if moved, err := p.setFollowerHW(2); !moved || err != nil {
+		t.Fatalf("healthy disk: moved %v, err %v", moved, err)
+	}
+	rofs.broken.Store(true)
+	// The checkpoint fails; the log itself is still writable in memory.
+	for hw := int64(3); hw <= 5; hw++ {
+		moved, err := p.setFollowerHW(hw)
+		if err != nil {
+			t.Fatalf("hw %d on the failed disk: %v returned, want it handed to the log-dir health only", hw, err)
+		}
+		if !moved || l.HighWatermark() != hw {
+			t.Fatalf("hw %d: moved %v, high watermark %d", hw, moved, l.HighWatermark())
+		}
+	}
+	if !offline || calls == 0 {
+		t.Fatalf("log-dir health offline %v after %d errors, want offline", offline, calls)
+	}
+	if moved, err := p.setFollowerHW(5); moved || err != nil {
+		t.Fatalf("same hw again: moved %v, err %v", moved, err)
+	}
+	// An append fails: the log refuses every write from then on, and
+	// each advance the leader sends fails again (the flood).
+	if _, err := l.AppendAsFollower(kafkalogtest.MakeBatchN(10, 0, 1, 8, 1)); err == nil {
+		t.Fatal("append on the failed disk succeeded")
+	}
+	for hw := int64(6); hw <= 10; hw++ {
+		if moved, err := p.setFollowerHW(hw); moved || err != nil {
+			t.Fatalf("hw %d on the failed log: moved %v, err %v; want neither", hw, moved, err)
+		}
+	}
 }

@@ -149,11 +149,28 @@ func (p *partition) setLogHW(hw int64) bool {
 	if hw <= p.log.HighWatermark() {
 		return false
 	}
-	if err := p.log.SetHighWatermark(hw); err != nil {
+	moved, err := p.setHW(hw)
+	if err != nil {
 		p.logger.Error("set high watermark", "partition", p.tp, "hw", hw, "err", err)
-		return false
 	}
-	return true
+	return moved
+}
+
+// setHW sets the log's high watermark and reports whether it moved. An
+// error that takes the log dir offline (the checkpoint not written: a
+// full or read-only disk), or that comes while it is offline, goes to
+// the log-dir health, which logs it once; it is not returned, so callers
+// do not log it again at every advance.
+func (p *partition) setHW(hw int64) (bool, error) {
+	before := p.log.HighWatermark()
+	if hw <= before {
+		return false, nil
+	}
+	err := p.log.SetHighWatermark(hw)
+	if err != nil && p.storage != nil && p.storage("checkpointing the high watermark", err) {
+		err = nil
+	}
+	return p.log.HighWatermark() > before, err
 }
 
 // ackDone is the completion of an acks=all produce appended at leader
@@ -345,12 +362,7 @@ func (p *partition) followerView(withEpochs bool) replica.LogView {
 
 // setFollowerHW sets a follower's high watermark (the machine bounded it
 // by the log end); it reports whether it moved.
-func (p *partition) setFollowerHW(hw int64) (bool, error) {
-	if hw <= p.log.HighWatermark() {
-		return false, nil
-	}
-	return true, p.log.SetHighWatermark(hw)
-}
+func (p *partition) setFollowerHW(hw int64) (bool, error) { return p.setHW(hw) }
 
 // maybeAdvanceHW feeds the leader machine the log end and carries out the
 // HW advance it decides; it reports whether the HW moved.

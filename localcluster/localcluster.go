@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -226,7 +228,37 @@ func (c *Cluster) startBroker(i int) error {
 		return err
 	}
 	c.Brokers[i], c.Replicators[i] = b, r
+	c.pinPorts(i, b)
 	return nil
+}
+
+// pinPorts makes broker i's later lives bind the ports its first one
+// picked ("127.0.0.1:0"), as a restarted Kafka broker listens where its
+// static config says: clients and peers know a broker by its address,
+// and a client whose every known address has moved (each broker
+// restarted once since its last metadata refresh, its seeds included)
+// could never reach the cluster again.
+func (c *Cluster) pinPorts(i int, b *broker.Broker) {
+	bc := &c.configs[i]
+	if len(bc.Listeners) == 0 {
+		if port0(bc.Listener) {
+			bc.Listener = b.Addr()
+		}
+		return
+	}
+	ls := slices.Clone(bc.Listeners)
+	for j := range ls {
+		if addr, ok := b.ListenerAddr(ls[j].Name); ok && port0(ls[j].Addr) {
+			ls[j].Addr = addr
+		}
+	}
+	bc.Listeners = ls
+}
+
+// port0 says whether addr asks for any free port.
+func port0(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && port == "0"
 }
 
 // StopBroker stops broker id as a crash would look to the others: it
@@ -253,8 +285,10 @@ func (c *Cluster) StopBroker(id int32) error {
 	return fmt.Errorf("localcluster: no running broker %d", id)
 }
 
-// RestartBroker starts a stopped broker again on its log directory: a new
-// life (broker epoch) that registers and follows.
+// RestartBroker starts a stopped broker again on its log directory and
+// its addresses (the ports its first life bound): a new life (broker
+// epoch) that registers and follows. It fails if another socket took a
+// port meanwhile; callers may retry.
 func (c *Cluster) RestartBroker(id int32) error {
 	for i, bc := range c.configs {
 		if bc.BrokerID == id && c.Brokers[i] == nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -116,5 +117,38 @@ func TestStorePerRack(t *testing.T) {
 	}
 	if len(byRack) != 2 {
 		t.Fatalf("objects by rack %v: want uploads in both racks", byRack)
+	}
+}
+
+// A restarted broker binds the ports of its first life, as a Kafka broker
+// restarts on its static listeners: a client that knows the cluster only
+// by addresses it saw before every broker restarted (its seeds, its last
+// metadata) must still reach it. On new ports such a client can reach no
+// broker ever again (chaos seed 538: producers waiting forever for
+// outcomes, consumers reading nothing after the faults).
+func TestRestartedBrokersKeepTheirAddresses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lc, cl := startWithTopic(t, ctx, Config{}, "restarts", 1)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("before")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	before := lc.Bootstrap()
+	for _, b := range slices.Clone(lc.Brokers) {
+		id := b.Info().ID
+		if err := lc.StopBroker(id); err != nil {
+			t.Fatalf("stop %d: %v", id, err)
+		}
+		if err := lc.RestartBroker(id); err != nil {
+			t.Fatalf("restart %d: %v", id, err)
+		}
+	}
+	if after := lc.Bootstrap(); !slices.Equal(after, before) {
+		t.Fatalf("addresses after restarting every broker %v, before %v", after, before)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer pcancel()
+	if err := cl.ProduceSync(pctx, &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil {
+		t.Fatalf("a client that knew the brokers before they restarted: %v", err)
 	}
 }

@@ -130,6 +130,7 @@ type totals struct {
 	faults                                      map[chaos.Kind]int
 	sent, ackedAll, ackedOne, unknown           int
 	lostOne, dupOne, lost, dup, reordered, phan int
+	unread, unreadOne                           int
 	readsDuring, dupEvents, gapRuns, gaps       int
 	notRun                                      int
 }
@@ -150,6 +151,8 @@ func (t *totals) add(r *chaos.Report) {
 	t.lostOne += c.LostOne
 	t.dupOne += c.DuplicatedOne
 	t.lost += c.Count(chaos.Lost)
+	t.unread += c.Count(chaos.Unread)
+	t.unreadOne += c.UnreadOne
 	t.dup += c.Count(chaos.Duplicated)
 	t.reordered += c.Count(chaos.Reordered)
 	t.phan += c.Count(chaos.Phantom)
@@ -167,8 +170,8 @@ func (t *totals) print(w io.Writer, wall time.Duration) {
 	for _, k := range chaos.AllKinds {
 		fmt.Fprintf(w, " %s %d", k, t.faults[k])
 	}
-	fmt.Fprintf(w, "\nrecords: sent %d, acks=all acknowledged %d (lost %d, duplicated %d, reordered %d, phantom %d), acks=1 acknowledged %d (lost %d, duplicated %d), unknown outcome %d\n",
-		t.sent, t.ackedAll, t.lost, t.dup, t.reordered, t.phan, t.ackedOne, t.lostOne, t.dupOne, t.unknown)
+	fmt.Fprintf(w, "\nrecords: sent %d, acks=all acknowledged %d (lost %d, unread by a stalled consumer %d, duplicated %d, reordered %d, phantom %d), acks=1 acknowledged %d (lost %d, unread %d, duplicated %d), unknown outcome %d\n",
+		t.sent, t.ackedAll, t.lost, t.unread, t.dup, t.reordered, t.phan, t.ackedOne, t.lostOne, t.unreadOne, t.dupOne, t.unknown)
 	fmt.Fprintf(w, "records read while faults ran %d; object events published twice %d; known bug, remote-WAL gaps left by a leader change: %d in %d schedules\n",
 		t.readsDuring, t.dupEvents, t.gaps, t.gapRuns)
 }

@@ -15,7 +15,21 @@ const (
 	Phantom    = "phantom"    // a record read that no producer sent
 	Moved      = "moved"      // an acknowledged record read at an offset other than its ack's
 	Diverged   = "diverged"   // two consumers read different records at one offset
+	// Unread: an acknowledged acks=all record at or past the offset where
+	// a consumer stopped short of the high watermark (it could not read
+	// on: a liveness failure, not known to be a loss; the replica check
+	// says whether the cluster still holds it).
+	Unread = "unread"
 )
+
+// Stall is where a consumer stopped reading a partition short of its high
+// watermark: Next is the offset it would have read next.
+type Stall struct {
+	Consumer  string
+	Topic     string
+	Partition int32
+	Next, HW  int64
+}
 
 // Violation is one broken invariant.
 type Violation struct {
@@ -37,7 +51,9 @@ type Result struct {
 	// DuplicatedOne acks=1 records read more than once (retries of a
 	// non-idempotent producer): reported, not failed.
 	LostOne, DuplicatedOne int
-	Violations             []Violation
+	// UnreadOne counts acks=1 acknowledged records past a Stall.
+	UnreadOne  int
+	Violations []Violation
 }
 
 // OK says no invariant broke.
@@ -58,7 +74,10 @@ func (r Result) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sent %d (acks=all acked %d, acks=1 acked %d, unknown %d), read %d; acks=1 lost %d, acks=1 duplicated %d",
 		r.Sent, r.AckedAll, r.AckedOne, r.Unknown, r.Reads, r.LostOne, r.DuplicatedOne)
-	for _, k := range []string{Lost, Duplicated, Reordered, Phantom, Moved, Diverged} {
+	if r.UnreadOne > 0 {
+		fmt.Fprintf(&b, ", acks=1 unread %d", r.UnreadOne)
+	}
+	for _, k := range []string{Lost, Unread, Duplicated, Reordered, Phantom, Moved, Diverged} {
 		if n := r.Count(k); n > 0 {
 			fmt.Fprintf(&b, "; %s %d", k, n)
 		}
@@ -81,9 +100,13 @@ type partKey struct {
 //   - nothing is read that was never sent;
 //   - consumers agree on the record at each offset.
 //
+// An acknowledged record a consumer did not read is Lost, or Unread if it
+// lies at or past one of stalls (the consumer stopped there, short of the
+// high watermark, so its absence says nothing of the log).
+//
 // Violations come in a deterministic order, the first broken first by
 // partition.
-func Check(sends []Send, reads []Read) Result {
+func Check(sends []Send, reads []Read, stalls ...Stall) Result {
 	var r Result
 	sent := map[string]Send{}
 	for _, s := range sends {
@@ -158,7 +181,18 @@ func Check(sends []Send, reads []Read) Result {
 			st.lastSeq[s.Producer] = max(st.lastSeq[s.Producer], s.Seq)
 		}
 	}
-	lostOne := map[string]bool{}
+	type stallKey struct {
+		consumer string
+		pk       partKey
+	}
+	stalled := map[stallKey]Stall{}
+	for _, sl := range stalls {
+		stalled[stallKey{sl.Consumer, partKey{sl.Topic, sl.Partition}}] = sl
+		if !slices.Contains(consumers, sl.Consumer) {
+			consumers = append(consumers, sl.Consumer) // it read nothing at all
+		}
+	}
+	lostOne, unreadOne := map[string]bool{}, map[string]bool{}
 	var acked []Send
 	for _, s := range sends {
 		if s.Outcome == Acked {
@@ -182,9 +216,20 @@ func Check(sends []Send, reads []Read) Result {
 					continue
 				}
 			}
-			if s.AcksAll {
+			sl, stuck := stalled[stallKey{c, partKey{s.Topic, s.Partition}}]
+			stuck = stuck && s.Offset >= sl.Next
+			switch {
+			case stuck && s.AcksAll:
+				add(Violation{Unread, s.Topic, s.Partition, fmt.Sprintf("%q acknowledged at offset %d, not read by %s, which stopped at offset %d short of the high watermark %d",
+					s.Value, s.Offset, c, sl.Next, sl.HW)})
+			case stuck:
+				if !unreadOne[s.Value] {
+					unreadOne[s.Value] = true
+					r.UnreadOne++
+				}
+			case s.AcksAll:
 				add(Violation{Lost, s.Topic, s.Partition, fmt.Sprintf("%q acknowledged at offset %d, never read by %s", s.Value, s.Offset, c)})
-			} else if !lostOne[s.Value] {
+			case !lostOne[s.Value]:
 				lostOne[s.Value] = true
 				r.LostOne++
 			}

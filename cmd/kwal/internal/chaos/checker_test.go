@@ -37,11 +37,12 @@ func TestCheckerCatches(t *testing.T) {
 	sends := history(5, 3)
 	clean := append(readAll("a", sends), readAll("b", sends)...)
 	for _, tc := range []struct {
-		name  string
-		sends []Send
-		reads []Read
-		want  map[string]int
-		check func(t *testing.T, r Result)
+		name   string
+		sends  []Send
+		reads  []Read
+		stalls []Stall
+		want   map[string]int
+		check  func(t *testing.T, r Result)
 	}{
 		{name: "clean", sends: sends, reads: clean, want: map[string]int{}},
 		{name: "lost", sends: sends, reads: append(readAll("a", sends)[:2], readAll("a", sends)[3:]...), want: map[string]int{Lost: 1}},
@@ -72,10 +73,26 @@ func TestCheckerCatches(t *testing.T) {
 					t.Errorf("DuplicatedOne = %d, want 1", r.DuplicatedOne)
 				}
 			}},
+		// A consumer that stopped short of the high watermark: what it
+		// did not reach is unread, not lost, and what it skipped before
+		// its stall is still lost.
+		{name: "stalled consumer", sends: sends, reads: append(readAll("a", sends), readAll("b", sends)[:2]...),
+			stalls: []Stall{{Consumer: "b", Topic: "t", Next: 2, HW: 8}}, want: map[string]int{Unread: 3},
+			check: func(t *testing.T, r Result) {
+				if r.UnreadOne != 3 || r.LostOne != 0 {
+					t.Errorf("UnreadOne %d, LostOne %d; want 3 and 0", r.UnreadOne, r.LostOne)
+				}
+			}},
+		{name: "hole before a stall is lost", sends: sends, reads: append(readAll("a", sends), readAll("b", sends)[0], readAll("b", sends)[2]),
+			stalls: []Stall{{Consumer: "b", Topic: "t", Next: 3, HW: 8}}, want: map[string]int{Lost: 1, Unread: 2}},
+		{name: "stall in another partition changes nothing", sends: sends, reads: append(readAll("a", sends), readAll("b", sends)[:2]...),
+			stalls: []Stall{{Consumer: "b", Topic: "t", Partition: 1, Next: 0, HW: 8}}, want: map[string]int{Lost: 3}},
+		{name: "stalled consumer that read nothing", sends: sends, reads: readAll("a", sends),
+			stalls: []Stall{{Consumer: "b", Topic: "t", Next: 0, HW: 8}}, want: map[string]int{Unread: 5}},
 		{name: "unknown outcome may be absent", sends: []Send{{Producer: "p", AcksAll: true, Topic: "t", Value: "x", Outcome: Unknown}}, reads: []Read{}, want: map[string]int{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Check(tc.sends, tc.reads)
+			r := Check(tc.sends, tc.reads, tc.stalls...)
 			total := 0
 			for k, n := range tc.want {
 				if got := r.Count(k); got != n {

@@ -6,7 +6,9 @@
 //   - Generate, a pure schedule generator: the same seed and Options give
 //     the same list of timed faults (schedule.go);
 //   - Check, the checker over a History of sends (with their outcomes)
-//     and reads (checker.go);
+//     and reads (checker.go); a consumer that stopped short of the high
+//     watermarks is a Stall, and what it did not reach is reported
+//     unread (a liveness failure), not lost;
 //   - Run, which drives one schedule on one of two runners behind the
 //     small cluster interface (runner.go), with idempotent acks=all and
 //     plain acks=1 producers over classic and remotewal topics, consumers

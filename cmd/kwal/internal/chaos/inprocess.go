@@ -55,9 +55,8 @@ func startInProcess(ctx context.Context, cfg Config) (_ *inproc, err error) {
 		return nil, fmt.Errorf("chaos: starting the metadata Kafka: %w", err)
 	}
 	r.meta = NewMetadataSwitch(r.emb.Cluster())
-	// Addresses resolve through the controller's registrations: a
-	// restarted broker listens on a new port, and others learn it from
-	// there before RestartBroker returns.
+	// Addresses resolve through the controller's registrations (a
+	// restarted broker listens on the port of its first life).
 	var ctrl *broker.MemController
 	r.net = NewNetwork(racks, func(addr string) (int32, bool) {
 		if ctrl == nil {

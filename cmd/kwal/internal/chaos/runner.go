@@ -267,15 +267,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		acksAll bool
 	}{{"idem-a", true}, {"idem-b", true}, {"acks1", false}}
 	var perr []error
+	var stuck []string
 	var perrMu sync.Mutex
 	for _, p := range producers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := produce(wctx, c, cfg, p.name, p.acksAll, h); err != nil {
-				perrMu.Lock()
+			s, err := produce(wctx, c, cfg, p.name, p.acksAll, h, outcomeWait)
+			perrMu.Lock()
+			defer perrMu.Unlock()
+			if err != nil {
 				perr = append(perr, err)
-				perrMu.Unlock()
+			}
+			if s != "" {
+				stuck = append(stuck, s)
 			}
 		}()
 	}
@@ -304,6 +309,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		return nil, err
 	}
+	rep.Failures = append(rep.Failures, stuck...)
 	rep.StoreFaults = c.storeFaults()
 
 	deadline := time.Now().Add(cfg.Settle)
@@ -311,13 +317,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		rep.Failures = append(rep.Failures, err.Error())
 	}
+	var stalls []Stall
 	for _, rd := range readers {
-		if err := rd.finish(hws, deadline, cfg.Settle); err != nil {
+		st, err := rd.finish(hws, deadline, cfg.Settle)
+		if err != nil {
 			rep.Failures = append(rep.Failures, err.Error())
 		}
+		stalls = append(stalls, st...)
 	}
 	sends, reads := h.Snapshot()
-	rep.Check = Check(sends, reads)
+	rep.Check = Check(sends, reads, stalls...)
 	var vs []string
 	for _, v := range rep.Check.Violations {
 		vs = append(vs, v.String())
@@ -420,14 +429,28 @@ func inject(ctx context.Context, cfg Config, c cluster, s Schedule) {
 	wait(cfg.Length)
 }
 
+// The producers' delivery and request timeouts, and how long after the
+// workload stops a producer waits for the outcomes of its records: the
+// client fails a record past its delivery timeout, but an idempotent
+// producer keeps one it sent and got no answer for until it learns its
+// fate, which a client that reaches no broker (every address it knows
+// dead) never does, so the wait is bounded here.
+const (
+	recordDeliveryTimeout = 8 * time.Second
+	produceRequestTimeout = 3 * time.Second
+	outcomeWait           = recordDeliveryTimeout + produceRequestTimeout + 5*time.Second
+)
+
 // produce sends one record every SendInterval, round-robin over every
-// topic partition, until ctx is done, then waits for every outcome.
-func produce(ctx context.Context, c cluster, cfg Config, name string, acksAll bool, h *History) error {
+// topic partition, until ctx is done, then waits for every outcome, at
+// most wait: past it, it closes the client, which fails what it holds
+// (outcome unknown), and stuck says so.
+func produce(ctx context.Context, c cluster, cfg Config, name string, acksAll bool, h *History, wait time.Duration) (stuck string, err error) {
 	opts := append(c.clientOpts(),
 		kgo.ClientID(name),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RecordDeliveryTimeout(8*time.Second),
-		kgo.ProduceRequestTimeout(3*time.Second),
+		kgo.RecordDeliveryTimeout(recordDeliveryTimeout),
+		kgo.ProduceRequestTimeout(produceRequestTimeout),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
 		kgo.MetadataMinAge(50*time.Millisecond),
 		kgo.MetadataMaxAge(time.Second),
@@ -439,14 +462,20 @@ func produce(ctx context.Context, c cluster, cfg Config, name string, acksAll bo
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("chaos: producer %s: %w", name, err)
+		return "", fmt.Errorf("chaos: producer %s: %w", name, err)
 	}
-	defer cl.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			cl.Close()
+		}
+	}()
 	tps := tps()
 	seqs := make([]int64, len(tps))
 	t := time.NewTicker(cfg.SendInterval)
 	defer t.Stop()
 	var wg sync.WaitGroup
+	var pending atomic.Int64
 	for i := 0; ; i++ {
 		select {
 		case <-ctx.Done():
@@ -457,11 +486,13 @@ func produce(ctx context.Context, c cluster, cfg Config, name string, acksAll bo
 				Value: fmt.Sprintf("%s/%s-%d/%d", name, tp.Topic, tp.Partition, seqs[k])}
 			seqs[k]++
 			wg.Add(1)
+			pending.Add(1)
 			// The producing context is not ctx: stopping the workload
 			// must not cancel records already handed over.
 			cl.Produce(context.Background(), &kgo.Record{Topic: tp.Topic, Partition: tp.Partition, Value: []byte(s.Value)},
 				func(rec *kgo.Record, err error) {
 					defer wg.Done()
+					defer pending.Add(-1)
 					if err != nil {
 						s.Outcome, s.Err = Unknown, err.Error()
 					} else {
@@ -473,8 +504,25 @@ func produce(ctx context.Context, c cluster, cfg Config, name string, acksAll bo
 		}
 		break
 	}
-	wg.Wait()
-	return nil
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t2 := time.NewTimer(wait)
+	defer t2.Stop()
+	select {
+	case <-done:
+		return "", nil
+	case <-t2.C:
+	}
+	n := pending.Load()
+	cfg.Logger.Warn("chaos: producer outcomes missing; closing the client", "producer", name, "records", n, "waited", wait)
+	cl.Close() // fails every record it holds: their callbacks run
+	closed = true
+	<-done
+	return fmt.Sprintf("produced: %s had %d records without an outcome %v after the workload stopped (its client got no answer); closed, they count as unknown",
+		name, n, wait), nil
 }
 
 // reader is a consumer in one rack (fetching from a follower there when
@@ -486,6 +534,9 @@ type reader struct {
 	cancel context.CancelFunc
 	hws    atomic.Pointer[map[broker.TopicPartition]int64]
 	done   chan struct{}
+	// next is the offset after the last record read, per partition:
+	// the reading goroutine's until done is closed.
+	next map[broker.TopicPartition]int64
 }
 
 func startReader(ctx context.Context, c cluster, name, rack string, h *History) (*reader, error) {
@@ -503,10 +554,10 @@ func startReader(ctx context.Context, c cluster, name, rack string, h *History) 
 		return nil, fmt.Errorf("chaos: consumer %s: %w", name, err)
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	rd := &reader{name: name, cl: cl, cancel: cancel, done: make(chan struct{})}
+	rd := &reader{name: name, cl: cl, cancel: cancel, done: make(chan struct{}), next: map[broker.TopicPartition]int64{}}
 	go func() {
 		defer close(rd.done)
-		next := map[broker.TopicPartition]int64{}
+		next := rd.next
 		for rctx.Err() == nil {
 			if hws := rd.hws.Load(); hws != nil && reached(*hws, next) {
 				return
@@ -534,18 +585,30 @@ func reached(hws, next map[broker.TopicPartition]int64) bool {
 }
 
 // finish tells the reader the high watermarks and waits until it has read
-// to them, or deadline.
-func (rd *reader) finish(hws map[broker.TopicPartition]int64, deadline time.Time, settle time.Duration) error {
-	defer rd.abort()
+// to them, or deadline. If it has not, the error names where it stopped,
+// and stalls has a Stall for each partition it did not read to the end.
+func (rd *reader) finish(hws map[broker.TopicPartition]int64, deadline time.Time, settle time.Duration) (stalls []Stall, err error) {
 	rd.hws.Store(&hws)
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case <-rd.done:
-		return nil
+		rd.abort()
+		return nil, nil
 	case <-t.C:
-		return fmt.Errorf("consumed: %s did not read to the high watermarks within %v", rd.name, settle)
 	}
+	rd.abort() // the reading goroutine has ended: next is ours
+	var at []string
+	for _, tp := range tps() {
+		hw, ok := hws[tp]
+		if !ok || rd.next[tp] >= hw {
+			continue
+		}
+		stalls = append(stalls, Stall{Consumer: rd.name, Topic: tp.Topic, Partition: tp.Partition, Next: rd.next[tp], HW: hw})
+		at = append(at, fmt.Sprintf("%s-%d at %d of %d", tp.Topic, tp.Partition, rd.next[tp], hw))
+	}
+	return stalls, fmt.Errorf("consumed: %s did not read to the high watermarks within %v (%s): the records it did not reach are reported unread, not lost",
+		rd.name, settle, strings.Join(at, ", "))
 }
 
 func (rd *reader) abort() {

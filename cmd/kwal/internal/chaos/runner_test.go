@@ -2,13 +2,18 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kwal/kwal/internal/procs"
 )
@@ -93,4 +98,49 @@ func TestRunProcessSample(t *testing.T) {
 	}
 	n, first := envInt(t, "CHAOS_PROCESS_SEEDS", 3), envInt(t, "CHAOS_PROCESS_FIRST_SEED", 1)
 	runSeeds(t, uint64(first), n, Config{Runner: RunnerProcess, KwalBinary: bin, VersitygwBinary: vgw})
+}
+
+// deadCluster is a cluster whose only address nothing listens on: a
+// client of it reaches no broker (as when every broker restarted on a new
+// port, chaos seed 538).
+type deadCluster struct {
+	cluster
+	addr string
+}
+
+func (d deadCluster) clientOpts() []kgo.Opt { return []kgo.Opt{kgo.SeedBrokers(d.addr)} }
+
+// TestProducerWithNoBrokerIsBounded: a producer whose client reaches no
+// broker gets no outcome within wait (here shorter than the delivery
+// timeout; an idempotent producer with records in flight whose brokers all
+// moved gets none ever: seed 538 hung the runner in two of them); produce
+// must then close the client, count the records unknown and say so.
+func TestProducerWithNoBrokerIsBounded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond) // the workload's length
+	defer cancel()
+	cfg := Config{SendInterval: time.Millisecond}
+	cfg.fill()
+	var h History
+	stuck, err := produce(ctx, deadCluster{addr: addr}, cfg, "p", true, &h, 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sends, _ := h.Snapshot()
+	if len(sends) == 0 {
+		t.Fatal("no record sent in the workload's 200 ms")
+	}
+	for _, s := range sends {
+		if s.Outcome != Unknown {
+			t.Fatalf("%q: outcome %v with no broker reachable", s.Value, s.Outcome)
+		}
+	}
+	if want := fmt.Sprintf("p had %d records without an outcome", len(sends)); !strings.Contains(stuck, want) {
+		t.Fatalf("stuck %q, want it to say %q", stuck, want)
+	}
 }
