@@ -291,9 +291,12 @@ func (r *inproc) converge(ctx context.Context, deadline time.Time) (map[broker.T
 func (r *inproc) compareReplicas(map[broker.TopicPartition]int64) (int, error) {
 	n := 0
 	for _, tp := range tps() {
-		l := r.leader(tp)
-		if l == nil {
-			return n, fmt.Errorf("replicas: %s has no leader", tp)
+		// Leadership may still move after convergence (a returning
+		// preferred leader takes its partitions back): wait for the
+		// partition to have a leader again, as long as convergence may.
+		var l *broker.Broker
+		if !poll(context.Background(), time.Now().Add(r.cfg.Settle), func() bool { l = r.leader(tp); return l != nil }) {
+			return n, fmt.Errorf("replicas: %s has no leader %v after the faults converged", tp, r.cfg.Settle)
 		}
 		ll, _ := l.PartitionLog(tp)
 		for _, b := range r.lc.Brokers {
