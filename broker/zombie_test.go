@@ -175,6 +175,9 @@ func TestZombieLeaderResumesBehindFence(t *testing.T) {
 		t.Cleanup(func() { b.Close() })
 		brokers[id] = b
 	}
+	// Broker 2 registered through its own controller: ctrl-1 must have
+	// applied that registration before it can place two replicas.
+	waitFor(t, "ctrl-1 to know both brokers", 30*time.Second, func() bool { return len(ctrls[1].Brokers()) == 2 }, ctrls[1])
 	ts, err := ctrls[1].CreateTopic(TopicSpec{Name: "zombie", Partitions: 1, ReplicationFactor: 2,
 		Configs: map[string]string{TopicConfigRemoteWAL: "true"}})
 	if err != nil {
