@@ -114,6 +114,14 @@ type replicaFetcher struct {
 		sync.Mutex
 		parts map[TopicPartition]*followState // machines are driven under mu
 		conn  *wireClient
+		// added counts add calls: a round built before the latest add
+		// lacks a partition, so it is not sent as a long poll.
+		added uint64
+		// polling is the connection of the long-poll fetch in flight;
+		// add closes it (and sets interrupted) so that a partition taken
+		// up, or a new leader epoch, does not wait for the poll to end.
+		polling     *wireClient
+		interrupted bool
 	}
 }
 
@@ -130,6 +138,16 @@ func (f *replicaFetcher) add(p *partition, epoch int32) {
 	}
 	f.mu.Lock()
 	f.mu.parts[p.tp] = &followState{tp: p.tp, p: p, h: p, fsm: replica.NewFollower(mode, epoch, f.b.cfg.ReplicaFetchBackoff)}
+	f.mu.added++
+	// The fetch in flight does not name p at this epoch, and its long
+	// poll may last ReplicaFetchWaitMax (for ever, if the leader has
+	// nothing to send and the clock is a test's manual one): cut it, so
+	// that p is truncated and fetched now. Kafka's fetcher waits the poll
+	// out; one redial per burst of adds is the price of not doing so.
+	if c := f.mu.polling; c != nil {
+		f.mu.polling, f.mu.interrupted = nil, true
+		c.close()
+	}
 	f.mu.Unlock()
 	f.poke()
 }
@@ -161,18 +179,37 @@ func (f *replicaFetcher) close() {
 	<-f.done
 }
 
-// sleep waits d, a poke or stop; it reports false on stop.
-func (f *replicaFetcher) sleep(d time.Duration) bool {
+// sleep waits d, a poke, a change of the cluster (changed, taken before
+// the caller decided to sleep, so none is missed) or stop; it reports
+// false on stop. A cluster change ends every machine's back-off: what the
+// fetcher backs off from (NOT_LEADER or FENCED_LEADER_EPOCH from a leader
+// that has not applied the new state yet, a broker not reachable until it
+// registers again) is resolved by one, so the fetcher retries then rather
+// than when d has passed, as Kafka's fetcher does on a LeaderAndIsr
+// update. d stays the fallback for what no change reports (a controller
+// whose view lags the leader's, a disk error).
+func (f *replicaFetcher) sleep(d time.Duration, changed <-chan struct{}) bool {
 	t := f.b.clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-f.stop:
 		return false
 	case <-f.wakeCh:
+	case <-changed:
+		f.mu.Lock()
+		for _, st := range f.mu.parts {
+			st.fsm.ClusterChanged()
+		}
+		f.mu.Unlock()
 	case <-t.C():
 	}
 	return true
 }
+
+// netDeadline is a socket deadline d from now. Sockets time out on the
+// wall clock, whatever cfg.Clock is (a manual clock in a test stands
+// still, so a deadline taken from it would be in the past or never come).
+func netDeadline(d time.Duration) time.Time { return time.Now().Add(d) }
 
 func (f *replicaFetcher) stopped() bool {
 	select {
@@ -200,9 +237,10 @@ func (f *replicaFetcher) run() {
 	}()
 	backoff := f.b.cfg.ReplicaFetchBackoff
 	for !f.stopped() {
+		changed := f.b.clusterChanged()
 		r, idle := f.next()
 		if len(r.queries) == 0 && len(r.fetches) == 0 {
-			if !f.sleep(idle) {
+			if !f.sleep(idle, changed) {
 				return
 			}
 			continue
@@ -211,7 +249,7 @@ func (f *replicaFetcher) run() {
 		if err != nil {
 			f.b.logger.Debug("replica fetcher cannot reach leader", "leader", f.leader, "err", err)
 			f.unsent(r)
-			if !f.sleep(backoff) {
+			if !f.sleep(backoff, changed) {
 				return
 			}
 			continue
@@ -221,25 +259,40 @@ func (f *replicaFetcher) run() {
 			if f.stopped() {
 				return
 			}
-			f.b.logger.Info("replica fetcher connection failed", "leader", f.leader, "err", err)
+			if errors.Is(err, errRoundStale) {
+				continue // a partition was added: build the round again
+			}
 			f.mu.Lock()
 			if f.mu.conn == conn {
 				f.mu.conn = nil
 			}
+			interrupted := f.mu.interrupted
+			f.mu.interrupted = false
 			f.mu.Unlock()
 			conn.close()
-			if !f.sleep(backoff) {
+			if interrupted {
+				f.b.logger.Debug("replica fetcher cut its long poll for an added partition", "leader", f.leader)
+				continue
+			}
+			f.b.logger.Info("replica fetcher connection failed", "leader", f.leader, "err", err)
+			if !f.sleep(backoff, changed) {
 				return
 			}
 		}
 	}
 }
 
-// round is what the machines asked to send in one iteration.
+// round is what the machines asked to send in one iteration; added is
+// the fetcher's add count when it was built.
 type round struct {
 	queries map[TopicPartition]queryReq
 	fetches map[TopicPartition]fetchReq
+	added   uint64
 }
+
+// errRoundStale: a partition was added after the round was built; the
+// round is built again rather than sent as a long poll without it.
+var errRoundStale = errors.New("replica fetcher: partitions added since the round was built")
 
 type queryReq struct {
 	st *followState
@@ -261,6 +314,7 @@ func (f *replicaFetcher) next() (round, time.Duration) {
 	idle := time.Minute
 	var starts []*followState
 	f.mu.Lock()
+	r.added = f.mu.added
 	for tp, st := range f.mu.parts {
 		acts := st.fsm.Next(now, st.h.followerView(!st.fsm.Truncated()))
 		if len(acts) == 0 {
@@ -415,7 +469,7 @@ func (f *replicaFetcher) step(conn *wireClient, r round) error {
 	if len(r.queries) > 0 {
 		return f.truncate(conn, r.queries)
 	}
-	return f.fetch(conn, r.fetches)
+	return f.fetch(conn, r.fetches, r.added)
 }
 
 // kerrOf is the typed error of a response code (nil for none).
@@ -449,7 +503,7 @@ func (f *replicaFetcher) truncate(conn *wireClient, queries map[TopicPartition]q
 		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = tp.Partition, q.st.fsm.LeaderEpoch(), q.Epoch
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
-	r, err := conn.roundTrip(req, f.b.clock.Now().Add(30*time.Second))
+	r, err := conn.roundTrip(req, netDeadline(30*time.Second))
 	if err != nil {
 		return err
 	}
@@ -489,7 +543,7 @@ func handBack[R any](f *replicaFetcher, reqs map[TopicPartition]R, answered map[
 	}
 }
 
-func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetchReq) error {
+func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetchReq, added uint64) error {
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = replicaFetchVersion
 	req.ReplicaID = f.b.cfg.BrokerID
@@ -527,7 +581,19 @@ func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetc
 		rp.PartitionMaxBytes = f.b.cfg.ReplicaFetchMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
-	r, err := conn.roundTrip(req, f.b.clock.Now().Add(f.b.cfg.ReplicaFetchWaitMax+30*time.Second))
+	f.mu.Lock()
+	if f.mu.added != added {
+		f.mu.Unlock()
+		return errRoundStale
+	}
+	f.mu.polling = conn
+	f.mu.Unlock()
+	r, err := conn.roundTrip(req, netDeadline(f.b.cfg.ReplicaFetchWaitMax+30*time.Second))
+	f.mu.Lock()
+	if f.mu.polling == conn {
+		f.mu.polling = nil
+	}
+	f.mu.Unlock()
 	if err != nil {
 		return err
 	}

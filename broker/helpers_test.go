@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/internal/kclient"
 	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -44,24 +45,31 @@ func testLogger(t testing.TB, level slog.Level) *slog.Logger {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// testCluster is an in-process cluster on loopback sharing one controller.
+// testCluster is an in-process cluster on loopback sharing one controller
+// and one manual clock: time passes only when a test advances clk.
 type testCluster struct {
+	clk     *clock.Manual
 	ctrl    *MemController
 	brokers []*Broker
 	ledgers []*ledger.Ledger
 }
 
-// startCluster starts one broker per rack given (ids 1..n).
+// startCluster starts one broker per rack given (ids 1..n), on the
+// cluster's manual clock (a tweak may set another Clock; see doc.go for the
+// tests that run on the real clock and why).
 func startCluster(t testing.TB, racks []string, tweak func(*Config)) *testCluster {
 	t.Helper()
-	c := &testCluster{ctrl: NewMemController(nil, 1000)}
+	c := &testCluster{clk: clock.NewManual(time.Now()), ctrl: NewMemController(nil, 1000)}
 	for i, rack := range racks {
 		l := ledger.New()
 		cfg := Config{
 			BrokerID: int32(i + 1), Rack: rack, Listener: "127.0.0.1:0", LogDir: t.TempDir(),
 			Controller: c.ctrl, Ledger: l, Logger: testLogger(t, slog.LevelWarn),
-			ReplicaFetchBackoff: 50 * time.Millisecond,
+			ReplicaFetchBackoff: 50 * time.Millisecond, Clock: c.clk,
 		}
+		// No initial rebalance delay: it is time, and only the tests about
+		// it wait it out (they set it and advance clk).
+		cfg.Groups.InitialRebalanceDelay = -1
 		if tweak != nil {
 			tweak(&cfg)
 		}
