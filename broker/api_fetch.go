@@ -185,6 +185,7 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 		}
 	}
 	if replica >= 0 {
+		b.changes.Signal() // the leader's view of a follower moved (Changed)
 		for _, part := range op.parts {
 			if part.err == nil && part.p.maybeAdvanceHW() {
 				b.wake(part.tp)
@@ -360,6 +361,7 @@ func (b *Broker) readPart(o *fetchOp, part *fetchPart, budget int, first bool) (
 	if o.replica >= 0 {
 		bound = leo
 		urgent = p.hwChangedFor(o.replica, true)
+		urgent = p.logStartChangedFor(o.replica, start) || urgent
 		if p.mode == RemoteWAL {
 			rp.UnknownTags.Set(TagLeaderLogEnd, binary.AppendUvarint(nil, uint64(leo)))
 			if !o.fallback {

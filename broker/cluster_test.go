@@ -148,6 +148,16 @@ func TestClusterISRShrinkAndExpand(t *testing.T) {
 		t.Fatal(err)
 	}
 	lagging.fetchers.remove(tp) // the follower stops fetching
+	// Past replica.lag.time.max.ms and one ISR check after it, while the
+	// other follower keeps fetching.
+	var active int32
+	for _, b := range c.brokers {
+		if b != lagging && b.cfg.BrokerID != leaderID {
+			active = b.cfg.BrokerID
+		}
+	}
+	leader := c.broker(leaderID)
+	c.advanceFetching(t, leader, tp, 50*time.Millisecond, 300*time.Millisecond+leader.isrCheckInterval()+50*time.Millisecond, active)
 	waitISR(t, c.ctrl, tp, 2, "ISR shrink", 10*time.Second)
 	err := prod.ProduceSync(context.Background(), &kgo.Record{Value: value(1)}).FirstErr()
 	if !errors.Is(err, kerr.NotEnoughReplicas) {

@@ -19,10 +19,13 @@ const (
 	replicaFetchResponseMax   = 64 << 20
 )
 
-// fetcherManager owns one replicaFetcher per leader broker.
+// fetcherManager owns one replicaFetcher per leader broker, and a
+// goroutine that tells them of the controller's changes (watchCluster).
 type fetcherManager struct {
-	b  *Broker
-	mu struct {
+	b       *Broker
+	stop    chan struct{}
+	watched chan struct{} // closed when watchCluster returns
+	mu      struct {
 		sync.Mutex
 		fetchers map[int32]*replicaFetcher
 		closed   bool
@@ -30,9 +33,43 @@ type fetcherManager struct {
 }
 
 func newFetcherManager(b *Broker) *fetcherManager {
-	m := &fetcherManager{b: b}
+	m := &fetcherManager{b: b, stop: make(chan struct{}), watched: make(chan struct{})}
 	m.mu.fetchers = map[int32]*replicaFetcher{}
+	go m.watchCluster()
 	return m
+}
+
+// watchCluster waits on the controller's change feed and, after each
+// change, ends the back-offs of every fetcher's machines. What a fetcher
+// backs off from (NOT_LEADER or FENCED_LEADER_EPOCH from a leader that had
+// not applied the new state yet, a leader not reachable until it
+// registers again) is resolved by such a change, so the fetcher retries
+// then rather than when the back-off has passed, as Kafka's fetcher
+// retries a partition when a LeaderAndIsr update reaches it. The back-off
+// stays the fallback for what no change reports (a controller whose view
+// lags the leader's, a disk error).
+func (m *fetcherManager) watchCluster() {
+	defer close(m.watched)
+	for {
+		ch := m.b.clusterChanged() // taken before acting: no change is missed
+		if ch == nil {
+			return // a controller without a change feed: back-offs only
+		}
+		select {
+		case <-m.stop:
+			return
+		case <-ch:
+		}
+		m.mu.Lock()
+		fs := make([]*replicaFetcher, 0, len(m.mu.fetchers))
+		for _, f := range m.mu.fetchers {
+			fs = append(fs, f)
+		}
+		m.mu.Unlock()
+		for _, f := range fs {
+			f.clusterChanged()
+		}
+	}
 }
 
 // add makes tp follow leader at epoch (removing it from another leader's
@@ -71,6 +108,8 @@ func (m *fetcherManager) close() {
 	fs := m.mu.fetchers
 	m.mu.fetchers = nil
 	m.mu.Unlock()
+	close(m.stop)
+	<-m.watched
 	for _, f := range fs {
 		f.close()
 	}
@@ -144,10 +183,7 @@ func (f *replicaFetcher) add(p *partition, epoch int32) {
 	// nothing to send and the clock is a test's manual one): cut it, so
 	// that p is truncated and fetched now. Kafka's fetcher waits the poll
 	// out; one redial per burst of adds is the price of not doing so.
-	if c := f.mu.polling; c != nil {
-		f.mu.polling, f.mu.interrupted = nil, true
-		c.close()
-	}
+	f.cutPollLocked()
 	f.mu.Unlock()
 	f.poke()
 }
@@ -179,31 +215,47 @@ func (f *replicaFetcher) close() {
 	<-f.done
 }
 
-// sleep waits d, a poke, a change of the cluster (changed, taken before
-// the caller decided to sleep, so none is missed) or stop; it reports
-// false on stop. A cluster change ends every machine's back-off: what the
-// fetcher backs off from (NOT_LEADER or FENCED_LEADER_EPOCH from a leader
-// that has not applied the new state yet, a broker not reachable until it
-// registers again) is resolved by one, so the fetcher retries then rather
-// than when d has passed, as Kafka's fetcher does on a LeaderAndIsr
-// update. d stays the fallback for what no change reports (a controller
-// whose view lags the leader's, a disk error).
-func (f *replicaFetcher) sleep(d time.Duration, changed <-chan struct{}) bool {
+// sleep waits d, a poke or stop; it reports false on stop.
+func (f *replicaFetcher) sleep(d time.Duration) bool {
 	t := f.b.clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-f.stop:
 		return false
 	case <-f.wakeCh:
-	case <-changed:
-		f.mu.Lock()
-		for _, st := range f.mu.parts {
-			st.fsm.ClusterChanged()
-		}
-		f.mu.Unlock()
 	case <-t.C():
 	}
 	return true
+}
+
+// clusterChanged ends every machine's back-off (the controller applied a
+// change, see fetcherManager.watchCluster), cuts the long poll in flight
+// if one was backing off (the poll does not name it), and wakes the
+// fetcher, so that the partition is sent now.
+func (f *replicaFetcher) clusterChanged() {
+	now := f.b.clock.Now()
+	f.mu.Lock()
+	waiting := false
+	for _, st := range f.mu.parts {
+		if st.fsm.RetryAt().After(now) {
+			waiting = true
+			st.fsm.ClusterChanged()
+		}
+	}
+	if waiting {
+		f.cutPollLocked()
+	}
+	f.mu.Unlock()
+	f.poke() // also ends the wait after a failed dial: the leader may have registered
+}
+
+// cutPollLocked closes the connection of the long poll in flight, if
+// any, so that the fetcher sends a new round at once (see add).
+func (f *replicaFetcher) cutPollLocked() {
+	if c := f.mu.polling; c != nil {
+		f.mu.polling, f.mu.interrupted = nil, true
+		c.close()
+	}
 }
 
 // netDeadline is a socket deadline d from now. Sockets time out on the
@@ -237,10 +289,9 @@ func (f *replicaFetcher) run() {
 	}()
 	backoff := f.b.cfg.ReplicaFetchBackoff
 	for !f.stopped() {
-		changed := f.b.clusterChanged()
 		r, idle := f.next()
 		if len(r.queries) == 0 && len(r.fetches) == 0 {
-			if !f.sleep(idle, changed) {
+			if !f.sleep(idle) {
 				return
 			}
 			continue
@@ -249,7 +300,7 @@ func (f *replicaFetcher) run() {
 		if err != nil {
 			f.b.logger.Debug("replica fetcher cannot reach leader", "leader", f.leader, "err", err)
 			f.unsent(r)
-			if !f.sleep(backoff, changed) {
+			if !f.sleep(backoff) {
 				return
 			}
 			continue
@@ -275,7 +326,7 @@ func (f *replicaFetcher) run() {
 				continue
 			}
 			f.b.logger.Info("replica fetcher connection failed", "leader", f.leader, "err", err)
-			if !f.sleep(backoff, changed) {
+			if !f.sleep(backoff) {
 				return
 			}
 		}
