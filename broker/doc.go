@@ -142,6 +142,19 @@
 // KIP-101/KIP-279), Append, SetHW, TruncateFully and StartRemote through
 // the partition's followerLog handle, never its locks.
 //
+// A fetcher wakes on what resolves its waits, not only on timers: a
+// partition added (a new leader or epoch) cuts the long poll in flight,
+// which does not name it (add); a change applied by the controller ends
+// every back-off (fetcherManager.watchCluster, replica.Follower.
+// ClusterChanged), since NOT_LEADER, FENCED_LEADER_EPOCH or a dial error
+// usually means the leader had not applied, or registered, the new state
+// yet; the back-off timer stays the fallback. The leader answers a
+// follower's parked fetch at once when the follower lacks the current
+// high watermark or log start (HWToSend, LogStartToSend), so a
+// DeleteRecords waiting on the followers' log starts does not wait for a
+// long poll to end. Socket deadlines are taken from the wall clock, never
+// Config.Clock.
+//
 // # Group coordinator
 //
 // __consumer_offsets is created by the first FindCoordinator for a group
@@ -319,9 +332,31 @@
 //
 // Broker.Changed is a broadcast (changeFeed) closed at the next change of
 // what the broker serves: a log change (kafkalog Config.OnChange), a
-// topic state applied, a group coordinator change (group Config.OnChange).
-// MemController and KafkaController have their own Changed. Tests wait on
-// these (waitFor in helpers_test.go) instead of polling.
+// topic state applied, a follower's fetch recorded on the leader, a group
+// coordinator change (group Config.OnChange). MemController and
+// KafkaController have their own Changed. Tests wait on these (waitFor in
+// helpers_test.go) instead of polling.
+//
+// # Tests and time
+//
+// Broker tests run on a manual clock (clock.Manual): startCluster shares
+// one between its brokers (testCluster.clk), and the tests that build
+// brokers themselves give them one. Time passes only when a test about
+// time advances it (sessions, ISR lag, acks=all and retention timeouts,
+// group sessions), to a computed deadline; advanceFetching steps it by
+// the fetch long poll while named followers keep fetching, so only the
+// others fall behind. Every periodic loop's timer is armed in New, so an
+// advance right after New reaches it. The tests left on the wall clock,
+// and why:
+//   - kcat_test.go (TestKcatProduceConsume and its cases),
+//     kcat_security_test.go (TestKcatTLSAndSASL): kcat (librdkafka) runs
+//     as a subprocess, and `kcat -e` ends only on an empty answer to its
+//     fetch long poll, which a manual clock would hold for ever
+//     (onRealClock).
+//   - Nothing else. Network deadlines (the slowloris/read timeout, the TLS
+//     handshake timeout, socket write deadlines) are wall-clock socket
+//     deadlines in every test; the reaper that enforces the read and idle
+//     timeouts runs on the manual clock (conn_limits_test.go).
 //
 // # Zero-copy fetch
 //
