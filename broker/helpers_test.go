@@ -160,6 +160,12 @@ func waitFor(t testing.TB, what string, d time.Duration, cond func() bool, srcs 
 	}
 }
 
+// armed is a manual clock as a change source: it changes when a timer is
+// armed (a goroutine under test went back to waiting on the clock).
+type armed struct{ clk *clock.Manual }
+
+func (a armed) Changed() <-chan struct{} { return a.clk.Armed() }
+
 // sources is every broker and the controller of the cluster.
 func (c *testCluster) sources() []changeSource {
 	out := []changeSource{c.ctrl}
