@@ -192,7 +192,8 @@ func value(i int) []byte { return []byte(fmt.Sprintf("record-%05d", i)) }
 // pollers' parked fetches), and after each step waits until leader has
 // recorded a fetch of tp from every broker in fetching at the new time.
 // Those followers stay caught up while time passes and only the others
-// fall behind: one jump of total would make every follower look lagging.
+// fall behind: after one jump of total, a follower still fetching its way
+// to the leader's log end would look as lagging as a stopped one.
 func (c *testCluster) advanceFetching(t testing.TB, leader *Broker, tp TopicPartition, step, total time.Duration, fetching ...int32) {
 	t.Helper()
 	p := leader.partition(tp)
