@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/internal/changefeed"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/kwal/kwal/purgatory"
@@ -50,8 +51,8 @@ type Broker struct {
 	unsubscribe func()
 	reqs        requestCounters
 	events      eventCounters
-	dir         logDirHealth // log.dirs online or offline (logdir.go)
-	changes     changeFeed   // see Changed
+	dir         logDirHealth    // log.dirs online or offline (logdir.go)
+	changes     changefeed.Feed // see Changed
 	stop        chan struct{}
 	wg          sync.WaitGroup
 

@@ -330,7 +330,7 @@
 // accept loop and the connections, then
 // completes waiting operations and closes the logs.
 //
-// Broker.Changed is a broadcast (changeFeed) closed at the next change of
+// Broker.Changed is a broadcast (changefeed.Feed) closed at the next change of
 // what the broker serves: a log change (kafkalog Config.OnChange), a
 // topic state applied, a follower's fetch recorded on the leader, a group
 // coordinator change (group Config.OnChange). MemController and

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/internal/changefeed"
+	"github.com/kwal/kwal/internal/changefeed/feedtest"
 	"github.com/kwal/kwal/internal/kclient"
 	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -131,44 +132,17 @@ func createTopic(t testing.TB, cl *kgo.Client, name string, partitions int32, rf
 	}
 }
 
-// changeSource is something whose changes a test waits on: a Broker, a
-// controller, or a test's own changeFeed.
-type changeSource interface{ Changed() <-chan struct{} }
-
-// waitFor waits until cond holds: it evaluates cond now and again after
-// each change of any of srcs (taking their channels before each check, so
-// no change is missed), never polling. d only bounds a hung test.
-func waitFor(t testing.TB, what string, d time.Duration, cond func() bool, srcs ...changeSource) {
+// waitFor waits until cond holds, re-checking it on each change of srcs
+// (a Broker, a controller, a test's own changefeed.Feed: feedtest.WaitFor),
+// never polling; d only bounds a hung test.
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool, srcs ...changefeed.Source) {
 	t.Helper()
-	if len(srcs) == 0 {
-		t.Fatalf("waitFor %s: nothing to wait on", what)
-	}
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	cases := make([]reflect.SelectCase, len(srcs)+1)
-	cases[0] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)}
-	for {
-		for i, s := range srcs {
-			cases[i+1] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.Changed())}
-		}
-		if cond() {
-			return
-		}
-		if i, _, _ := reflect.Select(cases); i == 0 {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	feedtest.WaitFor(t, what, d, cond, srcs...)
 }
 
-// armed is a manual clock as a change source: it changes when a timer is
-// armed (a goroutine under test went back to waiting on the clock).
-type armed struct{ clk *clock.Manual }
-
-func (a armed) Changed() <-chan struct{} { return a.clk.Armed() }
-
 // sources is every broker and the controller of the cluster.
-func (c *testCluster) sources() []changeSource {
-	out := []changeSource{c.ctrl}
+func (c *testCluster) sources() []changefeed.Source {
+	out := []changefeed.Source{c.ctrl}
 	for _, b := range c.brokers {
 		out = append(out, b)
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kwal/kwal/internal/changefeed/feedtest"
 )
 
 // TestClassicTruncationAfterLeaderChanges drives the fetcher's
@@ -137,7 +139,7 @@ func TestPurgatoriesRunOnConfigClock(t *testing.T) {
 	// The fetch is parked once its expiry is on the purgatory's timer,
 	// which the purgatory's driver then arms on the manual clock.
 	b := c.brokers[0]
-	waitFor(t, "the long poll parked", 20*time.Second, func() bool { return b.fetchWait.Metrics().TimerEntries > 0 }, armed{m})
+	waitFor(t, "the long poll parked", 20*time.Second, func() bool { return b.fetchWait.Metrics().TimerEntries > 0 }, feedtest.Armed(m))
 	m.Advance(time.Hour - time.Millisecond)
 	select {
 	case a := <-done:

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"reflect"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/combiner"
+	"github.com/kwal/kwal/internal/changefeed"
+	"github.com/kwal/kwal/internal/changefeed/feedtest"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"
 	"github.com/kwal/kwal/metadata"
@@ -75,12 +76,6 @@ func (s *captureSink) submitsBegun() int {
 	return s.entered
 }
 
-// armed is a manual clock as a waitFor source: it changes when a timer is
-// armed, which a task does each time it goes back to waiting.
-type armed struct{ clk *clock.Manual }
-
-func (a armed) Changed() <-chan struct{} { return a.clk.Armed() }
-
 func (s *captureSink) snapshot() []combiner.Slice {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -106,32 +101,13 @@ func appendN(t *testing.T, l *kafkalog.Log, epoch int32, batches, recs, size int
 	}
 }
 
-// changeSource is something whose changes a test waits on: the sink, the
-// manual clock's armings.
-type changeSource interface{ Changed() <-chan struct{} }
-
-// waitFor waits until cond holds: it evaluates cond now and again after
-// each change of any of srcs (channels taken before each check, so no
-// change is missed), never polling; the wall clock only bounds a hung
-// test. The task runs in its own goroutine: after each step it either
-// submits (the sink changes) or goes back to waiting (it arms a timer).
-func waitFor(t *testing.T, what string, cond func() bool, srcs ...changeSource) {
+// waitFor waits until cond holds, re-checking it on each change of srcs
+// (feedtest.WaitFor; the wall clock only bounds a hung test). The task
+// runs in its own goroutine: after each step it either submits (the sink
+// changes) or goes back to waiting (it arms a timer: feedtest.Armed).
+func waitFor(t *testing.T, what string, cond func() bool, srcs ...changefeed.Source) {
 	t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	cases := make([]reflect.SelectCase, len(srcs)+1)
-	cases[0] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)}
-	for {
-		for i, s := range srcs {
-			cases[i+1] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.Changed())}
-		}
-		if cond() {
-			return
-		}
-		if i, _, _ := reflect.Select(cases); i == 0 {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	feedtest.WaitFor(t, what, 10*time.Second, cond, srcs...)
 }
 
 // checkCover asserts the slices are contiguous from `from` to the log end and
@@ -188,7 +164,7 @@ func TestCutOnSize(t *testing.T) {
 	waitFor(t, "size cuts", func() bool {
 		ss := sink.snapshot()
 		return len(ss) > 0 && ss[len(ss)-1].LastOffset+1 >= 36
-	}, sink, armed{clk})
+	}, sink, feedtest.Armed(clk))
 	ss := sink.snapshot()
 	for _, s := range ss {
 		if len(s.Data) < 8<<10 {
@@ -208,7 +184,7 @@ func TestCutOnSize(t *testing.T) {
 			clk.Advance(time.Hour)
 		}
 		return false
-	}, sink, armed{clk})
+	}, sink, feedtest.Armed(clk))
 	checkCover(t, l, sink.snapshot(), 0)
 }
 
@@ -225,7 +201,7 @@ func TestCutOnInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendN(t, l, 1, 3, 2, 100)
-	waitFor(t, "task to arm its timer", func() bool { return clk.Pending() > 0 }, sink, armed{clk})
+	waitFor(t, "task to arm its timer", func() bool { return clk.Pending() > 0 }, sink, feedtest.Armed(clk))
 	clk.Advance(9 * time.Millisecond)
 	if n := len(sink.snapshot()); n != 0 {
 		t.Fatalf("cut %d slices before the interval", n)
@@ -243,7 +219,7 @@ func TestCutOnInterval(t *testing.T) {
 			clk.Advance(time.Millisecond)
 		}
 		return false
-	}, sink, armed{clk})
+	}, sink, feedtest.Armed(clk))
 	checkCover(t, l, sink.snapshot(), 0)
 	if got := m.Metrics().CutsByInterval; got != 1 {
 		t.Fatalf("interval cuts = %d", got)
@@ -283,7 +259,7 @@ func TestSliceNeverCrossesRollOrEpoch(t *testing.T) {
 			clk.Advance(time.Millisecond)
 		}
 		return false
-	}, sink, armed{clk})
+	}, sink, feedtest.Armed(clk))
 	ss := sink.snapshot()
 	checkCover(t, l, ss, 0)
 	segOf := map[int64]bool{}
@@ -312,7 +288,7 @@ func TestRefusesLaterEpoch(t *testing.T) {
 	if err := m.StartPartition(tp0, l, 4, 0); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "error", func() bool { return m.Metrics().Errors > 0 }, sink, armed{clk})
+	waitFor(t, "error", func() bool { return m.Metrics().Errors > 0 }, sink, feedtest.Armed(clk))
 	if n := len(sink.snapshot()); n != 0 {
 		t.Fatalf("uploaded %d slices of a later epoch", n)
 	}
@@ -338,7 +314,7 @@ func TestBackPressureHoldsTask(t *testing.T) {
 		t.Fatalf("submitted offset moved to %d while the sink was full", off)
 	}
 	close(sink.block)
-	waitFor(t, "drain", func() bool { off, _ := m.SubmittedOffset(tp0); return off == l.LogEndOffset() }, sink, armed{clk})
+	waitFor(t, "drain", func() bool { off, _ := m.SubmittedOffset(tp0); return off == l.LogEndOffset() }, sink, feedtest.Armed(clk))
 	m.StopPartition(tp0)
 	if _, err := m.SubmittedOffset(tp0); err == nil {
 		t.Fatal("stopped partition still reports")
@@ -400,9 +376,9 @@ func TestResubmitsGivenUpSlice(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendN(t, l, 1, 1, 3, 10)
-	waitFor(t, "resubmit", func() bool { return m.Metrics().Resubmits == 1 && len(sink.snapshot()) == 1 }, sink, armed{clk})
+	waitFor(t, "resubmit", func() bool { return m.Metrics().Resubmits == 1 && len(sink.snapshot()) == 1 }, sink, feedtest.Armed(clk))
 	appendN(t, l, 1, 1, 3, 10)
-	waitFor(t, "second slice", func() bool { return len(sink.snapshot()) == 2 }, sink, armed{clk})
+	waitFor(t, "second slice", func() bool { return len(sink.snapshot()) == 2 }, sink, feedtest.Armed(clk))
 	// The re-submitted slice carries exactly the range that was given up.
 	checkCover(t, l, sink.snapshot(), 0)
 	if p, _ := m.PublishedOffset(tp0); p != l.LogEndOffset() {

@@ -57,7 +57,7 @@ func TestRemoteWALDeleteAndRecreateUnderLoad(t *testing.T) {
 			prod1.Produce(ctx1, &kgo.Record{Value: []byte(fmt.Sprintf("gen1-%06d", i))}, func(_ *kgo.Record, err error) {
 				if err == nil {
 					acked.Add(1)
-					c.feed.signal()
+					c.feed.Signal()
 				}
 			})
 			if i%50 == 49 {

@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"reflect"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kwal/kwal/broker"
+	"github.com/kwal/kwal/internal/changefeed"
+	"github.com/kwal/kwal/internal/changefeed/feedtest"
 	"github.com/kwal/kwal/internal/kclient"
 	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/objstore"
@@ -27,7 +27,7 @@ type testCluster struct {
 	// feed is the test's own change source: the replicators' object
 	// stores and stage observers signal it (notifyStore, notifyObserver),
 	// and so may a test's callbacks.
-	feed        changeFeed
+	feed        changefeed.Feed
 	ctrl        *broker.MemController
 	brokers     []*broker.Broker
 	ledgers     []*ledger.Ledger
@@ -94,41 +94,19 @@ func createTopic(t testing.TB, cl *kgo.Client, name string, partitions int32, rf
 	}
 }
 
-// changeSource is something whose changes a test waits on: a broker, the
-// controller, a replicator's metadata index, the cluster's feed.
-type changeSource interface{ Changed() <-chan struct{} }
-
-// waitFor waits until cond holds: it evaluates cond now and again after
-// each change of any of srcs (taking their channels before each check, so
-// no change is missed), never polling. d only bounds a hung test.
-func waitFor(t testing.TB, what string, d time.Duration, cond func() bool, srcs ...changeSource) {
+// waitFor waits until cond holds, re-checking it on each change of srcs
+// (feedtest.WaitFor); d only bounds a hung test.
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool, srcs ...changefeed.Source) {
 	t.Helper()
-	if len(srcs) == 0 {
-		t.Fatalf("waitFor %s: nothing to wait on", what)
-	}
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	cases := make([]reflect.SelectCase, len(srcs)+1)
-	cases[0] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)}
-	for {
-		for i, s := range srcs {
-			cases[i+1] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.Changed())}
-		}
-		if cond() {
-			return
-		}
-		if i, _, _ := reflect.Select(cases); i == 0 {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	feedtest.WaitFor(t, what, d, cond, srcs...)
 }
 
 // sources is everything of the cluster a condition can depend on: every
 // broker (its logs, topic states, groups, followers' fetches), the
 // controller, every replicator's metadata index, and the cluster's feed
 // (object stores, stage observers, test callbacks).
-func (c *testCluster) sources() []changeSource {
-	out := []changeSource{c.ctrl, &c.feed}
+func (c *testCluster) sources() []changefeed.Source {
+	out := []changefeed.Source{c.ctrl, &c.feed}
 	for _, b := range c.brokers {
 		out = append(out, b)
 	}
@@ -138,47 +116,22 @@ func (c *testCluster) sources() []changeSource {
 	return out
 }
 
-// changeFeed is a broadcast of "something changed": Changed returns a
-// channel that the next signal closes.
-type changeFeed struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func (f *changeFeed) Changed() <-chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.ch == nil {
-		f.ch = make(chan struct{})
-	}
-	return f.ch
-}
-
-func (f *changeFeed) signal() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.ch != nil {
-		close(f.ch)
-		f.ch = nil
-	}
-}
-
 // notifyStore signals f after every write or delete that reached the
 // store (a test waiting for objects to appear or go wakes on it).
 type notifyStore struct {
 	objstore.Store
-	f *changeFeed
+	f *changefeed.Feed
 }
 
 var _ objstore.Store = notifyStore{}
 
 func (s notifyStore) Put(ctx context.Context, key string, body []byte, opts objstore.PutOptions) error {
-	defer s.f.signal()
+	defer s.f.Signal()
 	return s.Store.Put(ctx, key, body, opts)
 }
 
 func (s notifyStore) Delete(ctx context.Context, key string) error {
-	defer s.f.signal()
+	defer s.f.Signal()
 	return s.Store.Delete(ctx, key)
 }
 
@@ -186,12 +139,12 @@ func (s notifyStore) Delete(ctx context.Context, key string) error {
 // a histogram count wakes on it).
 type notifyObserver struct {
 	next stagehist.Observer
-	f    *changeFeed
+	f    *changefeed.Feed
 }
 
 func (o notifyObserver) Observe(s stagehist.Stage, d time.Duration) {
 	o.next.Observe(s, d)
-	o.f.signal()
+	o.f.Signal()
 }
 
 func consumeBytes(l *ledger.Ledger, component string) int64 {
