@@ -309,10 +309,8 @@ func (b *Broker) wake(tp TopicPartition) {
 // Changed returns a channel closed at the next change of what this
 // broker serves: a partition log's end, high watermark, start offset or
 // segments (appends, truncation, retention, DeleteRecords, compaction), a
-// topic state applied, a follower's fetch recorded on the leader (its log
-// end and the time it was last caught up), or a group coordinator change
-// (a group stepped, an offset commit applied, a coordinator partition
-// loaded or unloaded).
+// topic state applied, or a group coordinator change (a group stepped, an
+// offset commit applied, a coordinator partition loaded or unloaded).
 // Take the channel, check the state, then wait: a change in between is
 // not missed. Tests wait on it instead of polling.
 func (b *Broker) Changed() <-chan struct{} { return b.changes.Changed() }

@@ -126,6 +126,7 @@ func TestClusterAcksAllAndFetchFromFollower(t *testing.T) {
 // fetches again.
 func TestClusterISRShrinkAndExpand(t *testing.T) {
 	c := startCluster(t, []string{"az1", "az2", "az3"}, func(cfg *Config) {
+		onRealClock(cfg) // see doc.go: a parked follower fetch on the manual clock
 		cfg.ReplicaLagTimeMax = 300 * time.Millisecond
 		cfg.ReplicaFetchWaitMax = 50 * time.Millisecond
 		cfg.MinInsyncReplicas = 3
@@ -153,16 +154,6 @@ func TestClusterISRShrinkAndExpand(t *testing.T) {
 	if err := one.ProduceSync(context.Background(), &kgo.Record{Value: value(1)}).FirstErr(); err != nil {
 		t.Fatal(err) // acks=1: the log end moves past the stopped follower
 	}
-	// Past replica.lag.time.max.ms and one ISR check after it, while the
-	// other follower keeps fetching.
-	var active int32
-	for _, b := range c.brokers {
-		if b != lagging && b.cfg.BrokerID != leaderID {
-			active = b.cfg.BrokerID
-		}
-	}
-	leader := c.broker(leaderID)
-	c.advanceFetching(t, leader, tp, 50*time.Millisecond, 300*time.Millisecond+leader.isrCheckInterval()+50*time.Millisecond, active)
 	waitISR(t, c.ctrl, tp, 2, "ISR shrink", 10*time.Second)
 	err := prod.ProduceSync(context.Background(), &kgo.Record{Value: value(2)}).FirstErr()
 	if !errors.Is(err, kerr.NotEnoughReplicas) {

@@ -160,35 +160,3 @@ func consumeBytes(l *ledger.Ledger, component string) int64 {
 }
 
 func value(i int) []byte { return []byte(fmt.Sprintf("record-%05d", i)) }
-
-// advanceFetching moves the cluster's clock by total, in steps of step
-// (at least the replica fetch long poll, so that each step ends the
-// pollers' parked fetches), and after each step waits until leader has
-// recorded a fetch of tp from every broker in fetching at the new time.
-// Those followers stay caught up while time passes and only the others
-// fall behind: after one jump of total, a follower still fetching its way
-// to the leader's log end would look as lagging as a stopped one.
-func (c *testCluster) advanceFetching(t testing.TB, leader *Broker, tp TopicPartition, step, total time.Duration, fetching ...int32) {
-	t.Helper()
-	p := leader.partition(tp)
-	if p == nil {
-		t.Fatalf("broker %d has no replica of %s", leader.cfg.BrokerID, tp)
-	}
-	for passed := time.Duration(0); passed < total; passed += step {
-		c.clk.Advance(step)
-		now := c.clk.Now()
-		waitFor(t, fmt.Sprintf("followers %v to fetch %s at %v", fetching, tp, now.Sub(time.Time{})), 10*time.Second, func() bool {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			for _, id := range fetching {
-				if p.mu.leader == nil {
-					return false
-				}
-				if pr, ok := p.mu.leader.Follower(id); !ok || pr.LastFetchTime.Before(now) {
-					return false
-				}
-			}
-			return true
-		}, leader)
-	}
-}
