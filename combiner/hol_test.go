@@ -10,6 +10,7 @@ import (
 
 	"github.com/kwal/kwal/combiner/objformat"
 	"github.com/kwal/kwal/metadata"
+	"github.com/kwal/kwal/objstore"
 )
 
 // outcome is one slice's Done, stamped on the rig's clock.
@@ -362,5 +363,42 @@ func TestFailureReportsPerPartitionUnderReordering(t *testing.T) {
 	checkOrder(t, r.pub.published(), w)
 	if m := r.c.Metrics(); m.ObjectsPartial == 0 || m.ObjectsFailed == 0 {
 		t.Errorf("metrics %+v: the faults did not exercise partial objects", m)
+	}
+}
+
+// TestObjectOfOnlyGivenUpSlicesIsAnOrphan: an object uploaded whose every
+// slice was given up is not published and leaves the in-flight set, so
+// the orphan collector deletes it after its grace, and only it.
+func TestObjectOfOnlyGivenUpSlicesIsAnOrphan(t *testing.T) {
+	faults := func(n int) fault {
+		if n == 0 {
+			return fault{before: httpErr{403}}
+		}
+		return fault{}
+	}
+	r := newRig(t, Config{UploadBytes: 1}, faults, nil)
+	p, q := metadata.TopicPartition{Topic: "p"}, metadata.TopicPartition{Topic: "q"}
+	if o := <-r.submitWait(t, oneSlice(p, 0, 0)); o.err == nil {
+		t.Fatal("first object published despite its failed PUT")
+	}
+	if o := <-r.submitWait(t, oneSlice(p, 1, 1)); !errors.Is(o.err, ErrEarlierSliceFailed) {
+		t.Fatalf("later slice: %v, want ErrEarlierSliceFailed", o.err)
+	}
+	kept := <-r.submitWait(t, oneSlice(q, 0, 0))
+	if kept.err != nil {
+		t.Fatal(kept.err)
+	}
+	r.close(t)
+	listing, err := r.store.List(context.Background(), objstore.ListOptions{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(listing.Objects) != 2 {
+		t.Fatalf("stored %d objects, want 2 (the given-up one and q's)", len(listing.Objects))
+	}
+	referenced := func(k string) bool { return k == kept.obj.Key }
+	got := ChooseOrphans(listing.Objects, "", r.clk.Now().Add(DefaultOrphanGrace), DefaultOrphanGrace, referenced, r.c.InFlight)
+	if len(got) != 1 || got[0] == kept.obj.Key {
+		t.Fatalf("orphans %v; want the one object of given-up slices, not %s", got, kept.obj.Key)
 	}
 }
