@@ -86,7 +86,7 @@ func TestReorderedAndRepeatedFailureReports(t *testing.T) {
 	// The same range given up again, reported in order this time.
 	sink.complete([]int{0, 1}, boom(0))
 	waitFor(t, "the second re-cut from 4", func() bool { return sink.count() == 2 })
-	sink.complete([]int{1, 0}, boom(1 << 40))
+	sink.complete([]int{1, 0}, boom(1<<40))
 	waitFor(t, "published to the log end", func() bool { p, _ := m.PublishedOffset(tp0); return p == 8 })
 	if m.Metrics().Resubmits != 2 {
 		t.Errorf("resubmits %d, want 2", m.Metrics().Resubmits)
