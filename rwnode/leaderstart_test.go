@@ -95,22 +95,18 @@ func runLeaderChangeGap(t *testing.T, mode string) {
 	case "held":
 		b1store.holding.Store(true)
 	}
-	// Followers get 5–9 from B1 (the leader fallback).
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	// B2 gets 5–9 from B1 (the leader fallback, when B1's upload is not
+	// there); B3 stays at 5, to read them once B2 leads.
+	c.rep(3).StopFollower(tp)
+	one := newClient(t, c, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0))
 	for i := 5; i < 10; i++ {
-		all.Produce(ctx, &kgo.Record{Topic: topic, Value: value(i)}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				t.Errorf("produce %d: %v", i, err)
-			}
-		})
+		produceOne(t, one, topic, string(value(i)))
 	}
-	if err := all.Flush(ctx); err != nil {
-		t.Fatal(err)
+	waitFor(t, "B1 and B2 at 10", 20*time.Second, func() bool { return logEnd(b1, tp) == 10 && logEnd(b2, tp) == 10 })
+	if logEnd(b3, tp) != 5 {
+		t.Fatalf("B3 at %d, want 5", logEnd(b3, tp))
 	}
-	waitFor(t, "every replica at 10", 20*time.Second, func() bool {
-		return logEnd(b1, tp) == 10 && logEnd(b2, tp) == 10 && logEnd(b3, tp) == 10
-	})
 	switch mode {
 	case "held":
 		waitFor(t, "B1's PUT of 5–9 stored and held", 20*time.Second, func() bool { return b1store.held.Load() > 0 })
@@ -121,6 +117,9 @@ func runLeaderChangeGap(t *testing.T, mode string) {
 
 	ps, err := c.ctrl.ElectLeader(tp, 2)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ctrl.AlterISR(tp, ps.LeaderEpoch, ps.PartitionEpoch, []int32{1, 2, 3}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "B2 to lead", 10*time.Second, func() bool { return leaderOf(b2, tp) })
@@ -154,6 +153,10 @@ func runLeaderChangeGap(t *testing.T, mode string) {
 	waitFor(t, "every replica at 13", 20*time.Second, func() bool {
 		return logEnd(b1, tp) == 13 && logEnd(b2, tp) == 13 && logEnd(b3, tp) == 13
 	})
+	// B3 read 5–12 from the store: the range B1 left out included.
+	if n := fallbackBytes(c, 3, topic); n != 0 {
+		t.Errorf("B3 fetched %d bytes of %s from the leader; want all from the store", n, topic)
+	}
 	waitFor(t, "B3 to index up to 12", 20*time.Second, func() bool { return maxIndexed(c.rep(3), tp) == 12 })
 
 	// What B2 uploaded in its epoch starts where the published entries
@@ -245,4 +248,16 @@ func checkMetadataOrder(t *testing.T, cfg metadata.TopicConfig) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// fallbackBytes is what broker id's follower fetched of topic from a
+// leader.
+func fallbackBytes(c *testCluster, id int32, topic string) int64 {
+	var n int64
+	for _, r := range c.ledgers[id-1].Snapshot().Transfers {
+		if r.Topic == topic && r.Component == "follower" {
+			n += r.Bytes
+		}
+	}
+	return n
 }
