@@ -39,8 +39,8 @@ const (
 //
 // An entry agrees with the leader's log when it is of the leader's epoch
 // (an earlier life of this leadership), or the leader's log holds its
-// epoch past the entry's live end (the follower's fencing rule,
-// replica.JudgeSlice). Dead entries, and the dead part of one straddling
+// epoch past the entry's last offset (the follower's fencing rule,
+// replica.JudgeSlice: a follower of this leader can append it). Dead entries, and the dead part of one straddling
 // its dead range, do not count. When the store holds nothing of the
 // partition, the task starts at the highest vouched offset (below it
 // every in-sync replica has the log, and retention may have deleted the
@@ -70,8 +70,11 @@ func UploadStart(published []metadata.IndexedSlice, ls LeaderStart) (int64, stri
 			}
 		}
 		if e.LeaderEpoch != ls.Epoch {
+			// Judged on the whole entry, as a follower judges it: one
+			// straddling the end of its epoch in the leader's log is
+			// fenced whole, so its range must be uploaded again.
 			ep, epEnd := ls.EndOfEpoch(e.LeaderEpoch)
-			if ep != e.LeaderEpoch || last >= epEnd {
+			if ep != e.LeaderEpoch || e.LastOffset >= epEnd {
 				continue // diverges from the leader's log: followers fence it
 			}
 		}

@@ -54,6 +54,7 @@ func TestUploadStart(t *testing.T) {
 		{"an older epoch's entry past where the log ends it diverges", []metadata.IndexedSlice{entry(1, 0, 9), entry(2, 10, 35)}, ls(nil), 10, StartAtGap},
 		{"an epoch the log does not hold diverges", []metadata.IndexedSlice{entry(1, 0, 9), entry(2, 10, 19)}, ls(nil), 10, StartAtGap},
 		{"dead entries do not count", []metadata.IndexedSlice{entry(1, 0, 9), entry(1, 30, 39)}, ls(func(l *LeaderStart) { l.DeadFrom = dead2 }), 10, StartAtGap},
+		{"an entry straddling its epoch's end in the log is fenced whole", []metadata.IndexedSlice{entry(1, 0, 9), entry(1, 10, 35)}, ls(func(l *LeaderStart) { l.DeadFrom = dead2 }), 10, StartAtGap},
 		{"the live part of a straddling entry counts", []metadata.IndexedSlice{entry(1, 0, 9), entry(1, 10, 35)}, ls(func(l *LeaderStart) {
 			l.DeadFrom = dead2
 			l.EndOfEpoch = func(int32) (int32, int64) { return 1, 40 }
