@@ -242,8 +242,10 @@ type Combiner struct {
 		// heldBy is the held amount per partition, bounded by
 		// PartitionQueueSlices and PartitionQueueBytes so that one
 		// partition's backlog cannot take the whole bound from the others.
-		// Partitions holding nothing have no entry.
-		heldBy   map[metadata.TopicPartition]held
+		// Entries stay when they drop to zero (one per partition this
+		// combiner has seen), so counting costs one map lookup per Submit
+		// and per release and no allocation.
+		heldBy   map[metadata.TopicPartition]*held
 		space    chan struct{} // closed and replaced when room frees up
 		waiting  bool          // a Submit may be waiting on space
 		spare    []*batch      // released jobs' batches, emptied, for the cutter
@@ -281,7 +283,7 @@ func New(cfg Config) (*Combiner, error) {
 	c.abort, c.cancel = context.WithCancel(context.Background())
 	c.mu.space = make(chan struct{})
 	c.mu.inFlight = make(map[string]struct{})
-	c.mu.heldBy = make(map[metadata.TopicPartition]held)
+	c.mu.heldBy = make(map[metadata.TopicPartition]*held)
 	c.mu.open = emptyObject
 	var workers sync.WaitGroup
 	for range cfg.ThreadPoolSize {
@@ -309,13 +311,15 @@ func (c *Combiner) Submit(ctx context.Context, s Slice) error {
 	size := int64(len(s.Data))
 	view := Queued{Size: size + int64(objformat.EntrySize(s.Topic)), AppendedAt: s.AppendedAt}
 	blocked := false
+	var ph *held // s's partition's count, nil when it has none yet
 	for {
 		c.mu.Lock()
 		if c.mu.closed {
 			c.mu.Unlock()
 			return ErrClosed
 		}
-		if c.admits(s.TopicPartition, size) {
+		var ok bool
+		if ph, ok = c.admits(s.TopicPartition, size); ok {
 			break
 		}
 		space := c.mu.space
@@ -359,8 +363,12 @@ func (c *Combiner) Submit(ctx context.Context, s Slice) error {
 	c.mu.queuedBytes += size
 	c.mu.heldSlices++
 	c.mu.heldBytes += size
-	h := c.mu.heldBy[s.TopicPartition]
-	c.mu.heldBy[s.TopicPartition] = held{h.slices + 1, h.bytes + size}
+	if ph == nil {
+		ph = new(held)
+		c.mu.heldBy[s.TopicPartition] = ph
+	}
+	ph.slices++
+	ph.bytes += size
 	// Wake the cutter only when its decision may change: the queue was
 	// empty (it arms the interval timer), an object just closed (Pack
 	// would cut it), or this slice is older than the one the timer is
@@ -379,13 +387,14 @@ func (c *Combiner) Submit(ctx context.Context, s Slice) error {
 // admits reports whether a slice of tp with size bytes fits the bounds,
 // the total one and its partition's. An empty combiner (or partition)
 // takes any slice, so one bigger than a byte bound cannot wait forever.
-// Called with c.mu held.
-func (c *Combiner) admits(tp metadata.TopicPartition, size int64) bool {
+// It also returns tp's count (nil if it has none yet). Called with c.mu
+// held.
+func (c *Combiner) admits(tp metadata.TopicPartition, size int64) (*held, bool) {
+	h := c.mu.heldBy[tp]
 	if c.mu.heldSlices > 0 && (c.mu.heldSlices >= c.cfg.QueueSlices || c.mu.heldBytes+size > c.cfg.QueueBytes) {
-		return false
+		return h, false
 	}
-	h, ok := c.mu.heldBy[tp]
-	return !ok || (h.slices < c.cfg.PartitionQueueSlices && h.bytes+size <= c.cfg.PartitionQueueBytes)
+	return h, h == nil || h.slices == 0 || (h.slices < c.cfg.PartitionQueueSlices && h.bytes+size <= c.cfg.PartitionQueueBytes)
 }
 
 func (c *Combiner) poke() {
@@ -563,15 +572,9 @@ func (c *Combiner) release(b *batch, obj UploadedObject, err error, errs []error
 	c.mu.heldSlices -= len(b.in)
 	c.mu.heldBytes -= n
 	for i := range b.in {
-		tp := b.in[i].TopicPartition
-		h := c.mu.heldBy[tp]
+		h := c.mu.heldBy[b.in[i].TopicPartition]
 		h.slices--
 		h.bytes -= int64(len(b.in[i].Data))
-		if h.slices <= 0 {
-			delete(c.mu.heldBy, tp)
-		} else {
-			c.mu.heldBy[tp] = h
-		}
 	}
 	if c.mu.waiting {
 		close(c.mu.space)
