@@ -85,6 +85,7 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, clock: cfg.Clock, ctrl: cfg.Controller, ledger: cfg.Ledger, stop: make(chan struct{})}
+	b.dir.failed = make(chan struct{}, 1)
 	// A batch is bounded here only by the request frame; each topic's
 	// max.message.bytes is the log's MaxBatchBytes (MESSAGE_TOO_LARGE).
 	b.validator = kafkalog.NewBatchValidator(int(cfg.SocketRequestMaxBytes), cfg.MaxUncompressedBatchBytes)
@@ -509,12 +510,13 @@ func (b *Broker) shrinkISRs() {
 	}
 }
 
-// brokerFenced reports whether the controller's current registration of
-// broker id is fenced (a broker that never registered is not).
-func (b *Broker) brokerFenced(id int32) bool {
+// brokerIneligible reports whether the controller's current registration
+// of broker id is fenced or has its log dir offline (a broker that never
+// registered is neither).
+func (b *Broker) brokerIneligible(id int32) bool {
 	for _, r := range b.ctrl.Registrations() {
 		if r.ID == id {
-			return r.Fenced
+			return !r.eligible()
 		}
 	}
 	return false
