@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/internal/faultfs"
 	"github.com/kwal/kwal/objstore/ledger"
 )
 
@@ -71,14 +72,14 @@ func testLogDirHandOff(t *testing.T, lost int) {
 	mem := NewMemController(nil, 1000)
 	mem.EnableLiveness(LivenessConfig{SessionTimeout: session, Clock: clk, Logger: testLogger(t, slog.LevelWarn)})
 	ctrl := &lossyReports{MemController: mem, lose: lost, attempts: make(chan int32, 16)}
-	disks := map[int32]*roFS{}
+	disks := map[int32]*faultfs.ReadOnlyFS{}
 	cfgs := map[int32]Config{}
 	brokers := map[int32]*Broker{}
 	start := func(id int32) {
 		cfg, ok := cfgs[id]
 		if !ok {
 			dir := t.TempDir()
-			disks[id] = &roFS{prefix: dir}
+			disks[id] = faultfs.NewReadOnlyFS(dir)
 			cfg = Config{
 				BrokerID: id, Rack: "az1", Listener: "127.0.0.1:0", LogDir: dir, LogFS: disks[id],
 				Controller: ctrl, Ledger: ledger.New(), Logger: testLogger(t, slog.LevelWarn), Clock: clk,
@@ -116,7 +117,7 @@ func testLogDirHandOff(t *testing.T, lost int) {
 	if code := produceOne(t, ctx, cl, brokers[old], "disk", 1); code != 0 {
 		t.Fatalf("produce before the fault: %v", kerr.ErrorForCode(code))
 	}
-	disks[old].broken.Store(true)
+	disks[old].SetBroken(true)
 	if code := produceOne(t, ctx, cl, brokers[old], "disk", 1); code != kerr.KafkaStorageError.Code {
 		t.Fatalf("produce onto the read-only dir: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(code))
 	}
@@ -187,7 +188,7 @@ func testLogDirHandOff(t *testing.T, lost int) {
 	}
 	// Restarted onto a healthy dir: a new life, eligible again.
 	brokers[old].Close()
-	disks[old].broken.Store(false)
+	disks[old].SetBroken(false)
 	start(old)
 	if reg := registrationOf(mem, old); reg.Fenced || reg.LogDirOffline {
 		t.Fatalf("registration after the restart: %+v, want live and online", reg)
