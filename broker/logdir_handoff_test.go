@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kwal/kwal/clock"
-	"github.com/kwal/kwal/internal/faultfs"
+	"github.com/kwal/kwal/kafkalog/faultfs"
 	"github.com/kwal/kwal/objstore/ledger"
 )
 

@@ -17,8 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kwal/kwal/internal/faultfs"
 	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/kafkalog/faultfs"
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"
 	"github.com/kwal/kwal/objstore/ledger"
 )

@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kwal/kwal/broker"
-	"github.com/kwal/kwal/internal/faultfs"
 	"github.com/kwal/kwal/internal/kclient"
+	"github.com/kwal/kwal/kafkalog/faultfs"
 )
 
 // TestLeaderLogDirFails: RF 3, idempotent acks=all producers, in both
