@@ -469,12 +469,21 @@ func (b *Broker) every(period time.Duration, fn, armed func()) {
 // run), for a loop whose first run a test must be able to trigger as soon
 // as New returns.
 func (b *Broker) everyOn(t clock.Timer, period time.Duration, fn, armed func()) {
+	b.everyOrWhen(t, period, fn, armed, nil, nil)
+}
+
+// everyOrWhen is everyOn that also runs now whenever kick fires, between
+// the periodic runs (a nil kick never fires).
+func (b *Broker) everyOrWhen(t clock.Timer, period time.Duration, fn, armed func(), kick <-chan struct{}, now func()) {
 	defer b.wg.Done()
 	defer t.Stop()
 	for {
 		select {
 		case <-b.stop:
 			return
+		case <-kick:
+			now()
+			continue
 		case <-t.C():
 		}
 		fn()

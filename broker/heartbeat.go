@@ -235,23 +235,7 @@ func (b *Broker) unparkRemoteLeaders() {
 // t (made in New) fires; a log dir going offline is reported at once
 // (logdir.go), between heartbeats.
 func (b *Broker) heartbeatLoop(t clock.Timer) {
-	defer b.wg.Done()
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-b.dir.failed:
-			b.reportLogDir()
-			continue
-		case <-t.C():
-		}
-		b.heartbeat()
-		t.Reset(b.cfg.BrokerHeartbeatInterval)
-		if b.cfg.afterHeartbeat != nil {
-			b.cfg.afterHeartbeat()
-		}
-	}
+	b.everyOrWhen(t, b.cfg.BrokerHeartbeatInterval, b.heartbeat, b.cfg.afterHeartbeat, b.dir.failed, b.reportLogDir)
 }
 
 // rebalanceLoop nominates this broker, every
