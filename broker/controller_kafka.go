@@ -599,9 +599,15 @@ func (c *KafkaController) fence(id int32, epoch int64) (applyResult, error) {
 
 // ReportLogDirOffline proposes a log-dir-offline record. Its key ends in
 // the proposal, like a fence's: it changes ISRs and leaders, so it must
-// replay exactly, and a heartbeat (compacted by key) cannot carry it.
+// replay exactly, and a heartbeat (compacted by key) cannot carry it. It
+// is bounded like a heartbeat (the broker's heartbeat loop sends it), by
+// the session timeout when sessions are watched.
 func (c *KafkaController) ReportLogDirOffline(id int32, brokerEpoch int64) error {
-	res, err := c.propose(func(p string) string { return "log-dir/" + strconv.Itoa(int(id)) + "/" + p },
+	timeout := c.cfg.RequestTimeout
+	if c.cfg.SessionTimeout > 0 {
+		timeout = c.cfg.SessionTimeout
+	}
+	res, err := c.proposeWithin(timeout, func(p string) string { return "log-dir/" + strconv.Itoa(int(id)) + "/" + p },
 		stateRecord{Kind: kindLogDirOffline, BrokerID: id, BrokerEpoch: brokerEpoch, Unclean: c.cfg.UncleanLeaderElection})
 	if err != nil {
 		return err
