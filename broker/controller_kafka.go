@@ -599,10 +599,24 @@ func (c *KafkaController) fence(id int32, epoch int64) (applyResult, error) {
 
 // ReportLogDirOffline proposes a log-dir-offline record. Its key ends in
 // the proposal, like a fence's: it changes ISRs and leaders, so it must
-// replay exactly, and a heartbeat (compacted by key) cannot carry it. It
-// is bounded like a heartbeat (the broker's heartbeat loop sends it), by
+// replay exactly, and a heartbeat (compacted by key) cannot carry it.
+// Judged first against this controller's view, so that a repeat or a
+// report of a fenced registration writes nothing. It is bounded like a
+// heartbeat (the broker's heartbeat loop sends it), by
 // the session timeout when sessions are watched.
 func (c *KafkaController) ReportLogDirOffline(id int32, brokerEpoch int64) error {
+	c.mu.Lock()
+	err := checkHeartbeat(c.mu.st.regs, id, brokerEpoch)
+	done := err == nil && c.mu.st.regs[id].LogDirOffline
+	c.mu.Unlock()
+	switch {
+	case err != nil:
+		// Fenced or superseded in this view already: the log cannot undo
+		// that, and a record would only be refused.
+		return err
+	case done:
+		return nil // applied already: no second record
+	}
 	timeout := c.cfg.RequestTimeout
 	if c.cfg.SessionTimeout > 0 {
 		timeout = c.cfg.SessionTimeout

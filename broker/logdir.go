@@ -126,7 +126,11 @@ func (b *Broker) reportLogDir() {
 		b.logger.Warn("reported the log dir offline to the controller: this broker leads nothing and is in no ISR until it restarts",
 			"log_dir", b.cfg.LogDir, "broker_epoch", epoch)
 	case errors.Is(err, ErrBrokerFenced):
-		// Fenced: it leads nothing already; the heartbeat sees it too.
+		// Fenced: it leads nothing already, and this registration will
+		// not come back; the heartbeat sees it too. Not sent again.
+		b.dir.mu.Lock()
+		b.dir.mu.reported = epoch
+		b.dir.mu.Unlock()
 	default:
 		b.logger.Warn("reporting the log dir offline to the controller failed; retrying before the next heartbeat",
 			"log_dir", b.cfg.LogDir, "broker_epoch", epoch, "err", err)

@@ -13,7 +13,7 @@ import (
 // TestKafkaControllerLogDirOffline: a log-dir report proposed through one
 // KafkaController is applied alike by another (the leader moves, the
 // broker leaves the ISRs, its registration stays live and marked
-// offline); a repeat changes nothing; heartbeats of the registration
+// offline); a repeat changes nothing and writes nothing; heartbeats of the registration
 // still count; a report from an earlier life is refused; and a
 // controller started after compaction of the state topic rebuilds the
 // same state (the report's key is never compacted away).
@@ -67,6 +67,12 @@ func TestKafkaControllerLogDirOffline(t *testing.T) {
 		t.Fatalf("controllers differ:\n%+v\n%+v", a.Topics(), b.Topics())
 	}
 	want, wantRegs := a.Topics(), a.Registrations()
+	applied := func() int64 {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.mu.applied
+	}
+	before := applied()
 	if err := a.ReportLogDirOffline(offline, epochs[offline]); err != nil {
 		t.Fatalf("repeated report: %v", err)
 	}
@@ -78,6 +84,12 @@ func TestKafkaControllerLogDirOffline(t *testing.T) {
 	}
 	if err := a.ReportLogDirOffline(offline, epochs[offline]-1); !errors.Is(err, ErrBrokerFenced) {
 		t.Fatalf("report of another epoch: %v, want ErrBrokerFenced", err)
+	}
+	// Neither the repeat nor the stale report wrote a record (a proposal
+	// returns once its record is applied here): a broker retrying cannot
+	// fill the state topic.
+	if after := applied(); after != before+1 { // the heartbeat's record only
+		t.Fatalf("applied offset %d -> %d: the repeat or the stale report wrote records", before, after)
 	}
 	a.Close()
 	b.Close()
