@@ -52,8 +52,8 @@ func registrationOf(c Controller, id int32) BrokerRegistration {
 // timeout), its first failed append reports the dir offline and the
 // partition has a new leader from the rest of the ISR, without the old
 // one in the ISR; the old leader stays registered and heartbeating but is
-// elected nowhere, even as the first replica, until it restarts onto a
-// healthy dir. With the first report lost, the next heartbeat carries it:
+// elected nowhere, even as the first replica; fenced, it does not
+// register again until it restarts onto a healthy dir. With the first report lost, the next heartbeat carries it:
 // the hand-off takes at most one broker.heartbeat.interval.ms.
 func TestLogDirOfflineHandsOffLeadership(t *testing.T) {
 	for _, lost := range []int{0, 1} {
@@ -185,6 +185,18 @@ func testLogDirHandOff(t *testing.T, lost int) {
 	}
 	if cur = current(); cur.Leader == old || slices.Contains(cur.ISR, old) {
 		t.Fatalf("the offline broker is back: %+v", cur)
+	}
+	// Fenced meanwhile (as when its session is lost), it does not
+	// register again while its dir is offline: a Kafka broker whose only
+	// log dir failed has shut down.
+	epoch := brokers[old].BrokerEpoch()
+	if err := mem.ShutdownBroker(old, epoch); err != nil {
+		t.Fatal(err)
+	}
+	brokers[old].heartbeat()
+	brokers[old].heartbeat()
+	if reg := registrationOf(mem, old); !reg.Fenced || reg.Epoch != epoch {
+		t.Fatalf("registration after a fence with the dir offline: %+v, want epoch %d still fenced (no new life)", reg, epoch)
 	}
 	// Restarted onto a healthy dir: a new life, eligible again.
 	brokers[old].Close()
