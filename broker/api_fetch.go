@@ -215,7 +215,14 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 			keys = append(keys, part.tp)
 		}
 	}
-	b.fetchWait.TryCompleteElseWatch(op, keys)
+	if op.Timeout == 0 {
+		// Nothing to wait for (a log end report, a fallback fetch, a
+		// consumer's max.wait.ms=0): answer now, as Kafka does, not at
+		// the purgatory timer's next tick.
+		op.OnComplete()
+	} else {
+		b.fetchWait.TryCompleteElseWatch(op, keys)
+	}
 	<-op.ch
 	b.recordFetch(op)
 	cs.splices = op.splices
@@ -364,8 +371,8 @@ func (b *Broker) readPart(o *fetchOp, part *fetchPart, budget int, first bool) (
 			rp.UnknownTags.Set(TagLeaderLogEnd, binary.AppendUvarint(nil, uint64(leo)))
 			if !o.fallback {
 				// New bytes past the follower's log end: answer now, so
-				// it learns our log end and polls quickly until it has
-				// them (a caught-up follower long-polls).
+				// it learns our log end (its own appends reach us in log
+				// end reports, see fetcher.go).
 				return rp, nil, 0, urgent || leo > part.offset && p.leoChangedFor(o.replica, leo)
 			}
 		}
