@@ -123,6 +123,9 @@ type replicaFetcher struct {
 		parts      map[TopicPartition]*followState // machines are driven under mu
 		conn       *wireClient
 		reportConn *wireClient
+		// appended: remotewal partitions whose Replicator appended since
+		// reportLoop last looked (only they may have a log end to report).
+		appended map[TopicPartition]struct{}
 	}
 }
 
@@ -130,6 +133,7 @@ func newReplicaFetcher(b *Broker, leader int32) *replicaFetcher {
 	f := &replicaFetcher{b: b, leader: leader, wakeCh: make(chan struct{}, 1), reportCh: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{}), reported: make(chan struct{})}
 	f.mu.parts = map[TopicPartition]*followState{}
+	f.mu.appended = map[TopicPartition]struct{}{}
 	return f
 }
 
@@ -161,8 +165,12 @@ func (f *replicaFetcher) poke() {
 	}
 }
 
-// wakeReport has reportLoop look for log ends to report. It never blocks.
-func (f *replicaFetcher) wakeReport() {
+// wakeReport has reportLoop look for a log end of tp to report. It never
+// blocks.
+func (f *replicaFetcher) wakeReport(tp TopicPartition) {
+	f.mu.Lock()
+	f.mu.appended[tp] = struct{}{}
+	f.mu.Unlock()
 	select {
 	case f.reportCh <- struct{}{}:
 	default:
@@ -423,7 +431,7 @@ func (f *replicaFetcher) startRemote(st *followState) {
 	tp := st.tp
 	notify := func() {
 		f.poke()
-		f.wakeReport()
+		f.wakeReport(tp)
 		f.b.fetchWait.CheckAndComplete(tp)
 	}
 	if err := f.b.cfg.Replicator.StartFollower(newReplicaHandle(f.b, st.p, f.leader, st.fsm.LeaderEpoch(), notify)); err != nil {
@@ -476,20 +484,22 @@ type reportReq struct {
 	replica.SendLogEndReport
 }
 
-// reports asks every started remotewal machine whether it has a log end
-// to report.
+// reports asks the machines of the partitions appended to since the last
+// call whether they have a log end to report.
 func (f *replicaFetcher) reports() map[TopicPartition]reportReq {
 	out := map[TopicPartition]reportReq{}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for tp, st := range f.mu.parts {
-		if !st.started {
+	for tp := range f.mu.appended {
+		st := f.mu.parts[tp]
+		if st == nil || !st.started {
 			continue
 		}
 		if r, ok := st.fsm.Report(st.h.followerView(false)); ok {
 			out[tp] = reportReq{st: st, SendLogEndReport: r}
 		}
 	}
+	clear(f.mu.appended)
 	return out
 }
 
