@@ -37,7 +37,8 @@
 //
 // Concurrency: Run is sequential, one step at a time; inside a step the
 // producer's callbacks and one consumer goroutine share only atomics and a
-// result channel. A delayConn has one delivering goroutine, stopped by
+// result channel; an end-to-end step's offsetTracer has one watcher per
+// broker watched, stopped by its Close. A delayConn has one delivering goroutine, stopped by
 // Close; the progress display has one redrawing goroutine, stopped at the
 // end of Run.
 package latbench
