@@ -523,30 +523,11 @@ func (f *replicaFetcher) sendReports(reports map[TopicPartition]reportReq) error
 		f.mu.reportConn, conn = c, c
 		f.mu.Unlock()
 	}
-	req := kmsg.NewPtrFetchRequest()
-	req.Version = replicaFetchVersion
-	req.ReplicaID = f.b.cfg.BrokerID
-	req.MaxWaitMillis, req.MinBytes = 0, 0
-	req.MaxBytes = DefaultReplicaFetchResponseMax
-	req.SessionEpoch = -1
-	byTopic := map[string]int{}
+	fr := f.newFetchRequest(0)
 	for tp, r := range reports {
-		i, ok := byTopic[tp.Topic]
-		if !ok {
-			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic = tp.Topic
-			req.Topics = append(req.Topics, rt)
-			i = len(req.Topics) - 1
-			byTopic[tp.Topic] = i
-		}
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.CurrentLeaderEpoch = tp.Partition, r.st.fsm.LeaderEpoch()
-		rp.FetchOffset, rp.LogStartOffset = r.Offset, r.LogStart
-		rp.LastFetchedEpoch = -1
-		rp.PartitionMaxBytes = f.b.cfg.ReplicaFetchMaxBytes
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		fr.add(tp, r.st.fsm.LeaderEpoch(), r.Offset, r.LogStart)
 	}
-	r, err := conn.roundTrip(req, f.b.clock.Now().Add(30*time.Second))
+	r, err := conn.roundTrip(fr.req, f.b.clock.Now().Add(30*time.Second))
 	if err != nil {
 		return err
 	}
@@ -664,35 +645,55 @@ func handBack[R any](f *replicaFetcher, reqs map[TopicPartition]R, answered map[
 	}
 }
 
-func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetchReq) error {
+// fetchRequest builds one replica Fetch v12 (no fetch session).
+type fetchRequest struct {
+	req      *kmsg.FetchRequest
+	byTopic  map[string]int
+	maxBytes int32
+}
+
+// newFetchRequest starts a replica fetch that waits up to maxWait for a
+// byte (0: answered at once, min bytes 0).
+func (f *replicaFetcher) newFetchRequest(maxWait time.Duration) fetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = replicaFetchVersion
 	req.ReplicaID = f.b.cfg.BrokerID
+	req.MaxWaitMillis = int32(maxWait.Milliseconds())
+	if maxWait > 0 {
+		req.MinBytes = 1
+	}
+	req.MaxBytes = DefaultReplicaFetchResponseMax
+	req.SessionEpoch = -1 // no fetch session
+	return fetchRequest{req: req, byTopic: map[string]int{}, maxBytes: f.b.cfg.ReplicaFetchMaxBytes}
+}
+
+// add asks for tp at offset, as of leader epoch epoch.
+func (b fetchRequest) add(tp TopicPartition, epoch int32, offset, logStart int64) {
+	i, ok := b.byTopic[tp.Topic]
+	if !ok {
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = tp.Topic
+		b.req.Topics = append(b.req.Topics, rt)
+		i = len(b.req.Topics) - 1
+		b.byTopic[tp.Topic] = i
+	}
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch = tp.Partition, epoch
+	rp.FetchOffset, rp.LogStartOffset = offset, logStart
+	rp.LastFetchedEpoch = -1
+	rp.PartitionMaxBytes = b.maxBytes
+	b.req.Topics[i].Partitions = append(b.req.Topics[i].Partitions, rp)
+}
+
+func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetchReq) error {
 	// A remotewal partition's fetch long-polls too: the leader answers
 	// it when it appends (readPart) or its HW moves, and the log end of
 	// each append goes out in a report (reportLoop), not in this fetch.
-	req.MaxWaitMillis = int32(f.b.cfg.ReplicaFetchWaitMax.Milliseconds())
-	req.MinBytes = 1
-	req.MaxBytes = DefaultReplicaFetchResponseMax
-	req.SessionEpoch = -1 // no fetch session
-	byTopic := map[string]int{}
+	fr := f.newFetchRequest(f.b.cfg.ReplicaFetchWaitMax)
 	for tp, q := range fetches {
-		i, ok := byTopic[tp.Topic]
-		if !ok {
-			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic = tp.Topic
-			req.Topics = append(req.Topics, rt)
-			i = len(req.Topics) - 1
-			byTopic[tp.Topic] = i
-		}
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.CurrentLeaderEpoch = tp.Partition, q.st.fsm.LeaderEpoch()
-		rp.FetchOffset, rp.LogStartOffset = q.Offset, q.LogStart
-		rp.LastFetchedEpoch = -1
-		rp.PartitionMaxBytes = f.b.cfg.ReplicaFetchMaxBytes
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		fr.add(tp, q.st.fsm.LeaderEpoch(), q.Offset, q.LogStart)
 	}
-	r, err := conn.roundTrip(req, f.b.clock.Now().Add(f.b.cfg.ReplicaFetchWaitMax+30*time.Second))
+	r, err := conn.roundTrip(fr.req, f.b.clock.Now().Add(f.b.cfg.ReplicaFetchWaitMax+30*time.Second))
 	if err != nil {
 		return err
 	}
