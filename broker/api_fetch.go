@@ -215,14 +215,7 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 			keys = append(keys, part.tp)
 		}
 	}
-	if op.Timeout == 0 {
-		// Nothing to wait for (a log end report, a fallback fetch, a
-		// consumer's max.wait.ms=0): answer now, as Kafka does, not at
-		// the purgatory timer's next tick.
-		op.OnComplete()
-	} else {
-		b.fetchWait.TryCompleteElseWatch(op, keys)
-	}
+	b.fetchWait.TryCompleteElseWatch(op, keys)
 	<-op.ch
 	b.recordFetch(op)
 	cs.splices = op.splices

@@ -160,3 +160,40 @@ func TestPurgatoriesRunOnConfigClock(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchWithoutWaitAnsweredAtOnce: a fetch with max.wait.ms=0 that
+// finds nothing (a remotewal follower's log end report, a fallback fetch,
+// a consumer polling) is answered without the broker's clock moving: the
+// purgatory expires a zero timeout at once. The log end reports rely on
+// it. The manual clock never moves here; the wall clock only bounds a
+// hung test.
+func TestFetchWithoutWaitAnsweredAtOnce(t *testing.T) {
+	m := clock.NewManual(time.Unix(1_700_000_000, 0))
+	c := startCluster(t, []string{"az1"}, func(cfg *Config) { cfg.Clock = m })
+	cl := newClient(t, c)
+	const topic = "nowait"
+	createTopic(t, cl, topic, 1, 1, nil)
+	ts, _ := c.ctrl.Topic(topic)
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 11
+	req.ReplicaID = -1
+	req.MaxWaitMillis, req.MinBytes = 0, 1
+	req.MaxBytes = 1 << 20
+	req.SessionEpoch = -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = topic, ts.ID
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.CurrentLeaderEpoch, rp.PartitionMaxBytes = 0, 0, -1, 1<<20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := cl.Broker(1).Request(ctx, req)
+	if err != nil {
+		t.Fatalf("fetch with max wait 0: %v (the broker's clock did not move)", err)
+	}
+	p := r.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil || len(p.RecordBatches) != 0 || p.HighWatermark != 0 {
+		t.Fatalf("answer: %v, %d bytes, HW %d", err, len(p.RecordBatches), p.HighWatermark)
+	}
+}
