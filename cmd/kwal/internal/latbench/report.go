@@ -166,12 +166,15 @@ type Row struct {
 
 // Report is everything a run measured.
 type Report struct {
-	Env     Env           `json:"env"`
-	Config  ReportConfig  `json:"config"`
-	Phases  []Phase       `json:"phases"`
-	Link    []LinkFigures `json:"link"`
-	Runs    []RunResult   `json:"runs"`
-	Rows    []Row         `json:"rows"`
+	Env    Env           `json:"env"`
+	Config ReportConfig  `json:"config"`
+	Phases []Phase       `json:"phases"`
+	Link   []LinkFigures `json:"link"`
+	Runs   []RunResult   `json:"runs"`
+	Rows   []Row         `json:"rows"`
+	// Target is issue 14's target 1 from the headline rows (TargetOf),
+	// nil without them.
+	Target  *Target       `json:"target_e2e_acks1,omitempty"`
 	Elapsed time.Duration `json:"elapsed_ns"`
 }
 
@@ -279,6 +282,10 @@ func (r *Report) Aggregate() {
 	slices.SortStableFunc(r.Rows, func(a, b Row) int {
 		return cmp.Or(cmp.Compare(a.Phase, b.Phase), cmp.Compare(wi(a.Workload), wi(b.Workload)), cmp.Compare(a.Mode, b.Mode))
 	})
+	r.Target = nil
+	if t, ok := TargetOf(r.rowsFor(true)); ok {
+		r.Target = &t
+	}
 }
 
 // rowsFor returns the rows of the headline phase or of the sweep.

@@ -169,6 +169,9 @@ func TestTargetFromTheRunsOwnFigures(t *testing.T) {
 	if tg.MeasuredP50 != rw.P50 || tg.RatioP50 != float64(rw.P50)/float64(tg.BoundP50) || tg.MetP50 != (rw.P50 <= tg.BoundP50) {
 		t.Errorf("p50: %+v against row p50 %v", tg, rw.P50)
 	}
+	if r.Target == nil || *r.Target != tg {
+		t.Errorf("report's target %+v, want %+v", r.Target, tg)
+	}
 	if rw.StageP50[StageHW] != 2*ms {
 		t.Errorf("hw stage p50 %v, want the median 2ms", rw.StageP50[StageHW])
 	}
