@@ -190,13 +190,14 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 				b.wake(part.tp)
 			}
 		}
-		fenced := len(expand) > 0 && b.brokerFenced(replica)
+		ineligible := len(expand) > 0 && b.brokerIneligible(replica)
 		for _, e := range expand {
-			if fenced {
-				// As Kafka's leader (isReplicaIsrEligible): a fenced broker
-				// joins no ISR until it has registered again; the
-				// controller would refuse it anyway.
-				b.logger.Debug("not proposing a fenced replica for the ISR", "partition", e.p.tp, "replica", replica)
+			if ineligible {
+				// As Kafka's leader (isReplicaIsrEligible): a fenced broker,
+				// or one whose log dir is offline, joins no ISR until it
+				// has registered again; the controller would refuse it
+				// anyway.
+				b.logger.Debug("not proposing a fenced or offline replica for the ISR", "partition", e.p.tp, "replica", replica)
 				e.p.isrDone()
 				continue
 			}
@@ -365,8 +366,8 @@ func (b *Broker) readPart(o *fetchOp, part *fetchPart, budget int, first bool) (
 			rp.UnknownTags.Set(TagLeaderLogEnd, binary.AppendUvarint(nil, uint64(leo)))
 			if !o.fallback {
 				// New bytes past the follower's log end: answer now, so
-				// it learns our log end and polls quickly until it has
-				// them (a caught-up follower long-polls).
+				// it learns our log end (its own appends reach us in log
+				// end reports, see fetcher.go).
 				return rp, nil, 0, urgent || leo > part.offset && p.leoChangedFor(o.replica, leo)
 			}
 		}

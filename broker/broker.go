@@ -86,6 +86,7 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, clock: cfg.Clock, ctrl: cfg.Controller, ledger: cfg.Ledger, stop: make(chan struct{})}
+	b.dir.failed = make(chan struct{}, 1)
 	// A batch is bounded here only by the request frame; each topic's
 	// max.message.bytes is the log's MaxBatchBytes (MESSAGE_TOO_LARGE).
 	b.validator = kafkalog.NewBatchValidator(int(cfg.SocketRequestMaxBytes), cfg.MaxUncompressedBatchBytes)
@@ -474,12 +475,21 @@ func (b *Broker) isrCheckInterval() time.Duration {
 // the manual clock may advance it as soon as New returns) fires; armed,
 // if set, runs after each fn once the next run is scheduled (a test hook).
 func (b *Broker) everyOn(t clock.Timer, period time.Duration, fn, armed func()) {
+	b.everyOrWhen(t, period, fn, armed, nil, nil)
+}
+
+// everyOrWhen is everyOn that also runs now whenever kick fires, between
+// the periodic runs (a nil kick never fires).
+func (b *Broker) everyOrWhen(t clock.Timer, period time.Duration, fn, armed func(), kick <-chan struct{}, now func()) {
 	defer b.wg.Done()
 	defer t.Stop()
 	for {
 		select {
 		case <-b.stop:
 			return
+		case <-kick:
+			now()
+			continue
 		case <-t.C():
 		}
 		fn()
@@ -515,12 +525,13 @@ func (b *Broker) shrinkISRs() {
 	}
 }
 
-// brokerFenced reports whether the controller's current registration of
-// broker id is fenced (a broker that never registered is not).
-func (b *Broker) brokerFenced(id int32) bool {
+// brokerIneligible reports whether the controller's current registration
+// of broker id is fenced or has its log dir offline (a broker that never
+// registered is neither).
+func (b *Broker) brokerIneligible(id int32) bool {
 	for _, r := range b.ctrl.Registrations() {
 		if r.ID == id {
-			return r.Fenced
+			return !r.eligible()
 		}
 	}
 	return false
