@@ -148,7 +148,8 @@
 // partition added (a new leader or epoch) cuts the long poll in flight,
 // which does not name it (add); a change applied by the controller ends
 // every back-off (fetcherManager.watchCluster, replica.Follower.
-// ClusterChanged), since NOT_LEADER, FENCED_LEADER_EPOCH or a dial error
+// ClusterChanged; a round in flight across a change ends the back-offs its
+// answers began), since NOT_LEADER, FENCED_LEADER_EPOCH or a dial error
 // usually means the leader had not applied, or registered, the new state
 // yet; the back-off timer stays the fallback. The leader answers a
 // follower's parked fetch at once when the follower lacks the current

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kwal/kwal/kafkalog"
@@ -25,6 +26,9 @@ type fetcherManager struct {
 	b       *Broker
 	stop    chan struct{}
 	watched chan struct{} // closed when watchCluster returns
+	// changes counts the controller's changes watchCluster saw: a fetcher
+	// whose round spanned one ends the back-offs its answers started.
+	changes atomic.Uint64
 	mu      struct {
 		sync.Mutex
 		fetchers map[int32]*replicaFetcher
@@ -60,6 +64,7 @@ func (m *fetcherManager) watchCluster() {
 			return
 		case <-ch:
 		}
+		m.changes.Add(1) // before the fetchers look: see run
 		m.mu.Lock()
 		fs := make([]*replicaFetcher, 0, len(m.mu.fetchers))
 		for _, f := range m.mu.fetchers {
@@ -318,6 +323,11 @@ func (f *replicaFetcher) run() {
 	}()
 	backoff := f.b.cfg.ReplicaFetchBackoff
 	for !f.stopped() {
+		// A change while this round is in flight may resolve the error an
+		// answer to it then backs off from (a leader that had not applied
+		// the new state yet); watchCluster saw the change before that back-off
+		// began, so the round ends it itself.
+		seen := f.b.fetchers.changes.Load()
 		r, idle := f.next()
 		if len(r.queries) == 0 && len(r.fetches) == 0 {
 			if !f.sleep(idle) {
@@ -355,9 +365,16 @@ func (f *replicaFetcher) run() {
 				continue
 			}
 			f.b.logger.Info("replica fetcher connection failed", "leader", f.leader, "err", err)
+			if f.b.fetchers.changes.Load() != seen {
+				continue // the leader may have registered again meanwhile
+			}
 			if !f.sleep(backoff) {
 				return
 			}
+			continue
+		}
+		if f.b.fetchers.changes.Load() != seen {
+			f.clusterChanged()
 		}
 	}
 }
