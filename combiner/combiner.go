@@ -142,6 +142,9 @@ type Metrics struct {
 	UploadRetries  int64
 	PublishRetries int64
 	ObjectsFailed  int64 // given up: their slices got Done(err)
+	// Announced: tasks holding bytes back until called (Announce);
+	// Called: tasks called for them that have not answered yet.
+	Announced, Called int
 }
 
 // batch holds slices in queue order, as the encoder and the Done callbacks
@@ -220,7 +223,9 @@ type Combiner struct {
 		// queued, for which its interval timer is armed; zero when it left
 		// nothing. An older slice pokes the cutter so the interval holds
 		// for it too.
-		armedFor   time.Time
+		armedFor time.Time
+		// ann counts the tasks holding bytes back until asked (Announce).
+		ann        announcements
 		heldSlices int
 		heldBytes  int64
 		space      chan struct{} // closed and replaced when room frees up
@@ -292,7 +297,13 @@ func (c *Combiner) Submit(ctx context.Context, s Slice) error {
 		}
 		space := c.mu.space
 		c.mu.waiting = true
+		// The cutter may be waiting for called tasks to answer, and this
+		// may be one of them: tell it to cut without them.
+		callsOut := c.mu.ann.called > 0
 		c.mu.Unlock()
+		if callsOut {
+			c.poke()
+		}
 		if !blocked {
 			blocked = true
 			c.m.submitsBlocked.Add(1)
@@ -356,7 +367,8 @@ func (c *Combiner) poke() {
 // Metrics returns a snapshot.
 func (c *Combiner) Metrics() Metrics {
 	c.mu.Lock()
-	m := Metrics{QueuedSlices: len(c.mu.queue.in), QueuedBytes: c.mu.queuedBytes, HeldSlices: c.mu.heldSlices, HeldBytes: c.mu.heldBytes}
+	m := Metrics{QueuedSlices: len(c.mu.queue.in), QueuedBytes: c.mu.queuedBytes, HeldSlices: c.mu.heldSlices, HeldBytes: c.mu.heldBytes,
+		Announced: c.mu.ann.count, Called: c.mu.ann.called}
 	c.mu.Unlock()
 	m.SubmitsBlocked = c.m.submitsBlocked.Load()
 	m.ObjectsCut = c.m.cut.Load()
@@ -416,7 +428,10 @@ func (c *Combiner) cutter() {
 		c.mu.Lock()
 		closing := c.mu.closed
 		now := c.clock.Now()
-		plan := Pack(c.mu.view, now, c.policy, closing)
+		plan := PackWith(c.mu.view, c.mu.ann.pending(c.mu.waiting), now, c.policy, closing)
+		if plan.Call {
+			c.mu.ann.callAll()
+		}
 		cut = cut[:0]
 		n := 0
 		q := &c.mu.queue

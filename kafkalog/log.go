@@ -964,6 +964,18 @@ func (l *Log) PositionOf(offset int64) (SegmentPosition, error) {
 	return SegmentPosition{SegmentBaseOffset: s.base, Position: pos}, nil
 }
 
+// EndPosition returns the log end offset and where it lies: the active
+// segment's base offset and size. It costs one read lock, no I/O and no
+// allocation, so a caller that remembers where its own offset lies (a
+// remote-WAL task after each Slice) can tell how many bytes were appended
+// since without PositionOf.
+func (l *Log) EndPosition() (leo int64, end SegmentPosition) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	act := l.active()
+	return l.mu.leo, SegmentPosition{SegmentBaseOffset: act.base, Position: act.size}
+}
+
 // Slice returns whole batches starting with the batch whose base offset is
 // fromOffset, all in one segment and with one partition leader epoch, up
 // to maxBytes but at least one batch. fromOffset == LogEndOffset gives an

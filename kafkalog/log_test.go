@@ -718,3 +718,21 @@ func testBatchP(tb testing.TB, pid int64, epoch int16, seq int32, n int) []byte 
 		BaseTimestamp: t0.UnixMilli(), ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, Records: recs,
 	})
 }
+
+// TestEndPositionMatchesPositionOf: EndPosition is PositionOf(LogEndOffset)
+// without the lookup, across appends and segment rolls.
+func TestEndPositionMatchesPositionOf(t *testing.T) {
+	one := len(batch(1, 100))
+	e := newEnv(t, Config{SegmentBytes: int64(3 * one)})
+	for i := 0; i < 8; i++ {
+		leo, end := e.log.EndPosition()
+		pos, err := e.log.PositionOf(leo)
+		if err != nil || leo != e.log.LogEndOffset() || pos != end {
+			t.Fatalf("after %d appends: EndPosition %d %+v, PositionOf %+v, %v", i, leo, end, pos, err)
+		}
+		mustAppendLeader(t, e.log, batch(1, 100), 0)
+	}
+	if n := len(e.log.Segments()); n < 3 {
+		t.Fatalf("%d segments; the test needs rolls", n)
+	}
+}

@@ -170,13 +170,16 @@ func runPhase(ctx context.Context, cfg Config, index int, ph Phase, dir string, 
 	return runs, link, nil
 }
 
-// startProfile starts a CPU profile of one headline step if prefix is set;
-// the returned func stops it.
+// startProfile starts a CPU profile of one headline step if prefix is set,
+// and samples mutex contention and blocking for the same step; the
+// returned func stops them and writes <name>.pprof, <name>.mutex.pprof and
+// <name>.block.pprof.
 func startProfile(prefix string, headline bool, st Step) (func(), error) {
 	if prefix == "" || !headline {
 		return func() {}, nil
 	}
-	f, err := os.Create(fmt.Sprintf("%s-%s-%s-rep%d.pprof", prefix, st.Workload, st.Mode, st.Rep))
+	name := fmt.Sprintf("%s-%s-%s-rep%d", prefix, st.Workload, st.Mode, st.Rep)
+	f, err := os.Create(name + ".pprof")
 	if err != nil {
 		return nil, err
 	}
@@ -184,9 +187,19 @@ func startProfile(prefix string, headline bool, st Step) (func(), error) {
 		f.Close()
 		return nil, err
 	}
+	runtime.SetMutexProfileFraction(5)
+	runtime.SetBlockProfileRate(int(100 * time.Microsecond))
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		for _, kind := range []string{"mutex", "block"} {
+			if out, err := os.Create(name + "." + kind + ".pprof"); err == nil {
+				pprof.Lookup(kind).WriteTo(out, 0)
+				out.Close()
+			}
+		}
+		runtime.SetMutexProfileFraction(0)
+		runtime.SetBlockProfileRate(0)
 	}, nil
 }
 

@@ -1,0 +1,96 @@
+package combiner
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kwal/kwal/metadata"
+)
+
+func slice1(tp metadata.TopicPartition, off int64, at time.Time, done func(UploadedObject, error)) Slice {
+	return Slice{TopicPartition: tp, LeaderEpoch: 1, BaseOffset: off, LastOffset: off, Data: []byte("x"), AppendedAt: at, Done: done}
+}
+
+// TestAnnouncedBytesJoinTheDueObject: a task holding bytes announces
+// them; when the interval of the queued slice is up the combiner calls the
+// task first, waits for its slice, and cuts both into one object.
+func TestAnnouncedBytesJoinTheDueObject(t *testing.T) {
+	r := newRig(t, Config{UploadBytes: 1 << 20, Interval: 10 * time.Millisecond}, nil, nil)
+	a := metadata.TopicPartition{Topic: "a"}
+	b := metadata.TopicPartition{Topic: "b"}
+	if err := r.c.Submit(context.Background(), slice1(a, 0, t0, nil)); err != nil {
+		t.Fatal(err)
+	}
+	tk := r.c.Announce(t0.Add(2 * time.Millisecond))
+	<-tk.Called() // only the interval (pumped clock) can call it
+	if r.clk.Since(t0) < 10*time.Millisecond {
+		t.Fatalf("called after %v, before the interval", r.clk.Since(t0))
+	}
+	if m := r.c.Metrics(); m.ObjectsCut != 0 {
+		t.Fatalf("cut %d objects before the called task answered", m.ObjectsCut)
+	}
+	if err := r.c.Submit(context.Background(), slice1(b, 0, t0.Add(2*time.Millisecond), nil)); err != nil {
+		t.Fatal(err)
+	}
+	r.c.Withdraw(tk)
+	r.close(t)
+	objs := r.pub.published()
+	if len(objs) != 1 || len(objs[0].Entries) != 2 {
+		t.Fatalf("published %d objects (%+v), want one of both slices", len(objs), objs)
+	}
+	checkOrder(t, objs, map[metadata.TopicPartition]int64{a: 1, b: 1})
+}
+
+// TestAnnouncementAloneIsCalled: held bytes with nothing queued still come
+// due on the combiner's timer; a withdrawn announcement is not called.
+func TestAnnouncementAloneIsCalled(t *testing.T) {
+	r := newRig(t, Config{UploadBytes: 1 << 20, Interval: 10 * time.Millisecond}, nil, nil)
+	gone := r.c.Announce(t0)
+	r.c.Withdraw(gone)
+	tk := r.c.Announce(t0.Add(5 * time.Millisecond))
+	<-tk.Called()
+	if d := r.clk.Since(t0); d < 15*time.Millisecond {
+		t.Fatalf("called after %v: the withdrawn announcement counted", d)
+	}
+	r.c.Withdraw(tk)
+	r.c.Withdraw(Ticket{}) // the zero ticket is nothing
+	r.close(t)
+	if n := len(r.pub.published()); n != 0 {
+		t.Fatalf("published %d objects of nothing", n)
+	}
+}
+
+// TestCalledTaskBlockedInSubmit: the called task is the one waiting for
+// room. The cutter must not wait for its answer, or nothing would ever
+// free room: it cuts the queue, and the task's Submit then goes through.
+func TestCalledTaskBlockedInSubmit(t *testing.T) {
+	r := newRig(t, Config{UploadBytes: 1 << 20, Interval: 10 * time.Millisecond, QueueSlices: 1}, nil, nil)
+	a := metadata.TopicPartition{Topic: "a"}
+	b := metadata.TopicPartition{Topic: "b"}
+	if err := r.c.Submit(context.Background(), slice1(a, 0, t0, nil)); err != nil {
+		t.Fatal(err)
+	}
+	tk := r.c.Announce(t0)
+	<-tk.Called()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := r.c.Submit(ctx, slice1(b, 0, t0, nil)); err != nil {
+		t.Fatalf("called task's Submit: %v", err)
+	}
+	r.c.Withdraw(tk)
+	r.close(t)
+	checkOrder(t, r.pub.published(), map[metadata.TopicPartition]int64{a: 1, b: 1})
+}
+
+func TestAnnounceAfterClose(t *testing.T) {
+	r := newRig(t, Config{}, nil, nil)
+	r.close(t)
+	tk := r.c.Announce(t0)
+	select {
+	case <-tk.Called():
+	default:
+		t.Fatal("a ticket taken after Close is not called at once")
+	}
+	r.c.Withdraw(tk)
+}
