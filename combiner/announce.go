@@ -26,13 +26,17 @@ type announcements struct {
 	oldest time.Time     // oldest since among them (conservative after a Withdraw)
 	call   chan struct{} // closed when gen is called
 	called int           // announcements of earlier generations, called, not withdrawn
+	// calledAt is when the outstanding call went out (zero: none); lead
+	// is the smoothed time called tasks took to answer (Pending.Lead).
+	calledAt time.Time
+	lead     time.Duration
 }
 
 // pending is what Pack needs to know. A Submit blocked for room means the
 // queue must be cut, so called tasks are not waited for then: a called
 // task may be the one blocked.
 func (a *announcements) pending(submitWaiting bool) Pending {
-	p := Pending{Announced: a.count, Oldest: a.oldest, Called: a.called}
+	p := Pending{Announced: a.count, Oldest: a.oldest, Called: a.called, Lead: a.lead}
 	if submitWaiting {
 		p.Called = 0
 	}
@@ -41,12 +45,27 @@ func (a *announcements) pending(submitWaiting bool) Pending {
 
 // callAll asks every announcement of the current generation for its bytes
 // and starts the next generation.
-func (a *announcements) callAll() {
+func (a *announcements) callAll(now time.Time) {
+	if a.calledAt.IsZero() {
+		a.calledAt = now
+	}
 	close(a.call)
 	a.call = make(chan struct{})
 	a.called += a.count
 	a.count, a.oldest = 0, time.Time{}
 	a.gen++
+}
+
+// answered notes, once every called task has answered, how long that
+// took, for the next call's lead (halved toward the newest, at most
+// maxLead).
+func (a *announcements) answered(now time.Time, maxLead time.Duration) {
+	if a.called > 0 || a.calledAt.IsZero() {
+		return
+	}
+	took := now.Sub(a.calledAt)
+	a.lead = min((a.lead+took)/2, maxLead)
+	a.calledAt = time.Time{}
 }
 
 // Announce tells the combiner that a partition holds bytes appended since

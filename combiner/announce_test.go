@@ -94,3 +94,20 @@ func TestAnnounceAfterClose(t *testing.T) {
 	}
 	r.c.Withdraw(tk)
 }
+
+// TestCallLeadFollowsAnswerTime: the lead is the smoothed time from a call
+// to its last answer, capped.
+func TestCallLeadFollowsAnswerTime(t *testing.T) {
+	a := announcements{call: make(chan struct{})}
+	cap := 5 * time.Millisecond
+	for i, want := range []time.Duration{4, 5, 5} {
+		a.count = 2
+		a.callAll(t0)
+		a.answered(t0.Add(time.Millisecond), cap) // one still out: no change
+		a.called = 0
+		a.answered(t0.Add(8*time.Millisecond), cap)
+		if a.lead != want*time.Millisecond {
+			t.Fatalf("call %d: lead %v, want %v", i, a.lead, want*time.Millisecond)
+		}
+	}
+}

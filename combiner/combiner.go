@@ -428,9 +428,10 @@ func (c *Combiner) cutter() {
 		c.mu.Lock()
 		closing := c.mu.closed
 		now := c.clock.Now()
+		c.mu.ann.answered(now, c.cfg.Interval/2)
 		plan := PackWith(c.mu.view, c.mu.ann.pending(c.mu.waiting), now, c.policy, closing)
 		if plan.Call {
-			c.mu.ann.callAll()
+			c.mu.ann.callAll(now)
 		}
 		cut = cut[:0]
 		n := 0

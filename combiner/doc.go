@@ -31,6 +31,18 @@
 // not published; the caller re-submits from their base offset (a follower
 // never skips a gap, so later entries wait for the re-upload).
 //
+// # Held bytes
+//
+// A remote-WAL task below the upload size does not submit its bytes: it
+// announces them (Announce, with the time of its oldest byte) and holds
+// them in its log. The interval runs from the oldest byte, queued or
+// announced (PackWith's Pending). When it is up, the cutter closes the
+// announced tickets' Called channel and waits, on no timer, until every
+// called task has submitted and withdrawn; then it cuts, so the object
+// carries one slice per partition. A Submit that has to wait for room ends
+// that wait (a called task may be the one blocked), and the queue is cut
+// without it.
+//
 // # Keys
 //
 //	<prefix>wal/<broker-id>/<yyyymmddhh UTC>/<uuid>.kwal

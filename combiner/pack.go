@@ -35,6 +35,10 @@ type Pending struct {
 	Oldest time.Time
 	// Called tasks were asked for their bytes and have not answered yet.
 	Called int
+	// Lead is how long called tasks take to answer (the combiner measures
+	// it): they are called that much before the interval is up, so that
+	// the object goes out about when it is due. At most Interval/2.
+	Lead time.Duration
 }
 
 // Plan is Pack's decision.
@@ -70,8 +74,8 @@ func Pack(queue []Queued, now time.Time, p Policy, flush bool) Plan {
 // cut once it holds UploadBytes. What remains is cut as one last object
 // (split at MaxObjectBytes) if flush is set, or once its oldest byte,
 // queued or announced, is Interval old: then, if any task announced bytes,
-// those tasks are called first and the rest waits for their answers
-// (Called > 0), so each goes out in this object with one slice.
+// those tasks are called first (Lead early) and the rest waits for their
+// answers (Called > 0), so each goes out in this object with one slice.
 func PackWith(queue []Queued, pend Pending, now time.Time, p Policy, flush bool) Plan {
 	var plan Plan
 	start, open := 0, emptyObject
@@ -114,9 +118,13 @@ func PackWith(queue []Queued, pend Pending, now time.Time, p Policy, flush bool)
 		}
 	}
 	age := now.Sub(oldest)
+	due := p.Interval
+	if pend.Announced > 0 {
+		due -= min(max(pend.Lead, 0), p.Interval/2)
+	}
 	switch {
-	case age < p.Interval:
-		plan.Wait = p.Interval - age
+	case age < due:
+		plan.Wait = due - age
 	case pend.Announced > 0:
 		// About to cut for the interval: every announced task gives its
 		// bytes to this object first.

@@ -175,3 +175,32 @@ func TestPackLeavesNothingPastInterval(t *testing.T) {
 		}
 	}
 }
+
+// TestPackCallsLeadEarly: announced tasks are called Lead before the
+// interval is up (at most half of it), a queue alone still waits the
+// whole interval.
+func TestPackCallsLeadEarly(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := Policy{UploadBytes: 1 << 20, MaxObjectBytes: 4 << 20, Interval: 10 * time.Millisecond}
+	at := func(ms int) time.Time { return t0.Add(-time.Duration(ms) * time.Millisecond) }
+	queue := []Queued{{Size: 10, AppendedAt: at(7)}}
+	cases := []struct {
+		name  string
+		queue []Queued
+		pend  Pending
+		want  Plan
+	}{
+		{"lead 3ms calls at 7ms", nil, Pending{Announced: 1, Oldest: at(7), Lead: 3 * time.Millisecond}, Plan{Call: true}},
+		{"lead 2ms waits 1ms more", nil, Pending{Announced: 1, Oldest: at(7), Lead: 2 * time.Millisecond}, Plan{Wait: time.Millisecond}},
+		{"lead capped at half the interval", nil, Pending{Announced: 1, Oldest: at(4), Lead: time.Hour}, Plan{Wait: time.Millisecond}},
+		{"queue alone ignores the lead", queue, Pending{Lead: 3 * time.Millisecond}, Plan{Wait: 3 * time.Millisecond}},
+		{"queue and announcement: call early", queue, Pending{Announced: 1, Oldest: at(1), Lead: 3 * time.Millisecond}, Plan{Call: true}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := PackWith(c.queue, c.pend, t0, p, false); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("PackWith = %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
