@@ -35,8 +35,11 @@ type announcements struct {
 // pending is what Pack needs to know. A Submit blocked for room means the
 // queue must be cut, so called tasks are not waited for then: a called
 // task may be the one blocked.
-func (a *announcements) pending(submitWaiting bool) Pending {
+func (a *announcements) pending(now time.Time, submitWaiting bool) Pending {
 	p := Pending{Announced: a.count, Oldest: a.oldest, Called: a.called, Lead: a.lead}
+	if !a.calledAt.IsZero() {
+		p.CalledFor = now.Sub(a.calledAt)
+	}
 	if submitWaiting {
 		p.Called = 0
 	}

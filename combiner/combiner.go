@@ -429,7 +429,7 @@ func (c *Combiner) cutter() {
 		closing := c.mu.closed
 		now := c.clock.Now()
 		c.mu.ann.answered(now, c.cfg.Interval/2)
-		plan := PackWith(c.mu.view, c.mu.ann.pending(c.mu.waiting), now, c.policy, closing)
+		plan := PackWith(c.mu.view, c.mu.ann.pending(now, c.mu.waiting), now, c.policy, closing)
 		if plan.Call {
 			c.mu.ann.callAll(now)
 		}

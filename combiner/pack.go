@@ -33,8 +33,12 @@ type Pending struct {
 	// Oldest is when the oldest of those bytes was appended (at most as
 	// old as the oldest; a withdrawn announcement may leave it older).
 	Oldest time.Time
-	// Called tasks were asked for their bytes and have not answered yet.
-	Called int
+	// Called tasks were asked for their bytes and have not answered yet;
+	// CalledFor is how long ago they were asked. They are waited for at
+	// most Interval/2: then the queue is cut without the late ones, whose
+	// slices go in the next object.
+	Called    int
+	CalledFor time.Duration
 	// Lead is how long called tasks take to answer (the combiner measures
 	// it): they are called that much before the interval is up, so that
 	// the object goes out about when it is due. At most Interval/2.
@@ -101,7 +105,10 @@ func PackWith(queue []Queued, pend Pending, now time.Time, p Policy, flush bool)
 		return plan
 	}
 	if pend.Called > 0 {
-		return plan
+		if left := p.Interval/2 - pend.CalledFor; left > 0 {
+			plan.Wait = left
+			return plan
+		}
 	}
 	if len(rest) == 0 && pend.Announced == 0 {
 		return plan

@@ -124,8 +124,9 @@ func TestPackWithPending(t *testing.T) {
 		{"due queue calls a young announcement into its object", []Queued{q(10, 12)}, ann(1, 2), false, Plan{Call: true}},
 		{"the earlier of queue and announcement sets the wait", []Queued{q(10, 3)}, ann(1, 7), false, Plan{Wait: 3 * time.Millisecond}},
 		{"queue older than announcement", []Queued{q(10, 8)}, ann(1, 1), false, Plan{Wait: 2 * time.Millisecond}},
-		{"called tasks are waited for", []Queued{q(10, 15)}, Pending{Called: 2}, false, Plan{}},
-		{"called tasks: complete objects still go", []Queued{q(100, 0), q(10, 15)}, Pending{Called: 1}, false, Plan{Cuts: []int{1}}},
+		{"called tasks are waited for", []Queued{q(10, 15)}, Pending{Called: 2, CalledFor: time.Millisecond}, false, Plan{Wait: 4 * time.Millisecond}},
+		{"called tasks: complete objects still go", []Queued{q(100, 0), q(10, 15)}, Pending{Called: 1}, false, Plan{Cuts: []int{1}, Wait: 5 * time.Millisecond}},
+		{"late called tasks are not waited for past half the interval", []Queued{q(10, 15)}, Pending{Called: 2, CalledFor: 5 * time.Millisecond}, false, Plan{Cuts: []int{1}}},
 		{"called tasks answered: the rest goes", []Queued{q(10, 15), q(10, 0)}, Pending{}, false, Plan{Cuts: []int{2}}},
 		{"flush ignores announcements", []Queued{q(10, 0)}, Pending{Announced: 2, Oldest: t0.Add(-time.Hour), Called: 1}, true, Plan{Cuts: []int{1}}},
 	}
