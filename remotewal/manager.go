@@ -24,6 +24,8 @@ type Log interface {
 	EndPosition() (int64, kafkalog.SegmentPosition)
 	PositionOf(offset int64) (kafkalog.SegmentPosition, error)
 	Slice(fromOffset int64, maxBytes int) (kafkalog.SegmentSlice, error)
+	// SliceAt is Slice from a known position, without the index lookup.
+	SliceAt(at kafkalog.SegmentPosition, fromOffset int64, maxBytes int) (kafkalog.SegmentSlice, error)
 	AppendNotify() <-chan struct{}
 }
 
@@ -443,7 +445,19 @@ func (t *task) cut(ctx context.Context, next int64, reason CutReason) error {
 	}
 	defer func() { <-t.m.pool }()
 
-	s, err := t.log.Slice(next, cfg.MaxSliceBytes)
+	var s kafkalog.SegmentSlice
+	var err error
+	if t.nextPosKnown {
+		s, err = t.log.SliceAt(t.nextPos, next, cfg.MaxSliceBytes)
+		if errors.Is(err, kafkalog.ErrNotBatchBoundary) {
+			// The remembered position is stale (the log changed under
+			// us): look it up.
+			t.nextPosKnown = false
+		}
+	}
+	if !t.nextPosKnown {
+		s, err = t.log.Slice(next, cfg.MaxSliceBytes)
+	}
 	if err != nil {
 		return fmt.Errorf("slice from offset %d: %w", next, err)
 	}
