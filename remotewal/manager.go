@@ -344,13 +344,16 @@ func (t *task) run(ctx context.Context) {
 			return
 		case <-notify:
 		case <-timerC:
+			timerC = nil // fired: nothing to stop
 		case <-t.ticket.Called():
 			t.called = true
 		case <-t.failWake:
 			t.takeFailed(ctx)
 		case <-t.idle:
 		}
-		timer.Stop()
+		if timerC != nil {
+			timer.Stop()
+		}
 	}
 }
 
