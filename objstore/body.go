@@ -119,10 +119,15 @@ type BodyGetter interface {
 	GetRangeBody(ctx context.Context, key string, off, length int64) (*Body, error)
 }
 
+// RangeGetter is the read half of Store, what GetBody needs.
+type RangeGetter interface {
+	GetRange(ctx context.Context, key string, off, length int64) ([]byte, error)
+}
+
 // GetBody reads a range of key as a Body: through s.GetRangeBody when s is
 // a BodyGetter, else through GetRange (the slice is then the caller's, and
 // Release just drops it).
-func GetBody(ctx context.Context, s Store, key string, off, length int64) (*Body, error) {
+func GetBody(ctx context.Context, s RangeGetter, key string, off, length int64) (*Body, error) {
 	if g, ok := s.(BodyGetter); ok {
 		return g.GetRangeBody(ctx, key, off, length)
 	}
