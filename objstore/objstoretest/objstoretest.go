@@ -225,7 +225,7 @@ func testBodies(t *testing.T, s objstore.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustPut(t, s, "bodies/obj", pattern(2*n)[n:])
+	mustPut(t, s, "bodies/obj", pattern(2 * n)[n:])
 	if !bytes.Equal(lent.Bytes(), body) {
 		t.Errorf("a body lent before an overwrite changed with it")
 	}
