@@ -136,8 +136,20 @@ func TestLentBodiesReusedAcrossReads(t *testing.T) {
 			lent, reused, released, free := ps.counts()
 			m := r.f.Metrics()
 			t.Logf("bodies lent %d, reused %d, released %d, free %d; metrics %+v", lent, reused, released, free, m)
+			defer func() {
+				for tp, rl := range r.recs {
+					t.Logf("%v: %d runs appended in one write", tp, rl.runs.Load())
+				}
+			}()
 			if lent < 50 || reused < lent/4 {
 				t.Fatalf("only %d of %d bodies were lent in a reused buffer: the test does not test reuse", reused, lent)
+			}
+			var runs int64
+			for _, rl := range r.recs {
+				runs += rl.runs.Load()
+			}
+			if tc.codec == metadata.CodecNone && runs == 0 {
+				t.Fatalf("no run of slices was appended in one write: the run path is untested")
 			}
 			if released > lent {
 				t.Fatalf("%d releases of %d bodies", released, lent)

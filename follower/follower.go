@@ -133,6 +133,8 @@ type part struct {
 	scratch  []*slot   // decide's Read
 	readIdx  []int     // replica.PlanRemote's Read, reused
 	chainBuf []Located // step's chain for PlanChains
+	runBuf   []*slot   // appendReady's run, reused
+	partsBuf [][]byte  // appendRun's parts, reused
 	slotsVer uint64
 	// sum summarizes slots for the key below; fenceVer counts changes of
 	// fence.
@@ -869,9 +871,7 @@ func (f *Follower) applyReady(p *part, now time.Time) {
 			return
 		}
 		next.state = idle
-		err := f.appendSlice(p, next.Key, next.Entry, next.raw, next.batchesOK, now)
-		next.drop() // the log has copied the bytes (or refused them)
-		if err != nil {
+		if err := f.appendReady(p, next, now); err != nil { // apply.go
 			return
 		}
 	}
