@@ -7,14 +7,15 @@ import (
 	"github.com/kwal/kwal/kafkalog"
 )
 
-// runAppender is a Log that appends a run of verified batches held in
-// several buffers with one write (kafkalog.Log.AppendVerifiedRunAsFollower:
-// pwritev). A Log without it gets one append per slice.
-type runAppender interface {
+// RunAppender is a Log that also appends a run of verified batches held
+// in several buffers with one write (kafkalog.Log.AppendVerifiedRunAsFollower:
+// pwritev); the follower then appends consecutive ready slices together.
+// A Log without it gets one append per slice.
+type RunAppender interface {
 	AppendVerifiedRunAsFollower(parts [][]byte) (kafkalog.AppendInfo, error)
 }
 
-var _ runAppender = (*kafkalog.Log)(nil)
+var _ RunAppender = (*kafkalog.Log)(nil)
 
 // Bounds of one run: enough bytes that a longer run saves little per
 // byte written (see BenchmarkRebuild's anchorWriteBytes), and parts well
@@ -51,7 +52,7 @@ func (f *Follower) appendReady(p *part, next *slot, now time.Time) error {
 func (f *Follower) runAfter(p *part, next *slot) []*slot {
 	run := append(p.runBuf[:0], next)
 	p.runBuf = run
-	if _, ok := p.log.(runAppender); !ok || !next.batchesOK || next.Entry.BaseOffset != p.leo {
+	if _, ok := p.log.(RunAppender); !ok || !next.batchesOK || next.Entry.BaseOffset != p.leo {
 		return run
 	}
 	i := slices.Index(p.slots, next)
@@ -86,7 +87,7 @@ func (f *Follower) appendRun(p *part, run []*slot, now time.Time) error {
 		parts = append(parts, s.raw)
 		size += len(s.raw)
 	}
-	info, err := p.log.(runAppender).AppendVerifiedRunAsFollower(parts)
+	info, err := p.log.(RunAppender).AppendVerifiedRunAsFollower(parts)
 	clear(parts)
 	p.partsBuf = parts
 	if err != nil {

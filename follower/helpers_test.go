@@ -190,7 +190,7 @@ func (r *recLog) AppendVerifiedRunAsFollower(parts [][]byte) (kafkalog.AppendInf
 			}
 		}
 	}
-	info, err := r.Log.(runAppender).AppendVerifiedRunAsFollower(parts)
+	info, err := r.Log.(RunAppender).AppendVerifiedRunAsFollower(parts)
 	if err != nil {
 		r.errors.Add(1)
 	}
