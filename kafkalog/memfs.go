@@ -1,6 +1,7 @@
 package kafkalog
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"io/fs"
@@ -347,15 +348,7 @@ var _ vectorWriter = (*memFile)(nil)
 // writevAt is one write of the concatenation of bufs (one pending
 // operation, as one pwritev is one write for a crash).
 func (f *memFile) writevAt(bufs [][]byte, off int64) error {
-	n := 0
-	for _, b := range bufs {
-		n += len(b)
-	}
-	data := make([]byte, 0, n)
-	for _, b := range bufs {
-		data = append(data, b...)
-	}
-	return f.write(data, off)
+	return f.write(bytes.Join(bufs, nil), off) // Join does not zero its buffer first
 }
 
 // write applies a write of data, which the file keeps.
