@@ -133,6 +133,8 @@ type part struct {
 	scratch  []*slot   // decide's Read
 	readIdx  []int     // replica.PlanRemote's Read, reused
 	chainBuf []Located // step's chain for PlanChains
+	runBuf   []*slot   // appendReady's run, reused
+	partsBuf [][]byte  // appendRun's parts, reused
 	slotsVer uint64
 	// sum summarizes slots for the key below; fenceVer counts changes of
 	// fence.
@@ -146,7 +148,11 @@ type part struct {
 	retryAt    time.Time
 	stuckSince time.Time
 
-	fallbackUntil   int64
+	fallbackUntil int64
+	// bytesPerOffset is the log bytes per offset of the latest append (0
+	// before the first): it sizes a leader fetch for a range whose end is
+	// known (fallbackMaxBytes).
+	bytesPerOffset  float64
 	fallbackCause   Cause
 	fallbackBusy    bool
 	fallbackRetryAt time.Time
@@ -520,7 +526,7 @@ func (f *Follower) refresh(p *part) {
 		s.listed = false
 		if s.state != reading {
 			delete(p.byID, id)
-			s.raw = nil
+			s.drop()
 		}
 	}
 	slices.SortFunc(next, slotCmp)
@@ -540,7 +546,8 @@ func (f *Follower) dropBelow(p *part) {
 		switch s.state {
 		case ready:
 			f.c.duplicates.Add(1)
-			s.state, s.raw = idle, nil
+			s.state = idle
+			s.drop()
 			fallthrough
 		case idle:
 			delete(p.byID, sliceID{s.Key, s.Entry.Position})
@@ -605,11 +612,13 @@ func (f *Follower) readDone(res readResult) {
 	for i, s := range res.read.Slices {
 		p := f.parts[s.Entry.TopicPartition]
 		if p == nil {
+			release(res.bodyOf(i))
 			continue
 		}
 		id := sliceID{s.Key, s.Entry.Position}
 		sl := p.byID[id]
 		if sl == nil || sl.state != reading {
+			release(res.bodyOf(i))
 			continue // the partition was removed and added again meanwhile
 		}
 		sl.state = idle
@@ -620,14 +629,15 @@ func (f *Follower) readDone(res readResult) {
 			f.c.duplicates.Add(1)
 			f.storageAnswers(p, now)
 		default:
-			sl.state, sl.raw = ready, res.raws[i]
+			sl.state = ready
+			sl.hold(res.raws[i], res.bodyOf(i), i < len(res.batchesOK) && res.batchesOK[i])
 			f.storageAnswers(p, now)
-			sl.batchesOK = i < len(res.batchesOK) && res.batchesOK[i]
 			if !slices.Contains(touched, p) {
 				touched = append(touched, p)
 			}
 			continue
 		}
+		release(res.bodyOf(i)) // failed, or below the log end
 		if !sl.listed {
 			delete(p.byID, id)
 		}
@@ -841,13 +851,15 @@ func (f *Follower) applyReady(p *part, now time.Time) {
 				continue
 			}
 			if s.Entry.LastOffset < p.leo { // inside a longer slice already appended
-				s.state, s.raw = idle, nil
+				s.state = idle
+				s.drop()
 				f.c.duplicates.Add(1)
 				continue
 			}
 			switch judge(s.Entry.LeaderEpoch, s.Entry.LastOffset, p.leader.Epoch, p.localEpoch, p.fence) {
 			case fenced:
-				s.state, s.raw = idle, nil
+				s.state = idle
+				s.drop()
 				f.c.fenced.Add(1)
 				f.cfg.Logger.Info("follower: slice fenced by leader epoch", "partition", p.tp, "key", s.Key,
 					"epoch", s.Entry.LeaderEpoch, "base", s.Entry.BaseOffset, "last", s.Entry.LastOffset, "leaderEpoch", p.leader.Epoch)
@@ -862,9 +874,8 @@ func (f *Follower) applyReady(p *part, now time.Time) {
 		if next == nil {
 			return
 		}
-		raw, ok := next.raw, next.batchesOK
-		next.state, next.raw, next.batchesOK = idle, nil, false
-		if err := f.appendSlice(p, next.Key, next.Entry, raw, ok, now); err != nil {
+		next.state = idle
+		if err := f.appendReady(p, next, now); err != nil { // apply.go
 			return
 		}
 	}
@@ -932,6 +943,9 @@ func (f *Follower) appendSlice(p *part, key string, entry metadata.SliceEntry, r
 // advanced updates the partition after an append.
 func (f *Follower) advanced(p *part, info kafkalog.AppendInfo, maxTs int64, now time.Time) {
 	wasFallback := p.fallbackUntil > p.leo
+	if n := info.LastOffset + 1 - info.FirstOffset; n > 0 && info.Bytes > 0 {
+		p.bytesPerOffset = float64(info.Bytes) / float64(n)
+	}
 	p.leo = info.LastOffset + 1
 	if info.LastEpoch >= 0 {
 		p.localEpoch = max(p.localEpoch, info.LastEpoch)
@@ -1038,7 +1052,8 @@ func (f *Follower) epochDone(tp metadata.TopicPartition, epoch int32, truncate b
 		}
 		for _, s := range p.byID {
 			if s.state == ready {
-				s.state, s.raw = idle, nil
+				s.state = idle
+				s.drop()
 			}
 		}
 		p.stale = true // the slots start at the old log end
@@ -1061,13 +1076,33 @@ func (f *Follower) startFallback(p *part) {
 	p.leaderFetches++
 	f.c.leaderFetches.Add(1)
 	tp, epoch, from, rack := p.tp, p.leader.Epoch, p.leo, p.leader.Rack
+	maxBytes := fallbackMaxBytes(p.fallbackUntil-p.leo, p.bytesPerOffset, f.cfg.FallbackMaxBytes)
 	f.spawn(func() func() {
-		raw, err := f.cfg.LeaderClient.Fetch(f.ctx, tp, epoch, from, f.cfg.FallbackMaxBytes)
+		raw, err := f.cfg.LeaderClient.Fetch(f.ctx, tp, epoch, from, maxBytes)
 		if len(raw) > 0 && f.cfg.Transfers != nil {
 			f.cfg.Transfers.RecordTransfer("follower", rack, f.cfg.Rack, ledger.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, int64(len(raw)))
 		}
 		return func() { f.fallbackDone(tp, epoch, from, raw, err) }
 	})
+}
+
+// fallbackMaxBytes sizes one leader fetch for the offsets still wanted
+// from the leader: what they take at bytesPerOffset, with a quarter more
+// for batches of other sizes, at most limit. Every byte the leader sends
+// crosses racks, and the follower appends only up to the range's end, so
+// a fetch of limit for a range of a few batches would pay for bytes that
+// object storage serves anyway. The leader returns at least one batch
+// whatever the bound, so a low estimate costs round trips, not progress.
+// Without an estimate, or with no end known, it is limit.
+func fallbackMaxBytes(offsets int64, bytesPerOffset float64, limit int) int {
+	if offsets <= 0 || bytesPerOffset <= 0 {
+		return limit
+	}
+	est := float64(offsets) * bytesPerOffset * 1.25
+	if est >= float64(limit) {
+		return limit
+	}
+	return max(int(est), 1)
 }
 
 func (f *Follower) fallbackDone(tp metadata.TopicPartition, epoch int32, from int64, raw []byte, err error) {

@@ -120,6 +120,8 @@ type Log struct {
 		buf           []byte
 		refs          []batchRef
 		idx           []indexEntry
+		one           [1][]byte // chunks of a one-buffer append
+		iov           [][]byte  // a write's pieces (chunks.span)
 	}
 
 	// mu guards what readers see. Writers take it only to publish.
@@ -446,7 +448,8 @@ func (l *Log) assignAndAppend(buf []byte, refs []batchRef, leaderEpoch int32) (A
 			return AppendInfo{}, err
 		}
 	}
-	return l.appendValidated(buf, refs)
+	l.w.one[0] = buf
+	return l.appendValidated(l.w.one[:], refs)
 }
 
 // AppendAsFollower appends batches replicated from the leader as they
@@ -459,7 +462,7 @@ func (l *Log) assignAndAppend(buf []byte, refs []batchRef, leaderEpoch int32) (A
 // *CorruptBatchError (ErrCorruptBatch), ErrEpochRegression, ErrClosed,
 // ErrFailed, or an I/O error.
 func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
-	return l.appendAsFollower(batches, false)
+	return l.appendAsFollower(nil, batches, false)
 }
 
 // AppendVerifiedAsFollower is AppendAsFollower for batches the caller has
@@ -468,15 +471,32 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 // batch's framing, offsets and leader epoch are checked here, its CRC and
 // records are not again. A compacted log validates them all the same.
 func (l *Log) AppendVerifiedAsFollower(batches []byte) (AppendInfo, error) {
-	return l.appendAsFollower(batches, true)
+	return l.appendAsFollower(nil, batches, true)
 }
 
-func (l *Log) appendAsFollower(batches []byte, verified bool) (AppendInfo, error) {
+// AppendVerifiedRunAsFollower is AppendVerifiedAsFollower of the
+// concatenation of parts (each holding whole batches), without
+// concatenating them: each segment's share is written with one vectored
+// write (pwritev on the OS file system) rather than one write per part.
+// A remote-WAL follower appends a run of consecutive slices, each in its
+// own GET body, this way. The checks, the errors and the all-or-nothing
+// rule are AppendVerifiedAsFollower's for the whole run.
+func (l *Log) AppendVerifiedRunAsFollower(parts [][]byte) (AppendInfo, error) {
+	return l.appendAsFollower(parts, nil, true)
+}
+
+// appendAsFollower appends parts, or batches when parts is nil.
+func (l *Log) appendAsFollower(parts [][]byte, batches []byte, verified bool) (AppendInfo, error) {
 	defer l.changed() // after the unlock
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.writable(); err != nil {
 		return AppendInfo{}, err
+	}
+	if parts == nil {
+		l.w.one[0] = batches
+		parts = l.w.one[:]
+		defer func() { l.w.one[0] = nil }() // keep no caller's buffer
 	}
 	refs := l.w.refs[:0]
 	expected := l.mu.leo
@@ -494,19 +514,25 @@ func (l *Log) appendAsFollower(batches []byte, verified bool) (AppendInfo, error
 		// batches; a follower catching up copies them as they are.
 		split, gapsOK = splitStoredBatches, true
 	}
-	err := split(batches, math.MaxInt32, func(h BatchHeader, b []byte) error {
-		if h.BaseOffset < expected || (!gapsOK && h.BaseOffset != expected) {
-			return offsetMismatch(expected, h.BaseOffset)
+	var err error
+	for _, part := range parts {
+		err = split(part, math.MaxInt32, func(h BatchHeader, b []byte) error {
+			if h.BaseOffset < expected || (!gapsOK && h.BaseOffset != expected) {
+				return offsetMismatch(expected, h.BaseOffset)
+			}
+			if h.PartitionLeaderEpoch < latest && h.PartitionLeaderEpoch >= 0 {
+				return fmt.Errorf("%w: batch at offset %d has epoch %d, latest %d", ErrEpochRegression, h.BaseOffset, h.PartitionLeaderEpoch, latest)
+			}
+			latest = max(latest, h.PartitionLeaderEpoch)
+			expected = h.NextOffset()
+			refs = append(refs, batchRef{pos: pos, h: h})
+			pos += len(b)
+			return nil
+		})
+		if err != nil {
+			break
 		}
-		if h.PartitionLeaderEpoch < latest && h.PartitionLeaderEpoch >= 0 {
-			return fmt.Errorf("%w: batch at offset %d has epoch %d, latest %d", ErrEpochRegression, h.BaseOffset, h.PartitionLeaderEpoch, latest)
-		}
-		latest = max(latest, h.PartitionLeaderEpoch)
-		expected = h.NextOffset()
-		refs = append(refs, batchRef{pos: pos, h: h})
-		pos += len(b)
-		return nil
-	})
+	}
 	l.w.refs = refs
 	if err != nil {
 		return AppendInfo{}, fmt.Errorf("kafkalog: append as follower: %w", err)
@@ -514,7 +540,7 @@ func (l *Log) appendAsFollower(batches []byte, verified bool) (AppendInfo, error
 	if err := l.assignEpochs(refs); err != nil {
 		return AppendInfo{}, err
 	}
-	return l.appendValidated(batches, refs)
+	return l.appendValidated(parts, refs)
 }
 
 // assignEpochs records each new epoch among refs and persists the cache
@@ -544,9 +570,10 @@ func (l *Log) assignEpochs(refs []batchRef) error {
 	return nil
 }
 
-// appendValidated writes validated, offset-assigned batches: data holds
-// them back to back as refs describe. Caller holds writeMu.
-func (l *Log) appendValidated(data []byte, refs []batchRef) (AppendInfo, error) {
+// appendValidated writes validated, offset-assigned batches: the
+// concatenation of data holds them back to back as refs describe (refs'
+// positions are in it). Caller holds writeMu.
+func (l *Log) appendValidated(data chunks, refs []batchRef) (AppendInfo, error) {
 	info := AppendInfo{FirstOffset: l.mu.leo, LastOffset: l.mu.leo - 1}
 	if len(refs) == 0 {
 		return info, nil
@@ -574,7 +601,10 @@ func (l *Log) appendValidated(data []byte, refs []batchRef) (AppendInfo, error) 
 		}
 		from := refs[i].pos
 		to := refs[j-1].pos + refs[j-1].h.Size()
-		if _, err := act.file.WriteAt(data[from:to], act.size); err != nil {
+		l.w.iov = data.span(l.w.iov[:0], from, to)
+		err := writeChunks(act.file, l.w.iov, act.size)
+		clear(l.w.iov) // keep no caller's buffer
+		if err != nil {
 			l.writeFailed(act)
 			return info, fmt.Errorf("kafkalog: append to segment %d: %w", act.base, err)
 		}
@@ -964,6 +994,18 @@ func (l *Log) PositionOf(offset int64) (SegmentPosition, error) {
 	return SegmentPosition{SegmentBaseOffset: s.base, Position: pos}, nil
 }
 
+// EndPosition returns the log end offset and where it lies: the active
+// segment's base offset and size. It costs one read lock, no I/O and no
+// allocation, so a caller that remembers where its own offset lies (a
+// remote-WAL task after each Slice) can tell how many bytes were appended
+// since without PositionOf.
+func (l *Log) EndPosition() (leo int64, end SegmentPosition) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	act := l.active()
+	return l.mu.leo, SegmentPosition{SegmentBaseOffset: act.base, Position: act.size}
+}
+
 // Slice returns whole batches starting with the batch whose base offset is
 // fromOffset, all in one segment and with one partition leader epoch, up
 // to maxBytes but at least one batch. fromOffset == LogEndOffset gives an
@@ -976,12 +1018,7 @@ func (l *Log) Slice(fromOffset int64, maxBytes int) (SegmentSlice, error) {
 		return SegmentSlice{}, err
 	}
 	if fromOffset == l.mu.leo {
-		act := l.active()
-		return SegmentSlice{
-			SegmentBaseOffset: act.base, BasePosition: act.size, EndPosition: act.size,
-			FirstOffset: fromOffset, LastOffset: fromOffset - 1, LeaderEpoch: UndefinedEpoch,
-			Data: []byte{}, NextOffset: fromOffset,
-		}, nil
+		return l.emptySlice(fromOffset), nil
 	}
 	s := l.segmentFor(fromOffset)
 	r := l.reader(s)
@@ -997,7 +1034,69 @@ func (l *Log) Slice(fromOffset int64, maxBytes int) (SegmentSlice, error) {
 	if err != nil {
 		return SegmentSlice{}, fmt.Errorf("kafkalog: slice from %d: %w", fromOffset, err)
 	}
-	last := h.last
+	return sliceOf(s, pos, h, data), nil
+}
+
+// SliceAt is Slice for a caller that knows where fromOffset's batch
+// starts (the end of its previous slice): it reads from at without the
+// index lookup, in one read, and checks that a batch with base offset
+// fromOffset starts there. Errors as Slice; ErrNotBatchBoundary also when
+// at is not where that batch starts (the caller then uses Slice).
+func (l *Log) SliceAt(at SegmentPosition, fromOffset int64, maxBytes int) (SegmentSlice, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if err := l.checkRange(fromOffset); err != nil {
+		return SegmentSlice{}, err
+	}
+	if fromOffset == l.mu.leo {
+		return l.emptySlice(fromOffset), nil
+	}
+	i := sort.Search(len(l.mu.segs), func(i int) bool { return l.mu.segs[i].base >= at.SegmentBaseOffset })
+	if i == len(l.mu.segs) || l.mu.segs[i].base != at.SegmentBaseOffset || at.Position < 0 || at.Position+liteHeaderSize > l.mu.segs[i].size {
+		return SegmentSlice{}, fmt.Errorf("kafkalog: slice from %d at %+v: %w", fromOffset, at, ErrNotBatchBoundary)
+	}
+	s := l.mu.segs[i]
+	n := min(int64(max(maxBytes, liteHeaderSize)), s.size-at.Position)
+	data := make([]byte, n)
+	if _, err := s.file.ReadAt(data, at.Position); err != nil && !errors.Is(err, io.EOF) {
+		return SegmentSlice{}, fmt.Errorf("kafkalog: slice from %d: %w", fromOffset, err)
+	}
+	h := parseLite(data)
+	if h.base != fromOffset || h.size < BatchHeaderSize || at.Position+int64(h.size) > s.size {
+		return SegmentSlice{}, fmt.Errorf("kafkalog: slice from %d at %+v: batch there starts at %d: %w", fromOffset, at, h.base, ErrNotBatchBoundary)
+	}
+	if h.size > len(data) {
+		// maxBytes is below the first batch: it goes whole, as in Slice.
+		whole, err := readBatches(nil, s, at.Position, h, maxBytes, true)
+		if err != nil {
+			return SegmentSlice{}, fmt.Errorf("kafkalog: slice from %d: %w", fromOffset, err)
+		}
+		return sliceOf(s, at.Position, h, whole), nil
+	}
+	end := h.size
+	for end+liteHeaderSize <= len(data) {
+		nh := parseLite(data[end:])
+		if nh.size < BatchHeaderSize || end+nh.size > len(data) || nh.epoch != h.epoch {
+			break
+		}
+		end += nh.size
+	}
+	return sliceOf(s, at.Position, h, data[:end:end]), nil
+}
+
+// emptySlice is the slice at the log end. Caller holds mu.
+func (l *Log) emptySlice(fromOffset int64) SegmentSlice {
+	act := l.active()
+	return SegmentSlice{
+		SegmentBaseOffset: act.base, BasePosition: act.size, EndPosition: act.size,
+		FirstOffset: fromOffset, LastOffset: fromOffset - 1, LeaderEpoch: UndefinedEpoch,
+		Data: []byte{}, NextOffset: fromOffset,
+	}
+}
+
+// sliceOf describes data, whole batches of s from pos whose first is first.
+func sliceOf(s *segment, pos int64, first liteHeader, data []byte) SegmentSlice {
+	last := first.last
 	for p := 0; p < len(data); {
 		lh := parseLite(data[p:])
 		last = lh.last
@@ -1005,9 +1104,9 @@ func (l *Log) Slice(fromOffset int64, maxBytes int) (SegmentSlice, error) {
 	}
 	return SegmentSlice{
 		SegmentBaseOffset: s.base, BasePosition: pos, EndPosition: pos + int64(len(data)),
-		FirstOffset: fromOffset, LastOffset: last, LeaderEpoch: h.epoch,
+		FirstOffset: first.base, LastOffset: last, LeaderEpoch: first.epoch,
 		Data: data, NextOffset: last + 1,
-	}, nil
+	}
 }
 
 // Segments describes the segments, oldest first.

@@ -449,7 +449,10 @@ type partitionFollowerLog struct {
 	h broker.FollowerReplica
 }
 
-var _ follower.Log = (*partitionFollowerLog)(nil)
+var (
+	_ follower.Log         = (*partitionFollowerLog)(nil)
+	_ follower.RunAppender = (*partitionFollowerLog)(nil)
+)
 
 func (l *partitionFollowerLog) LogEndOffset() int64                 { return l.h.LogEndOffset() }
 func (l *partitionFollowerLog) LatestEpoch() (int32, bool)          { return l.h.LatestEpoch() }
@@ -461,6 +464,10 @@ func (l *partitionFollowerLog) AppendAsFollower(b []byte) (kafkalog.AppendInfo, 
 
 func (l *partitionFollowerLog) AppendVerifiedAsFollower(b []byte) (kafkalog.AppendInfo, error) {
 	return l.notified(l.h.AppendVerifiedAsFollower(b))
+}
+
+func (l *partitionFollowerLog) AppendVerifiedRunAsFollower(parts [][]byte) (kafkalog.AppendInfo, error) {
+	return l.notified(l.h.AppendVerifiedRunAsFollower(parts))
 }
 
 func (l *partitionFollowerLog) notified(info kafkalog.AppendInfo, err error) (kafkalog.AppendInfo, error) {
