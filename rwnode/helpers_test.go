@@ -111,7 +111,7 @@ func (c *testCluster) sources() []changefeed.Source {
 		out = append(out, b)
 	}
 	for _, r := range c.replicators {
-		out = append(out, r.State())
+		out = append(out, r.State(), r)
 	}
 	return out
 }
