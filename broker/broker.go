@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/internal/changefeed"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/kwal/kwal/purgatory"
@@ -50,8 +51,8 @@ type Broker struct {
 	unsubscribe func()
 	reqs        requestCounters
 	events      eventCounters
-	dir         logDirHealth // log.dirs online or offline (logdir.go)
-	changes     changeFeed   // see Changed
+	dir         logDirHealth    // log.dirs online or offline (logdir.go)
+	changes     changefeed.Feed // see Changed
 	stop        chan struct{}
 	wg          sync.WaitGroup
 
@@ -149,22 +150,27 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.removeStrayReplicas()
 	b.heartbeat() // learns whether a lease is enforced
-	// The reaper's timer is made here, not in its goroutine, so that a
-	// test on the manual clock may advance it as soon as New returns.
+	// Every periodic loop's timer is made here, not in its goroutine, so
+	// that a test on the manual clock may advance it as soon as New
+	// returns: a deadline is then counted from New, not from whenever the
+	// goroutine got to run.
 	interval := reapInterval(cfg.ConnectionsMaxIdle, cfg.RequestReadTimeout)
 	reapTimer := b.clock.NewTimer(interval)
-	heartbeatTimer := b.clock.NewTimer(cfg.BrokerHeartbeatInterval) // the same, for the heartbeats
-	b.wg.Add(7)
+	heartbeatTimer := b.clock.NewTimer(cfg.BrokerHeartbeatInterval)
+	b.wg.Add(6)
 	go b.acceptLoop()
-	go b.isrLoop()
-	go b.retentionLoop()
-	go b.producerExpirationLoop()
+	go b.isrLoop(b.clock.NewTimer(b.isrCheckInterval()))
+	go b.retentionLoop(b.clock.NewTimer(cfg.RetentionCheckInterval))
+	go b.producerExpirationLoop(b.clock.NewTimer(cfg.ProducerIDExpirationCheckInterval))
 	go b.heartbeatLoop(heartbeatTimer)
-	go b.rebalanceLoop()
 	go b.everyOn(reapTimer, interval, func() { b.reapConns(b.clock.Now()) }, cfg.afterReapArmed)
+	if !cfg.DisableAutoLeaderRebalance {
+		b.wg.Add(1)
+		go b.rebalanceLoop(b.clock.NewTimer(cfg.LeaderImbalanceCheckInterval))
+	}
 	if !cfg.LogCleanerDisable {
 		b.wg.Add(1)
-		go b.cleanerLoop()
+		go b.cleanerLoop(b.clock.NewTimer(cfg.LogCleanerBackoff))
 	}
 	if cfg.MetricsListener != "" {
 		addr, err := b.ServeMetrics(cfg.MetricsListener)
@@ -454,20 +460,20 @@ func (b *Broker) dropPartition(tp TopicPartition) {
 
 // isrLoop shrinks ISRs of lagging followers every half
 // replica.lag.time.max.ms, as Kafka's isr-expiration task does.
-func (b *Broker) isrLoop() {
-	b.every(max(b.cfg.ReplicaLagTimeMax/2, 10*time.Millisecond), b.shrinkISRs, nil)
+func (b *Broker) isrLoop(t clock.Timer) {
+	b.everyOn(t, b.isrCheckInterval(), b.shrinkISRs, nil)
 }
 
-// every runs fn every period on the broker's clock until Close (it owns
-// one b.wg count); armed, if set, runs after each fn once the next run is
-// scheduled (a test hook).
-func (b *Broker) every(period time.Duration, fn, armed func()) {
-	b.everyOn(b.clock.NewTimer(period), period, fn, armed)
+// isrCheckInterval is how often the leader looks for lagging followers:
+// half replica.lag.time.max.ms, as Kafka.
+func (b *Broker) isrCheckInterval() time.Duration {
+	return max(b.cfg.ReplicaLagTimeMax/2, 10*time.Millisecond)
 }
 
-// everyOn is every on a timer the caller made (and armed for the first
-// run), for a loop whose first run a test must be able to trigger as soon
-// as New returns.
+// everyOn runs fn every period on the broker's clock until Close (it owns
+// one b.wg count), first when t (made and armed by New, so that a test on
+// the manual clock may advance it as soon as New returns) fires; armed,
+// if set, runs after each fn once the next run is scheduled (a test hook).
 func (b *Broker) everyOn(t clock.Timer, period time.Duration, fn, armed func()) {
 	b.everyOrWhen(t, period, fn, armed, nil, nil)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/kafkalog"
 )
 
@@ -107,9 +108,8 @@ func (b *Broker) CleanLogs() []CleanResult {
 	return out
 }
 
-func (b *Broker) cleanerLoop() {
+func (b *Broker) cleanerLoop(t clock.Timer) {
 	defer b.wg.Done()
-	t := b.clock.NewTimer(b.cfg.LogCleanerBackoff)
 	defer t.Stop()
 	for {
 		select {

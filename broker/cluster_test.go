@@ -126,6 +126,7 @@ func TestClusterAcksAllAndFetchFromFollower(t *testing.T) {
 // fetches again.
 func TestClusterISRShrinkAndExpand(t *testing.T) {
 	c := startCluster(t, []string{"az1", "az2", "az3"}, func(cfg *Config) {
+		onRealClock(cfg) // see doc.go: a parked follower fetch on the manual clock
 		cfg.ReplicaLagTimeMax = 300 * time.Millisecond
 		cfg.ReplicaFetchWaitMax = 50 * time.Millisecond
 		cfg.MinInsyncReplicas = 3

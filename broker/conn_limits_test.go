@@ -220,7 +220,6 @@ func TestIdleConnectionClosed(t *testing.T) {
 // produces.
 func TestConnectionsPerIPCap(t *testing.T) {
 	ct := startConnTestBroker(t, func(c *Config) {
-		c.Clock = nil // real clock: kgo below waits on real time
 		c.MaxConnectionsPerIP = 3
 		c.MaxConnectionsPerIPOverrides = map[netip.Addr]int{netip.MustParseAddr("127.0.0.3"): 1}
 	})
@@ -257,7 +256,6 @@ func TestConnectionsPerIPCap(t *testing.T) {
 // in the backlog unanswered, and is served once another closes.
 func TestMaxConnectionsWaitsForASlot(t *testing.T) {
 	ct := startConnTestBroker(t, func(c *Config) {
-		c.Clock = nil
 		c.MaxConnections = 3
 	})
 	addr := ct.b.Addr()
@@ -419,7 +417,6 @@ func TestMaxConnectionsInterBrokerListenerExempt(t *testing.T) {
 // slot; it must then wait for a slot too, not be let in over the cap.
 func TestMaxConnectionsAcrossListeners(t *testing.T) {
 	ct := startConnTestBroker(t, func(c *Config) {
-		c.Clock = nil
 		c.MaxConnections = 1
 		c.Listeners = []ListenerConfig{
 			{Name: "INTERNAL", Addr: "127.0.0.1:0", Protocol: ProtocolPlaintext},

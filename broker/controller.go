@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/internal/changefeed"
 	"github.com/kwal/kwal/topicpart"
 )
 
@@ -169,8 +170,8 @@ func (c *LivenessConfig) fill() {
 // see changes in order. With EnableLiveness it tracks broker sessions on
 // its clock; CheckLiveness fences the silent ones.
 type MemController struct {
-	notifyMu sync.Mutex // serialises notifications, taken before mu
-	changes  changeFeed // signalled after each record is applied and notified
+	notifyMu sync.Mutex      // serialises notifications, taken before mu
+	changes  changefeed.Feed // signalled after each record is applied and notified
 	mu       struct {
 		sync.Mutex
 		st       *clusterState

@@ -144,6 +144,20 @@
 // KIP-101/KIP-279), Append, SetHW, TruncateFully and StartRemote through
 // the partition's followerLog handle, never its locks.
 //
+// A fetcher wakes on what resolves its waits, not only on timers: a
+// partition added (a new leader or epoch) cuts the long poll in flight,
+// which does not name it (add); a change applied by the controller ends
+// every back-off (fetcherManager.watchCluster, replica.Follower.
+// ClusterChanged; a round in flight across a change ends the back-offs its
+// answers began), since NOT_LEADER, FENCED_LEADER_EPOCH or a dial error
+// usually means the leader had not applied, or registered, the new state
+// yet; the back-off timer stays the fallback. The leader answers a
+// follower's parked fetch at once when the follower lacks the current
+// high watermark or log start (HWToSend, LogStartToSend), so a
+// DeleteRecords waiting on the followers' log starts does not wait for a
+// long poll to end. Socket deadlines are taken from the wall clock, never
+// Config.Clock.
+//
 // A remotewal follower's fetch carries no records and long-polls like a
 // classic one; the leader answers it when it appends or its HW moves. Its
 // log grows from object storage meanwhile, so each append's log end goes
@@ -343,11 +357,37 @@
 // accept loop and the connections, then
 // completes waiting operations and closes the logs.
 //
-// Broker.Changed is a broadcast (changeFeed) closed at the next change of
+// Broker.Changed is a broadcast (changefeed.Feed) closed at the next change of
 // what the broker serves: a log change (kafkalog Config.OnChange), a
-// topic state applied, a group coordinator change (group Config.OnChange).
-// MemController and KafkaController have their own Changed. Tests wait on
-// these (waitFor in helpers_test.go) instead of polling.
+// topic state applied, a group coordinator change (group
+// Config.OnChange). MemController and
+// KafkaController have their own Changed. Tests wait on these (waitFor in
+// helpers_test.go) instead of polling.
+//
+// # Tests and time
+//
+// Broker tests run on a manual clock (clock.Manual): startCluster shares
+// one between its brokers (testCluster.clk), and the tests that build
+// brokers themselves give them one. Time passes only when a test about
+// time advances it (sessions, ISR lag, acks=all and retention timeouts,
+// group sessions), to a computed deadline. Every periodic loop's timer is
+// armed in New, so an advance right after New reaches it. The tests left
+// on the wall clock (onRealClock), and why:
+//   - kcat_test.go (TestKcatProduceConsume and its cases),
+//     kcat_security_test.go (TestKcatTLSAndSASL): kcat (librdkafka) runs
+//     as a subprocess, and `kcat -e` ends only on an empty answer to its
+//     fetch long poll, which a manual clock would hold for ever.
+//   - cluster_test.go TestClusterISRShrinkAndExpand, slowfollower_test.go
+//     TestSlowFollowerHoldsAcksAllOnlyUntilLagLimit: the ISR shrinks only
+//     after replica.lag.time.max.ms while another follower keeps
+//     fetching, and that follower's parked long poll, stepped past its
+//     deadline on the manual clock, was seen not to be answered (1 run in
+//     about 20 under -race); until that is understood they run on the
+//     wall clock.
+//   - Nothing else. Network deadlines (the slowloris/read timeout, the TLS
+//     handshake timeout, socket write deadlines) are wall-clock socket
+//     deadlines in every test; the reaper that enforces the read and idle
+//     timeouts runs on the manual clock (conn_limits_test.go).
 //
 // # Zero-copy fetch
 //

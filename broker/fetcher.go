@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kwal/kwal/kafkalog"
@@ -19,10 +20,16 @@ const (
 	replicaFetchResponseMax   = 64 << 20
 )
 
-// fetcherManager owns one replicaFetcher per leader broker.
+// fetcherManager owns one replicaFetcher per leader broker, and a
+// goroutine that tells them of the controller's changes (watchCluster).
 type fetcherManager struct {
-	b  *Broker
-	mu struct {
+	b       *Broker
+	stop    chan struct{}
+	watched chan struct{} // closed when watchCluster returns
+	// changes counts the controller's changes watchCluster saw: a fetcher
+	// whose round spanned one ends the back-offs its answers started.
+	changes atomic.Uint64
+	mu      struct {
 		sync.Mutex
 		fetchers map[int32]*replicaFetcher
 		closed   bool
@@ -30,9 +37,44 @@ type fetcherManager struct {
 }
 
 func newFetcherManager(b *Broker) *fetcherManager {
-	m := &fetcherManager{b: b}
+	m := &fetcherManager{b: b, stop: make(chan struct{}), watched: make(chan struct{})}
 	m.mu.fetchers = map[int32]*replicaFetcher{}
+	go m.watchCluster()
 	return m
+}
+
+// watchCluster waits on the controller's change feed and, after each
+// change, ends the back-offs of every fetcher's machines. What a fetcher
+// backs off from (NOT_LEADER or FENCED_LEADER_EPOCH from a leader that had
+// not applied the new state yet, a leader not reachable until it
+// registers again) is resolved by such a change, so the fetcher retries
+// then rather than when the back-off has passed, as Kafka's fetcher
+// retries a partition when a LeaderAndIsr update reaches it. The back-off
+// stays the fallback for what no change reports (a controller whose view
+// lags the leader's, a disk error).
+func (m *fetcherManager) watchCluster() {
+	defer close(m.watched)
+	for {
+		ch := m.b.clusterChanged() // taken before acting: no change is missed
+		if ch == nil {
+			return // a controller without a change feed: back-offs only
+		}
+		select {
+		case <-m.stop:
+			return
+		case <-ch:
+		}
+		m.changes.Add(1) // before the fetchers look: see run
+		m.mu.Lock()
+		fs := make([]*replicaFetcher, 0, len(m.mu.fetchers))
+		for _, f := range m.mu.fetchers {
+			fs = append(fs, f)
+		}
+		m.mu.Unlock()
+		for _, f := range fs {
+			f.clusterChanged()
+		}
+	}
 }
 
 // add makes tp follow leader at epoch (removing it from another leader's
@@ -72,6 +114,8 @@ func (m *fetcherManager) close() {
 	fs := m.mu.fetchers
 	m.mu.fetchers = nil
 	m.mu.Unlock()
+	close(m.stop)
+	<-m.watched
 	for _, f := range fs {
 		f.close()
 	}
@@ -126,6 +170,14 @@ type replicaFetcher struct {
 		// appended: remotewal partitions whose Replicator appended since
 		// reportLoop last looked (only they may have a log end to report).
 		appended map[TopicPartition]struct{}
+		// added counts add calls: a round built before the latest add
+		// lacks a partition, so it is not sent as a long poll.
+		added uint64
+		// polling is the connection of the long-poll fetch in flight;
+		// add closes it (and sets interrupted) so that a partition taken
+		// up, or a new leader epoch, does not wait for the poll to end.
+		polling     *wireClient
+		interrupted bool
 	}
 }
 
@@ -144,6 +196,13 @@ func (f *replicaFetcher) add(p *partition, epoch int32) {
 	}
 	f.mu.Lock()
 	f.mu.parts[p.tp] = &followState{tp: p.tp, p: p, h: p, fsm: replica.NewFollower(mode, epoch, f.b.cfg.ReplicaFetchBackoff)}
+	f.mu.added++
+	// The fetch in flight does not name p at this epoch, and its long
+	// poll may last ReplicaFetchWaitMax (for ever, if the leader has
+	// nothing to send and the clock is a test's manual one): cut it, so
+	// that p is truncated and fetched now. Kafka's fetcher waits the poll
+	// out; one redial per burst of adds is the price of not doing so.
+	f.cutPollLocked()
 	f.mu.Unlock()
 	f.poke()
 }
@@ -203,6 +262,41 @@ func (f *replicaFetcher) sleep(d time.Duration) bool {
 	return true
 }
 
+// clusterChanged ends every machine's back-off (the controller applied a
+// change, see fetcherManager.watchCluster), cuts the long poll in flight
+// if one was backing off (the poll does not name it), and wakes the
+// fetcher, so that the partition is sent now.
+func (f *replicaFetcher) clusterChanged() {
+	now := f.b.clock.Now()
+	f.mu.Lock()
+	waiting := false
+	for _, st := range f.mu.parts {
+		if st.fsm.RetryAt().After(now) {
+			waiting = true
+			st.fsm.ClusterChanged()
+		}
+	}
+	if waiting {
+		f.cutPollLocked()
+	}
+	f.mu.Unlock()
+	f.poke() // also ends the wait after a failed dial: the leader may have registered
+}
+
+// cutPollLocked closes the connection of the long poll in flight, if
+// any, so that the fetcher sends a new round at once (see add).
+func (f *replicaFetcher) cutPollLocked() {
+	if c := f.mu.polling; c != nil {
+		f.mu.polling, f.mu.interrupted = nil, true
+		c.close()
+	}
+}
+
+// netDeadline is a socket deadline d from now. Sockets time out on the
+// wall clock, whatever cfg.Clock is (a manual clock in a test stands
+// still, so a deadline taken from it would be in the past or never come).
+func netDeadline(d time.Duration) time.Time { return time.Now().Add(d) }
+
 func (f *replicaFetcher) stopped() bool {
 	select {
 	case <-f.stop:
@@ -229,6 +323,11 @@ func (f *replicaFetcher) run() {
 	}()
 	backoff := f.b.cfg.ReplicaFetchBackoff
 	for !f.stopped() {
+		// A change while this round is in flight may resolve the error an
+		// answer to it then backs off from (a leader that had not applied
+		// the new state yet); watchCluster saw the change before that back-off
+		// began, so the round ends it itself.
+		seen := f.b.fetchers.changes.Load()
 		r, idle := f.next()
 		if len(r.queries) == 0 && len(r.fetches) == 0 {
 			if !f.sleep(idle) {
@@ -250,25 +349,47 @@ func (f *replicaFetcher) run() {
 			if f.stopped() {
 				return
 			}
-			f.b.logger.Info("replica fetcher connection failed", "leader", f.leader, "err", err)
+			if errors.Is(err, errRoundStale) {
+				continue // a partition was added: build the round again
+			}
 			f.mu.Lock()
 			if f.mu.conn == conn {
 				f.mu.conn = nil
 			}
+			interrupted := f.mu.interrupted
+			f.mu.interrupted = false
 			f.mu.Unlock()
 			conn.close()
+			if interrupted {
+				f.b.logger.Debug("replica fetcher cut its long poll for an added partition", "leader", f.leader)
+				continue
+			}
+			f.b.logger.Info("replica fetcher connection failed", "leader", f.leader, "err", err)
+			if f.b.fetchers.changes.Load() != seen {
+				continue // the leader may have registered again meanwhile
+			}
 			if !f.sleep(backoff) {
 				return
 			}
+			continue
+		}
+		if f.b.fetchers.changes.Load() != seen {
+			f.clusterChanged()
 		}
 	}
 }
 
-// round is what the machines asked to send in one iteration.
+// round is what the machines asked to send in one iteration; added is
+// the fetcher's add count when it was built.
 type round struct {
 	queries map[TopicPartition]queryReq
 	fetches map[TopicPartition]fetchReq
+	added   uint64
 }
+
+// errRoundStale: a partition was added after the round was built; the
+// round is built again rather than sent as a long poll without it.
+var errRoundStale = errors.New("replica fetcher: partitions added since the round was built")
 
 type queryReq struct {
 	st *followState
@@ -290,6 +411,7 @@ func (f *replicaFetcher) next() (round, time.Duration) {
 	idle := time.Minute
 	var starts []*followState
 	f.mu.Lock()
+	r.added = f.mu.added
 	for tp, st := range f.mu.parts {
 		acts := st.fsm.Next(now, st.h.followerView(!st.fsm.Truncated()))
 		if len(acts) == 0 {
@@ -527,7 +649,7 @@ func (f *replicaFetcher) sendReports(reports map[TopicPartition]reportReq) error
 	for tp, r := range reports {
 		fr.add(tp, r.st.fsm.LeaderEpoch(), r.Offset, r.LogStart)
 	}
-	r, err := conn.roundTrip(fr.req, f.b.clock.Now().Add(30*time.Second))
+	r, err := conn.roundTrip(fr.req, netDeadline(30*time.Second))
 	if err != nil {
 		return err
 	}
@@ -571,7 +693,7 @@ func (f *replicaFetcher) step(conn *wireClient, r round) error {
 	if len(r.queries) > 0 {
 		return f.truncate(conn, r.queries)
 	}
-	return f.fetch(conn, r.fetches)
+	return f.fetch(conn, r.fetches, r.added)
 }
 
 // kerrOf is the typed error of a response code (nil for none).
@@ -605,7 +727,7 @@ func (f *replicaFetcher) truncate(conn *wireClient, queries map[TopicPartition]q
 		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = tp.Partition, q.st.fsm.LeaderEpoch(), q.Epoch
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
-	r, err := conn.roundTrip(req, f.b.clock.Now().Add(30*time.Second))
+	r, err := conn.roundTrip(req, netDeadline(30*time.Second))
 	if err != nil {
 		return err
 	}
@@ -685,7 +807,7 @@ func (b fetchRequest) add(tp TopicPartition, epoch int32, offset, logStart int64
 	b.req.Topics[i].Partitions = append(b.req.Topics[i].Partitions, rp)
 }
 
-func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetchReq) error {
+func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetchReq, added uint64) error {
 	// A remotewal partition's fetch long-polls too: the leader answers
 	// it when it appends (readPart) or its HW moves, and the log end of
 	// each append goes out in a report (reportLoop), not in this fetch.
@@ -693,7 +815,19 @@ func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetc
 	for tp, q := range fetches {
 		fr.add(tp, q.st.fsm.LeaderEpoch(), q.Offset, q.LogStart)
 	}
-	r, err := conn.roundTrip(fr.req, f.b.clock.Now().Add(f.b.cfg.ReplicaFetchWaitMax+30*time.Second))
+	f.mu.Lock()
+	if f.mu.added != added {
+		f.mu.Unlock()
+		return errRoundStale
+	}
+	f.mu.polling = conn
+	f.mu.Unlock()
+	r, err := conn.roundTrip(fr.req, netDeadline(f.b.cfg.ReplicaFetchWaitMax+30*time.Second))
+	f.mu.Lock()
+	if f.mu.polling == conn {
+		f.mu.polling = nil
+	}
+	f.mu.Unlock()
 	if err != nil {
 		return err
 	}

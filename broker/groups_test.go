@@ -10,6 +10,7 @@ import (
 
 	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/group"
+	"github.com/kwal/kwal/internal/changefeed"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -49,7 +50,7 @@ func TestGroupConsumersSplitAndResume(t *testing.T) {
 		mu   sync.Mutex
 		seen = map[string]int{}
 		by   = map[int]map[int32]bool{}
-		read changeFeed // signalled after each record is counted
+		read changefeed.Feed // signalled after each record is counted
 	)
 	consume := func(id int, stop <-chan struct{}, done chan<- struct{}) *kgo.Client {
 		cl := newClient(t, c, kgo.ConsumerGroup("grp"), kgo.ConsumeTopics("g1"),

@@ -242,12 +242,8 @@ func (b *Broker) heartbeatLoop(t clock.Timer) {
 // leader.imbalance.check.interval, for the partitions it prefers
 // (auto.leader.rebalance.enable). It runs apart from the heartbeats, so
 // that a slow election cannot delay them.
-func (b *Broker) rebalanceLoop() {
-	if b.cfg.DisableAutoLeaderRebalance {
-		b.wg.Done()
-		return
-	}
-	b.every(b.cfg.LeaderImbalanceCheckInterval, b.rebalance, nil)
+func (b *Broker) rebalanceLoop(t clock.Timer) {
+	b.everyOn(t, b.cfg.LeaderImbalanceCheckInterval, b.rebalance, nil)
 }
 
 // rebalance proposes the preferred-leader elections this broker nominates

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/internal/changefeed"
+	"github.com/kwal/kwal/internal/changefeed/feedtest"
 	"github.com/kwal/kwal/internal/kclient"
 	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -44,24 +46,31 @@ func testLogger(t testing.TB, level slog.Level) *slog.Logger {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// testCluster is an in-process cluster on loopback sharing one controller.
+// testCluster is an in-process cluster on loopback sharing one controller
+// and one manual clock: time passes only when a test advances clk.
 type testCluster struct {
+	clk     *clock.Manual
 	ctrl    *MemController
 	brokers []*Broker
 	ledgers []*ledger.Ledger
 }
 
-// startCluster starts one broker per rack given (ids 1..n).
+// startCluster starts one broker per rack given (ids 1..n), on the
+// cluster's manual clock (a tweak may set another Clock; see doc.go for the
+// tests that run on the real clock and why).
 func startCluster(t testing.TB, racks []string, tweak func(*Config)) *testCluster {
 	t.Helper()
-	c := &testCluster{ctrl: NewMemController(nil, 1000)}
+	c := &testCluster{clk: clock.NewManual(time.Now()), ctrl: NewMemController(nil, 1000)}
 	for i, rack := range racks {
 		l := ledger.New()
 		cfg := Config{
 			BrokerID: int32(i + 1), Rack: rack, Listener: "127.0.0.1:0", LogDir: t.TempDir(),
 			Controller: c.ctrl, Ledger: l, Logger: testLogger(t, slog.LevelWarn),
-			ReplicaFetchBackoff: 50 * time.Millisecond,
+			ReplicaFetchBackoff: 50 * time.Millisecond, Clock: c.clk,
 		}
+		// No initial rebalance delay: it is time, and only the tests about
+		// it wait it out (they set it and advance clk).
+		cfg.Groups.InitialRebalanceDelay = -1
 		if tweak != nil {
 			tweak(&cfg)
 		}
@@ -79,6 +88,12 @@ func startCluster(t testing.TB, racks []string, tweak func(*Config)) *testCluste
 	}
 	return c
 }
+
+// onRealClock is the tweak of the tests that must run on the wall clock
+// (see doc.go): a librdkafka consumer (kcat -e) learns it reached the end
+// of a partition only from an empty answer to its long poll, which the
+// manual clock would hold for ever.
+func onRealClock(cfg *Config) { cfg.Clock = clock.Real{} }
 
 func (c *testCluster) seeds() []string {
 	var out []string
@@ -117,38 +132,17 @@ func createTopic(t testing.TB, cl *kgo.Client, name string, partitions int32, rf
 	}
 }
 
-// changeSource is something whose changes a test waits on: a Broker, a
-// controller, or a test's own changeFeed.
-type changeSource interface{ Changed() <-chan struct{} }
-
-// waitFor waits until cond holds: it evaluates cond now and again after
-// each change of any of srcs (taking their channels before each check, so
-// no change is missed), never polling. d only bounds a hung test.
-func waitFor(t testing.TB, what string, d time.Duration, cond func() bool, srcs ...changeSource) {
+// waitFor waits until cond holds, re-checking it on each change of srcs
+// (a Broker, a controller, a test's own changefeed.Feed: feedtest.WaitFor),
+// never polling; d only bounds a hung test.
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool, srcs ...changefeed.Source) {
 	t.Helper()
-	if len(srcs) == 0 {
-		t.Fatalf("waitFor %s: nothing to wait on", what)
-	}
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	cases := make([]reflect.SelectCase, len(srcs)+1)
-	cases[0] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)}
-	for {
-		for i, s := range srcs {
-			cases[i+1] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.Changed())}
-		}
-		if cond() {
-			return
-		}
-		if i, _, _ := reflect.Select(cases); i == 0 {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	feedtest.WaitFor(t, what, d, cond, srcs...)
 }
 
 // sources is every broker and the controller of the cluster.
-func (c *testCluster) sources() []changeSource {
-	out := []changeSource{c.ctrl}
+func (c *testCluster) sources() []changefeed.Source {
+	out := []changefeed.Source{c.ctrl}
 	for _, b := range c.brokers {
 		out = append(out, b)
 	}

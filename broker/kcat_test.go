@@ -19,7 +19,7 @@ func TestKcatProduceConsume(t *testing.T) {
 	if err != nil {
 		t.Skip("SKIPPED: kcat is not installed (apt-get install -y kcat); the librdkafka interop test did not run")
 	}
-	c := startCluster(t, []string{"az1", "az2", "az1"}, nil)
+	c := startCluster(t, []string{"az1", "az2", "az1"}, onRealClock)
 	if _, err := c.ctrl.CreateTopic(TopicSpec{Name: "kcat", Partitions: 1, ReplicationFactor: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestKcatCompressionNegotiated(t *testing.T) {
 	if err != nil {
 		t.Skip("SKIPPED: kcat is not installed (apt-get install -y kcat); the librdkafka codec test did not run")
 	}
-	c := startCluster(t, []string{"az1"}, nil)
+	c := startCluster(t, []string{"az1"}, onRealClock)
 	bootstrap := strings.Join(c.seeds(), ",")
 	for codec, id := range map[string]int8{"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4} {
 		t.Run(codec, func(t *testing.T) {

@@ -131,20 +131,21 @@ func TestLeaseSelfFencing(t *testing.T) {
 	}
 }
 
-// TestPreferredLeaderReturns: with liveness on (real clock, short
-// session), a preferred leader that lost leadership and is in the ISR is
-// elected back by its own rebalance check; one that is fenced is not, and
-// a partition with no live replica in its ISR has no leader.
+// TestPreferredLeaderReturns: with liveness on (a short session on the
+// manual clock; the test sends the heartbeats and runs the session check),
+// a preferred leader that lost leadership and is in the ISR is elected
+// back by its own rebalance check; one that is fenced is not, and a
+// partition with no live replica in its ISR has no leader.
 func TestPreferredLeaderReturns(t *testing.T) {
+	const session, rebalance = time.Second, 200 * time.Millisecond
 	c := startCluster(t, []string{"az1", "az2", "az3"}, func(cfg *Config) {
-		cfg.BrokerSessionTimeout, cfg.BrokerHeartbeatInterval = time.Second, 100*time.Millisecond
-		cfg.LeaderImbalanceCheckInterval = 200 * time.Millisecond
+		cfg.BrokerSessionTimeout, cfg.BrokerHeartbeatInterval = session, session-time.Millisecond
+		cfg.LeaderImbalanceCheckInterval = rebalance
 	})
-	c.ctrl.EnableLiveness(LivenessConfig{SessionTimeout: time.Second, Logger: testLogger(t, slog.LevelWarn)})
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { defer close(done); c.ctrl.RunLiveness(stop) }()
-	defer func() { close(stop); <-done }()
+	c.ctrl.EnableLiveness(LivenessConfig{SessionTimeout: session, Clock: c.clk, Logger: testLogger(t, slog.LevelWarn)})
+	for _, b := range c.brokers {
+		b.heartbeat() // learns that sessions are watched; a lease of one session
+	}
 	cl := newClient(t, c)
 	createTopic(t, cl, "pref", 1, 3, nil)
 	tp := TopicPartition{Topic: "pref", Partition: 0}
@@ -168,6 +169,7 @@ func TestPreferredLeaderReturns(t *testing.T) {
 	if _, err := c.ctrl.ElectLeader(tp, ts.Partitions[0].Replicas[1]); err != nil {
 		t.Fatal(err)
 	}
+	c.clk.Advance(rebalance) // the rebalance checks run
 	waitFor(t, "the preferred leader back", 20*time.Second, func() bool {
 		ts, _ := c.ctrl.Topic("pref")
 		return ts.Partitions[0].Leader == pref
@@ -180,6 +182,15 @@ func TestPreferredLeaderReturns(t *testing.T) {
 	// and no rebalance can elect the fenced one back.
 	if err := c.broker(pref).Close(); err != nil {
 		t.Fatal(err)
+	}
+	c.clk.Advance(session + time.Millisecond)
+	for _, b := range c.brokers {
+		if b.cfg.BrokerID != pref {
+			b.heartbeat()
+		}
+	}
+	if fenced := c.ctrl.CheckLiveness(); len(fenced) != 1 || fenced[0].ID != pref {
+		t.Fatalf("session check fenced %+v, want only broker %d", fenced, pref)
 	}
 	waitFor(t, "a leader other than the stopped one", 20*time.Second, func() bool {
 		ts, _ := c.ctrl.Topic("pref")

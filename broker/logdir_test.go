@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/kafkalog/faultfs"
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"
@@ -89,6 +90,7 @@ func TestUnusableLogDirRefusesStart(t *testing.T) {
 	b, err := New(Config{
 		BrokerID: 1, Listener: "127.0.0.1:0", LogDir: dir, LogFS: rofs,
 		Controller: NewMemController(nil, 1000), Ledger: ledger.New(), Logger: quietLogger(),
+		Clock: clock.NewManual(time.Now()),
 	})
 	if err != nil {
 		t.Fatal(err)

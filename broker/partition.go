@@ -439,6 +439,14 @@ func (p *partition) leoChangedFor(replicaID int32, leo int64) bool {
 	return p.mu.leader != nil && p.mu.leader.LEOToSend(replicaID, leo)
 }
 
+// logStartChangedFor reports whether the leader's log start differs from
+// the one last told to replica, and records it as told.
+func (p *partition) logStartChangedFor(replicaID int32, start int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.leader != nil && p.mu.leader.LogStartToSend(replicaID, start)
+}
+
 // PartitionStatus is a replica's view of its partition, for tests and
 // tooling.
 type PartitionStatus struct {

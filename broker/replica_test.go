@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kwal/kwal/clock"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/internal/changefeed/feedtest"
 )
 
 // TestClassicTruncationAfterLeaderChanges drives the fetcher's
@@ -104,8 +106,8 @@ func TestClassicTruncationAfterLeaderChanges(t *testing.T) {
 // not before and not on the wall clock (the purgatories are built with
 // cfg.Clock).
 func TestPurgatoriesRunOnConfigClock(t *testing.T) {
-	m := clock.NewManual(time.Unix(1_700_000_000, 0))
-	c := startCluster(t, []string{"az1"}, func(cfg *Config) { cfg.Clock = m })
+	c := startCluster(t, []string{"az1"}, nil)
+	m := c.clk
 	cl := newClient(t, c)
 	const topic = "longpoll"
 	createTopic(t, cl, topic, 1, 1, nil)
@@ -123,29 +125,32 @@ func TestPurgatoriesRunOnConfigClock(t *testing.T) {
 		resp, _ := r.(*kmsg.FetchResponse)
 		done <- answer{resp, err}
 	}()
-	// The test cannot see the fetch enter the purgatory, so it moves the
-	// manual clock an hour at a time until the answer comes; the wall
-	// clock only bounds a hung test.
-	deadline := time.After(20 * time.Second)
-	for {
-		select {
-		case a := <-done:
-			if a.err != nil {
-				t.Fatal(a.err)
-			}
-			if waited := m.Now().Sub(start); waited < time.Hour {
-				t.Fatalf("long poll answered after %v of the broker's clock, want an hour", waited)
-			}
-			p := a.resp.Topics[0].Partitions[0]
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil || len(p.RecordBatches) != 0 {
-				t.Fatalf("answer: %v, %d bytes", err, len(p.RecordBatches))
-			}
-			return
-		case <-deadline:
-			t.Fatal("a one-hour long poll was not answered as the broker's manual clock moved")
-		case <-time.After(20 * time.Millisecond):
-			m.Advance(time.Hour)
-		}
+	// The fetch is parked once its expiry is on the purgatory's timer,
+	// which the purgatory's driver then arms on the manual clock.
+	b := c.brokers[0]
+	waitFor(t, "the long poll parked", 20*time.Second, func() bool { return b.fetchWait.Metrics().TimerEntries > 0 }, feedtest.Armed(m))
+	m.Advance(time.Hour - time.Millisecond)
+	select {
+	case a := <-done:
+		t.Fatalf("long poll answered (%v) after %v of the broker's clock, want an hour", a.err, m.Now().Sub(start))
+	default:
+	}
+	m.Advance(time.Millisecond)
+	var a answer
+	select {
+	case a = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a one-hour long poll was not answered when the broker's manual clock passed the hour")
+	}
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if waited := m.Now().Sub(start); waited < time.Hour {
+		t.Fatalf("long poll answered after %v of the broker's clock, want an hour", waited)
+	}
+	p := a.resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil || len(p.RecordBatches) != 0 {
+		t.Fatalf("answer: %v, %d bytes", err, len(p.RecordBatches))
 	}
 }
 

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"math"
+
+	"github.com/kwal/kwal/clock"
 )
 
 // Local retention: every log.retention.check.interval.ms (by the broker's
@@ -25,15 +27,15 @@ type UploadedOffsetReporter interface {
 }
 
 // retentionLoop runs enforceRetention every RetentionCheckInterval.
-func (b *Broker) retentionLoop() {
-	b.every(b.cfg.RetentionCheckInterval, func() { b.enforceRetention() }, b.cfg.afterRetention)
+func (b *Broker) retentionLoop(t clock.Timer) {
+	b.everyOn(t, b.cfg.RetentionCheckInterval, func() { b.enforceRetention() }, b.cfg.afterRetention)
 }
 
 // producerExpirationLoop forgets idle producers on every replica every
 // producer.id.expiration.check.interval.ms, as Kafka's
 // PeriodicProducerExpirationCheck does.
-func (b *Broker) producerExpirationLoop() {
-	b.every(b.cfg.ProducerIDExpirationCheckInterval, func() {
+func (b *Broker) producerExpirationLoop(t clock.Timer) {
+	b.everyOn(t, b.cfg.ProducerIDExpirationCheckInterval, func() {
 		for _, p := range b.partitionsSnapshot() {
 			if n := p.log.RemoveExpiredProducers(); n > 0 {
 				b.logger.Info("forgot expired producers", "partition", p.tp, "producers", n)

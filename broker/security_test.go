@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/internal/testpki"
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -614,7 +615,7 @@ func TestReplicaHandleDialsSecurely(t *testing.T) {
 func TestMetadataStaticBrokerOnlyOnInterBrokerListener(t *testing.T) {
 	static := []BrokerInfo{{ID: 1, Host: "127.0.0.1", Port: 1, Rack: "az1"}, {ID: 2, Host: "10.9.9.9", Port: 9092, Rack: "az2"}}
 	ctrl := NewMemController(static, 0)
-	b, err := New(Config{BrokerID: 1, Rack: "az1", LogDir: t.TempDir(), Controller: ctrl, Logger: quietLogger(),
+	b, err := New(Config{BrokerID: 1, Rack: "az1", LogDir: t.TempDir(), Controller: ctrl, Logger: quietLogger(), Clock: clock.NewManual(time.Now()),
 		Listeners: []ListenerConfig{
 			{Name: "INTERNAL", Addr: "127.0.0.1:0", Advertised: "127.0.0.1:1"},
 			{Name: "EXTERNAL", Addr: "127.0.0.1:0", Advertised: "localhost:0"},

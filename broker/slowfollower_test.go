@@ -20,6 +20,7 @@ import (
 func TestSlowFollowerHoldsAcksAllOnlyUntilLagLimit(t *testing.T) {
 	const lag = time.Second
 	c := startCluster(t, []string{"az1", "az2", "az3"}, func(cfg *Config) {
+		onRealClock(cfg) // see doc.go: a parked follower fetch on the manual clock
 		cfg.ReplicaLagTimeMax = lag
 		cfg.ReplicaFetchWaitMax = 50 * time.Millisecond
 		cfg.MinInsyncReplicas = 2

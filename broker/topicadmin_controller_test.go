@@ -7,6 +7,9 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/kwal/kwal/clock"
 )
 
 // Both controllers: delete, grow and reconfigure topics, with the
@@ -158,7 +161,7 @@ func TestStrayReplicasRemovedAtStart(t *testing.T) {
 	ctrl := newKafkaController(t, startKfake(t), nil)
 	dir := t.TempDir()
 	start := func() *Broker {
-		b, err := New(Config{BrokerID: 1, Listener: "127.0.0.1:0", LogDir: dir, Controller: ctrl, Logger: quietLogger()})
+		b, err := New(Config{BrokerID: 1, Listener: "127.0.0.1:0", LogDir: dir, Controller: ctrl, Logger: quietLogger(), Clock: clock.NewManual(time.Now())})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -44,13 +44,13 @@ func TestTopicConfigsHonoured(t *testing.T) {
 	if !errors.Is(err, kerr.MessageTooLarge) {
 		t.Fatalf("2000 B into max.message.bytes=1000: %v, want MESSAGE_TOO_LARGE", err)
 	}
-	before := time.Now().Add(-time.Second)
+	appended := c.clk.Now() // the clock stands still until retention below
 	created := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
 	if err := cl.ProduceSync(adminCtx(t), &kgo.Record{Topic: "stamped", Value: []byte("small"), Timestamp: created}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	recs := consumeAll(t, c, "stamped", 1)
-	if r := recs[0]; r.Attrs.TimestampType() != 1 || r.Timestamp.Before(before) || r.Timestamp.After(time.Now().Add(time.Second)) {
+	if r := recs[0]; r.Attrs.TimestampType() != 1 || r.Timestamp.UnixMilli() != appended.UnixMilli() {
 		t.Fatalf("LogAppendTime record: type %d timestamp %v (produced with %v)", r.Attrs.TimestampType(), r.Timestamp, created)
 	}
 	ts, _ := c.ctrl.Topic("stamped")
@@ -72,6 +72,16 @@ func TestTopicConfigsHonoured(t *testing.T) {
 		produceTo(t, cl, "bounded", 0, bytes.Repeat([]byte{byte(i)}, 200))
 	}
 	ts, _ = c.ctrl.Topic("bounded")
+	// Retention deletes only below a replica's high watermark: once every
+	// replica knows all 60 are committed, one retention check deletes.
+	for _, rid := range ts.Partitions[0].Replicas {
+		b := c.broker(rid)
+		waitFor(t, "the high watermark at 60 on every replica", 10*time.Second, func() bool {
+			st, _ := b.PartitionStatus(TopicPartition{Topic: "bounded", Partition: 0})
+			return st.HighWatermark == 60
+		}, c.sources()...)
+	}
+	c.clk.Advance(20 * time.Millisecond)
 	for _, rid := range ts.Partitions[0].Replicas {
 		b := c.broker(rid)
 		waitFor(t, "retention.bytes to delete old segments", 20*time.Second, func() bool {

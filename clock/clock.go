@@ -46,6 +46,7 @@ type Manual struct {
 		sync.Mutex
 		now    time.Time
 		timers []*manualTimer
+		armed  chan struct{} // closed at the next arming (Armed)
 	}
 }
 
@@ -72,9 +73,30 @@ func (m *Manual) NewTimer(d time.Duration) Timer {
 	t.deadline = m.mu.now.Add(d)
 	t.armed = true
 	m.mu.timers = append(m.mu.timers, t)
+	m.notifyArmedLocked()
 	m.mu.Unlock()
 	m.fire()
 	return t
+}
+
+// Armed returns a channel closed the next time a timer is armed (made or
+// Reset). A test takes it, checks what it waits for (Pending, a result),
+// then waits on it: it learns that the goroutine under test has started
+// waiting on the clock without polling.
+func (m *Manual) Armed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.armed == nil {
+		m.mu.armed = make(chan struct{})
+	}
+	return m.mu.armed
+}
+
+func (m *Manual) notifyArmedLocked() {
+	if m.mu.armed != nil {
+		close(m.mu.armed)
+		m.mu.armed = nil
+	}
 }
 
 // Advance moves the clock forward by d and fires every timer now due, in
@@ -176,6 +198,7 @@ func (t *manualTimer) Reset(d time.Duration) {
 		t.armed = true
 		t.m.mu.timers = append(t.m.mu.timers, t)
 	}
+	t.m.notifyArmedLocked()
 	t.m.mu.Unlock()
 	t.m.fire()
 }

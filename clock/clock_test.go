@@ -59,3 +59,38 @@ func TestManualResetRacesAdvance(t *testing.T) {
 	}()
 	wg.Wait()
 }
+
+// TestManualArmedSignalsEachArming: Armed's channel closes when a timer is
+// made or reset, not before, and a channel taken after an arming waits for
+// the next one.
+func TestManualArmedSignalsEachArming(t *testing.T) {
+	m := NewManual(time.Unix(0, 0))
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	a := m.Armed()
+	if closed(a) {
+		t.Fatal("armed before any timer")
+	}
+	tm := m.NewTimer(time.Second)
+	if !closed(a) {
+		t.Fatal("NewTimer did not signal Armed")
+	}
+	b := m.Armed()
+	if closed(b) {
+		t.Fatal("a channel taken after the arming is already closed")
+	}
+	m.Advance(time.Second) // fires; firing is not arming
+	if closed(b) {
+		t.Fatal("a firing signalled Armed")
+	}
+	tm.Reset(time.Second)
+	if !closed(b) {
+		t.Fatal("Reset did not signal Armed")
+	}
+}

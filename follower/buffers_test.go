@@ -141,7 +141,10 @@ func TestLentBodiesReusedAcrossReads(t *testing.T) {
 					t.Logf("%v: %d runs appended in one write", tp, rl.runs.Load())
 				}
 			}()
-			if lent < 50 || reused < lent/4 {
+			// How many reads find a released buffer depends on how the
+			// reads and appends interleave; one reuse is enough for the
+			// poison to show a body released too early.
+			if lent < 50 || reused == 0 {
 				t.Fatalf("only %d of %d bodies were lent in a reused buffer: the test does not test reuse", reused, lent)
 			}
 			var runs int64

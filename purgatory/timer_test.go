@@ -2,6 +2,7 @@ package purgatory
 
 import (
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -313,12 +314,21 @@ func TestTimerExecutorRaceCancelWithBigBucket(t *testing.T) {
 	const n = 20_000
 	entries := make([]TimerEntry, n)
 	fired := make([]atomic.Int32, n)
-	var total atomic.Int32
+	var total, want atomic.Int32
+	want.Store(-1) // known once the cancels are done
+	allFired := make(chan struct{})
+	var once sync.Once
+	check := func() {
+		if w := want.Load(); w >= 0 && total.Load() >= w {
+			once.Do(func() { close(allFired) })
+		}
+	}
 	deadline := tm.Now() + int64(2*time.Millisecond)
 	for i := range entries {
 		_ = tm.Schedule(&entries[i], deadline, funcTask(func() {
 			fired[i].Add(1)
 			total.Add(1)
+			check()
 		}))
 	}
 	cancelled := make([]bool, n)
@@ -329,14 +339,19 @@ func TestTimerExecutorRaceCancelWithBigBucket(t *testing.T) {
 			ncancel++
 		}
 	}
-	// Entries whose Cancel lost the race fire; wait for all of them.
-	for give := time.Now().Add(10 * time.Second); total.Load() < int32(n-ncancel); {
-		if time.Now().After(give) {
-			t.Fatalf("%d fired, want %d", total.Load(), n-ncancel)
-		}
-		time.Sleep(time.Millisecond)
+	// Entries whose Cancel lost the race fire; wait for all of them, then
+	// close the timer, after which nothing fires: a second firing of any
+	// entry, or one of a cancelled entry, has happened by then.
+	want.Store(int32(n - ncancel))
+	check()
+	select {
+	case <-allFired:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%d fired, want %d", total.Load(), n-ncancel)
 	}
-	time.Sleep(10 * time.Millisecond)
+	if left := tm.Close(); len(left) != 0 {
+		t.Fatalf("%d entries still scheduled after all fired", len(left))
+	}
 	for i := range entries {
 		f := fired[i].Load()
 		if cancelled[i] && f != 0 || !cancelled[i] && f != 1 {

@@ -9,17 +9,20 @@ import (
 
 	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/combiner"
+	"github.com/kwal/kwal/internal/changefeed"
 )
 
 // heldSink keeps every submitted slice until the test completes it, so
 // the test chooses the order (and the outcome) of the combiner's reports.
 type heldSink struct {
-	mu   sync.Mutex
-	held []combiner.Slice
-	all  []combiner.Slice
+	changefeed.Feed // signalled after each Submit and each complete
+	mu              sync.Mutex
+	held            []combiner.Slice
+	all             []combiner.Slice
 }
 
 func (s *heldSink) Submit(_ context.Context, sl combiner.Slice) error {
+	defer s.Signal()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.held = append(s.held, sl)
@@ -45,6 +48,7 @@ func (s *heldSink) complete(order []int, err func(sl combiner.Slice) error) {
 		sl := held[i]
 		sl.Done(combiner.UploadedObject{}, err(sl))
 	}
+	s.Signal()
 }
 
 // TestReorderedAndRepeatedFailureReports: the combiner reports given-up
@@ -67,7 +71,7 @@ func TestReorderedAndRepeatedFailureReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendN(t, l, 1, 4, 2, 10) // four batches, one slice each: [0,1] [2,3] [4,5] [6,7]
-	waitFor(t, "four slices", func() bool { return sink.count() == 4 })
+	waitFor(t, "four slices", func() bool { return sink.count() == 4 }, sink)
 	boom := func(base int64) func(combiner.Slice) error {
 		return func(sl combiner.Slice) error {
 			if sl.BaseOffset >= base {
@@ -79,15 +83,15 @@ func TestReorderedAndRepeatedFailureReports(t *testing.T) {
 	// [4,5] and [6,7] given up, reported last first, with [2,3] published
 	// between them; [0,1] published last.
 	sink.complete([]int{3, 1, 2, 0}, boom(4))
-	waitFor(t, "the re-cut from 4", func() bool { return sink.count() == 2 })
+	waitFor(t, "the re-cut from 4", func() bool { return sink.count() == 2 }, sink)
 	if p, _ := m.PublishedOffset(tp0); p != 4 {
 		t.Fatalf("published offset %d, want 4", p)
 	}
 	// The same range given up again, reported in order this time.
 	sink.complete([]int{0, 1}, boom(0))
-	waitFor(t, "the second re-cut from 4", func() bool { return sink.count() == 2 })
+	waitFor(t, "the second re-cut from 4", func() bool { return sink.count() == 2 }, sink)
 	sink.complete([]int{1, 0}, boom(1<<40))
-	waitFor(t, "published to the log end", func() bool { p, _ := m.PublishedOffset(tp0); return p == 8 })
+	waitFor(t, "published to the log end", func() bool { p, _ := m.PublishedOffset(tp0); return p == 8 }, sink)
 	if m.Metrics().Resubmits != 2 {
 		t.Errorf("resubmits %d, want 2", m.Metrics().Resubmits)
 	}

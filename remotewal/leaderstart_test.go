@@ -91,7 +91,7 @@ func TestSameEpochRestartStartsPastItsSlices(t *testing.T) {
 	if err := m.StartPartition(tp0, l, 3, 0); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "four slices", func() bool { return len(sink.snapshot()) == 4 })
+	waitFor(t, "four slices", func() bool { return len(sink.snapshot()) == 4 }, sink)
 	m.StopPartition(tp0)
 	if err := m.StartPartition(tp0, l, 3, 1); err != nil { // lagging: asks for 1
 		t.Fatal(err)
@@ -100,12 +100,12 @@ func TestSameEpochRestartStartsPastItsSlices(t *testing.T) {
 		t.Fatalf("restarted in the same epoch at %d, want 4", off)
 	}
 	appendN(t, l, 3, 1, 1, 10)
-	waitFor(t, "the fifth slice", func() bool { return len(sink.snapshot()) == 5 })
+	waitFor(t, "the fifth slice", func() bool { return len(sink.snapshot()) == 5 }, sink)
 	m.StopPartition(tp0)
 	if err := m.StartPartition(tp0, l, 4, 2); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the new epoch's slices", func() bool { return len(sink.snapshot()) == 8 })
+	waitFor(t, "the new epoch's slices", func() bool { return len(sink.snapshot()) == 8 }, sink)
 	var got []string
 	for _, s := range sink.snapshot() {
 		got = append(got, fmt.Sprintf("%d@%d", s.BaseOffset, s.LeaderEpoch))

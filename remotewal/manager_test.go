@@ -10,6 +10,8 @@ import (
 
 	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/combiner"
+	"github.com/kwal/kwal/internal/changefeed"
+	"github.com/kwal/kwal/internal/changefeed/feedtest"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"
 	"github.com/kwal/kwal/metadata"
@@ -20,15 +22,39 @@ var tp0 = metadata.TopicPartition{Topic: "orders", Partition: 0}
 // captureSink records submitted slices; when block is non-nil Submit waits
 // on it, which models a full combiner queue.
 type captureSink struct {
-	mu     sync.Mutex
-	slices []combiner.Slice
-	got    chan struct{}
-	block  chan struct{}
+	mu      sync.Mutex
+	slices  []combiner.Slice
+	entered int // Submit calls begun
+	got     chan struct{}
+	block   chan struct{}
+	changed chan struct{} // closed at the next Submit begun or slice recorded
 }
 
 func newCaptureSink() *captureSink { return &captureSink{got: make(chan struct{}, 1024)} }
 
+// Changed returns a channel closed when the next Submit begins or the
+// next slice is recorded (waitFor's source).
+func (s *captureSink) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
+}
+
+func (s *captureSink) signalLocked() {
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
+}
+
 func (s *captureSink) Submit(ctx context.Context, sl combiner.Slice) error {
+	s.mu.Lock()
+	s.entered++
+	s.signalLocked()
+	s.mu.Unlock()
 	if s.block != nil {
 		select {
 		case <-s.block:
@@ -38,9 +64,16 @@ func (s *captureSink) Submit(ctx context.Context, sl combiner.Slice) error {
 	}
 	s.mu.Lock()
 	s.slices = append(s.slices, sl)
+	s.signalLocked()
 	s.mu.Unlock()
 	s.got <- struct{}{}
 	return nil
+}
+
+func (s *captureSink) submitsBegun() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.entered
 }
 
 func (s *captureSink) snapshot() []combiner.Slice {
@@ -68,17 +101,13 @@ func appendN(t *testing.T, l *kafkalog.Log, epoch int32, batches, recs, size int
 	}
 }
 
-// waitFor waits (on real time, bounded) until cond holds; the task runs in
-// its own goroutine, so the test must let it get there.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitFor waits until cond holds, re-checking it on each change of srcs
+// (feedtest.WaitFor; the wall clock only bounds a hung test). The task
+// runs in its own goroutine: after each step it either submits (the sink
+// changes) or goes back to waiting (it arms a timer: feedtest.Armed).
+func waitFor(t *testing.T, what string, cond func() bool, srcs ...changefeed.Source) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	feedtest.WaitFor(t, what, 10*time.Second, cond, srcs...)
 }
 
 // checkCover asserts the slices are contiguous from `from` to the log end and
@@ -142,7 +171,7 @@ func TestCutOnSize(t *testing.T) {
 	waitFor(t, "size cuts", func() bool {
 		ss := sink.snapshot()
 		return len(ss) > 0 && ss[len(ss)-1].LastOffset+1 >= 36
-	})
+	}, sink, feedtest.Armed(clk))
 	ss := sink.snapshot()
 	for _, s := range ss {
 		if len(s.Data) < 8<<10 {
@@ -162,7 +191,7 @@ func TestCutOnSize(t *testing.T) {
 			clk.Advance(time.Hour)
 		}
 		return false
-	})
+	}, sink, feedtest.Armed(clk))
 	checkCover(t, l, sink.snapshot(), 0)
 }
 
@@ -179,7 +208,7 @@ func TestCutOnInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendN(t, l, 1, 3, 2, 100)
-	waitFor(t, "task to arm its timer", func() bool { return clk.Pending() > 0 })
+	waitFor(t, "task to arm its timer", func() bool { return clk.Pending() > 0 }, sink, feedtest.Armed(clk))
 	clk.Advance(9 * time.Millisecond)
 	if n := len(sink.snapshot()); n != 0 {
 		t.Fatalf("cut %d slices before the interval", n)
@@ -197,7 +226,7 @@ func TestCutOnInterval(t *testing.T) {
 			clk.Advance(time.Millisecond)
 		}
 		return false
-	})
+	}, sink, feedtest.Armed(clk))
 	checkCover(t, l, sink.snapshot(), 0)
 	if got := m.Metrics().CutsByInterval; got != 1 {
 		t.Fatalf("interval cuts = %d", got)
@@ -226,14 +255,18 @@ func TestSliceNeverCrossesRollOrEpoch(t *testing.T) {
 	if err := m.StartPartition(tp0, l, 2, 0); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	// The task cuts one slice per interval: advance a millisecond each
+	// time it goes back to waiting, until every byte is cut.
+	waitFor(t, "every byte cut", func() bool {
 		ss := sink.snapshot()
 		if len(ss) > 0 && ss[len(ss)-1].LastOffset+1 == l.LogEndOffset() {
-			break
+			return true
 		}
-		clk.Advance(time.Millisecond)
-		time.Sleep(100 * time.Microsecond)
-	}
+		if clk.Pending() > 0 {
+			clk.Advance(time.Millisecond)
+		}
+		return false
+	}, sink, feedtest.Armed(clk))
 	ss := sink.snapshot()
 	checkCover(t, l, ss, 0)
 	segOf := map[int64]bool{}
@@ -265,7 +298,7 @@ func TestRefusesLaterEpoch(t *testing.T) {
 	if err := m.StartPartition(tp0, l, 4, 0); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "error", func() bool { return m.Metrics().Errors > 0 })
+	waitFor(t, "error", func() bool { return m.Metrics().Errors > 0 }, sink, feedtest.Armed(clk))
 	if n := len(sink.snapshot()); n != 0 {
 		t.Fatalf("uploaded %d slices of a later epoch", n)
 	}
@@ -284,12 +317,19 @@ func TestBackPressureHoldsTask(t *testing.T) {
 	if err := m.StartPartition(tp0, l, 1, 0); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond) // give the task time to misbehave if it would
+	// The task is inside Submit, held by the full sink: nothing may count
+	// as submitted until the sink takes it.
+	waitFor(t, "the task to submit into the full sink", func() bool { return sink.submitsBegun() > 0 }, sink)
 	if off, _ := m.SubmittedOffset(tp0); off != 0 {
 		t.Fatalf("submitted offset moved to %d while the sink was full", off)
 	}
 	close(sink.block)
-	waitFor(t, "drain", func() bool { off, _ := m.SubmittedOffset(tp0); return off == l.LogEndOffset() })
+	// Drained: the sink holds every byte (the submitted offset moves
+	// after the sink returns, past the last event to wait on).
+	waitFor(t, "drain", func() bool {
+		ss := sink.snapshot()
+		return len(ss) > 0 && ss[len(ss)-1].LastOffset+1 == l.LogEndOffset()
+	}, sink, feedtest.Armed(clk))
 	m.StopPartition(tp0)
 	if _, err := m.SubmittedOffset(tp0); err == nil {
 		t.Fatal("stopped partition still reports")
@@ -332,11 +372,10 @@ func (s *failOnceSink) Submit(ctx context.Context, sl combiner.Slice) error {
 		sl.Done(combiner.UploadedObject{}, errors.New("upload gave up"))
 		return nil
 	}
-	if err := s.captureSink.Submit(ctx, sl); err != nil {
-		return err
-	}
+	// Published first, recorded after: a test that sees the slice
+	// recorded sees it published.
 	sl.Done(combiner.UploadedObject{}, nil)
-	return nil
+	return s.captureSink.Submit(ctx, sl)
 }
 
 func TestResubmitsGivenUpSlice(t *testing.T) {
@@ -352,9 +391,9 @@ func TestResubmitsGivenUpSlice(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendN(t, l, 1, 1, 3, 10)
-	waitFor(t, "resubmit", func() bool { return m.Metrics().Resubmits == 1 && len(sink.snapshot()) == 1 })
+	waitFor(t, "resubmit", func() bool { return m.Metrics().Resubmits == 1 && len(sink.snapshot()) == 1 }, sink, feedtest.Armed(clk))
 	appendN(t, l, 1, 1, 3, 10)
-	waitFor(t, "second slice", func() bool { return len(sink.snapshot()) == 2 })
+	waitFor(t, "second slice", func() bool { return len(sink.snapshot()) == 2 }, sink, feedtest.Armed(clk))
 	// The re-submitted slice carries exactly the range that was given up.
 	checkCover(t, l, sink.snapshot(), 0)
 	if p, _ := m.PublishedOffset(tp0); p != l.LogEndOffset() {

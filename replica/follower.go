@@ -218,6 +218,15 @@ func (f *Follower) backOff(now time.Time, why string) []Action {
 	return []Action{Backoff{Until: f.retryAt, Reason: why}}
 }
 
+// ClusterChanged: the cluster's state changed (a leader or leader epoch
+// applied, a broker registered again). What a back-off waits out (a
+// leader that does not yet know its new epoch, a broker not yet
+// reachable) may be resolved by it, so a backing-off follower may send at
+// the next Next, as Kafka's fetcher retries a delayed partition when a
+// LeaderAndIsr update reaches it. The back-off stays the fallback for
+// causes no cluster change reports.
+func (f *Follower) ClusterChanged() { f.retryAt = time.Time{} }
+
 // RequestFailed: request req got no answer (the connection failed, or
 // the request was not sent). The partition asks again at the next Next.
 func (f *Follower) RequestFailed(req uint64) {

@@ -63,6 +63,7 @@ type Progress struct {
 	LastFetchTime      time.Time
 	lastSentHW         int64
 	lastSentLEO        int64
+	lastSentLogStart   int64
 	// marks are earlier fetches (time, the leader's log end then), oldest
 	// first, at most maxMarks, at least lagMax/maxMarks apart, none at or
 	// before LastCaughtUp; the leader's log end only grows within an
@@ -393,6 +394,21 @@ func (l *Leader) LEOToSend(replica int32, leo int64) bool {
 	}
 	changed := f.lastSentLEO != leo
 	f.lastSentLEO = leo
+	return changed
+}
+
+// LogStartToSend reports whether replica has not been told the leader's
+// log start offset start yet (DeleteRecords or retention moved it), and
+// records it as told: a parked fetch of the follower is answered at once,
+// so that its log start, which a DeleteRecords waits for, follows without
+// waiting for the long poll to end.
+func (l *Leader) LogStartToSend(replica int32, start int64) bool {
+	f := l.followers[replica]
+	if f == nil {
+		return false
+	}
+	changed := f.lastSentLogStart != start
+	f.lastSentLogStart = start
 	return changed
 }
 

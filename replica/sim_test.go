@@ -271,6 +271,9 @@ func TestFollowerScripts(t *testing.T) {
 			case "failed":
 				f.RequestFailed(lastReq)
 				return "ok\n"
+			case "cluster-changed":
+				f.ClusterChanged()
+				return "ok\n"
 			case "judge":
 				ans := argEpochs(t, d, "answer")
 				a, known := EpochAnswer{}, len(ans) == 1

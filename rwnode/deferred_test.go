@@ -75,7 +75,7 @@ func TestDeferredReplicatorReplaysStartsWhenReady(t *testing.T) {
 		defer defs[leaderIdx].mu.Unlock()
 		_, ok := defs[leaderIdx].mu.leads[tp]
 		return ok
-	})
+	}, c.sources()...)
 	// A follow that starts and stops before readiness is forgotten.
 	ghost := broker.TopicPartition{Topic: "ghost"}
 	defs[leaderIdx].StopLeader(ghost)
@@ -119,7 +119,7 @@ func TestDeferredReplicatorReplaysStartsWhenReady(t *testing.T) {
 	want := segmentBytes(t, ll.Segments(), ll.ReadSegmentRange)
 	for _, rid := range ts.Partitions[0].Replicas {
 		fl, _ := c.broker(rid).PartitionLog(tp)
-		waitFor(t, "the follower at the leader's log end", 10*time.Second, func() bool { return fl.LogEndOffset() == 100 })
+		waitFor(t, "the follower at the leader's log end", 10*time.Second, func() bool { return fl.LogEndOffset() == 100 }, c.sources()...)
 		if !bytes.Equal(segmentBytes(t, fl.Segments(), fl.ReadSegmentRange), want) {
 			t.Errorf("broker %d's log is not byte-identical to the leader's", rid)
 		}

@@ -57,6 +57,7 @@ func TestRemoteWALDeleteAndRecreateUnderLoad(t *testing.T) {
 			prod1.Produce(ctx1, &kgo.Record{Value: []byte(fmt.Sprintf("gen1-%06d", i))}, func(_ *kgo.Record, err error) {
 				if err == nil {
 					acked.Add(1)
+					c.feed.Signal()
 				}
 			})
 			if i%50 == 49 {
@@ -64,7 +65,7 @@ func TestRemoteWALDeleteAndRecreateUnderLoad(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, "generation 1 acknowledged and uploaded", 30*time.Second, func() bool { return acked.Load() >= 400 && countObjects() > 0 })
+	waitFor(t, "generation 1 acknowledged and uploaded", 30*time.Second, func() bool { return acked.Load() >= 400 && countObjects() > 0 }, c.sources()...)
 	t.Logf("before the delete: %d records acknowledged, %d objects in the store", acked.Load(), countObjects())
 
 	deleteStart := time.Now()
@@ -80,7 +81,7 @@ func TestRemoteWALDeleteAndRecreateUnderLoad(t *testing.T) {
 	prod1.Close()
 	t.Logf("generation 1: %d records acknowledged in all", acked.Load())
 
-	waitFor(t, "no object of the deleted topic left in the store", 20*time.Second, func() bool { return countObjects() == 0 })
+	waitFor(t, "no object of the deleted topic left in the store", 20*time.Second, func() bool { return countObjects() == 0 }, c.sources()...)
 	t.Logf("store empty %v after DeleteTopics was sent", time.Since(deleteStart).Round(time.Millisecond))
 	for _, r := range c.replicators {
 		for p := int32(0); p < 2; p++ {
@@ -88,7 +89,7 @@ func TestRemoteWALDeleteAndRecreateUnderLoad(t *testing.T) {
 			waitFor(t, "the deletion reached every broker's metadata", 10*time.Second, func() bool {
 				st, ok := r.State().PartitionDeleteState(tp)
 				return ok && st == metadata.DeletePartitionFinished && len(r.State().Slices(tp, 0)) == 0
-			})
+			}, c.sources()...)
 		}
 		waitFor(t, "every object of the deleted topic dropped from metadata", 10*time.Second, func() bool {
 			for _, o := range r.State().Objects() {
@@ -97,7 +98,7 @@ func TestRemoteWALDeleteAndRecreateUnderLoad(t *testing.T) {
 				}
 			}
 			return true
-		})
+		}, c.sources()...)
 	}
 
 	// Generation 2 under the same name.
@@ -127,7 +128,7 @@ func TestRemoteWALDeleteAndRecreateUnderLoad(t *testing.T) {
 		ll, _ := c.broker(ps.Leader).PartitionLog(tp)
 		for _, rid := range ps.Replicas {
 			l, _ := c.broker(rid).PartitionLog(tp)
-			waitFor(t, "followers caught up on the new topic", 20*time.Second, func() bool { return l.LogEndOffset() == ll.LogEndOffset() })
+			waitFor(t, "followers caught up on the new topic", 20*time.Second, func() bool { return l.LogEndOffset() == ll.LogEndOffset() }, c.sources()...)
 			if l.LogStartOffset() != 0 {
 				t.Fatalf("broker %d partition %d starts at %d", rid, ps.Partition, l.LogStartOffset())
 			}

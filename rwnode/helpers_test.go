@@ -11,7 +11,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kwal/kwal/broker"
+	"github.com/kwal/kwal/internal/changefeed"
+	"github.com/kwal/kwal/internal/changefeed/feedtest"
 	"github.com/kwal/kwal/internal/kclient"
+	"github.com/kwal/kwal/internal/stagehist"
+	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/ledger"
 )
 
@@ -20,6 +24,10 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // testCluster is an in-process cluster on loopback sharing one controller,
 // each broker with its remote-WAL replicator.
 type testCluster struct {
+	// feed is the test's own change source: the replicators' object
+	// stores and stage observers signal it (notifyStore, notifyObserver),
+	// and so may a test's callbacks.
+	feed        changefeed.Feed
 	ctrl        *broker.MemController
 	brokers     []*broker.Broker
 	ledgers     []*ledger.Ledger
@@ -86,17 +94,57 @@ func createTopic(t testing.TB, cl *kgo.Client, name string, partitions int32, rf
 	}
 }
 
-// waitFor polls cond (real time: the cluster runs on the real clock, its
-// metadata Kafka too) until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+// waitFor waits until cond holds, re-checking it on each change of srcs
+// (feedtest.WaitFor); d only bounds a hung test.
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool, srcs ...changefeed.Source) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	feedtest.WaitFor(t, what, d, cond, srcs...)
+}
+
+// sources is everything of the cluster a condition can depend on: every
+// broker (its logs, topic states, groups, followers' fetches), the
+// controller, every replicator's metadata index, and the cluster's feed
+// (object stores, stage observers, test callbacks).
+func (c *testCluster) sources() []changefeed.Source {
+	out := []changefeed.Source{c.ctrl, &c.feed}
+	for _, b := range c.brokers {
+		out = append(out, b)
 	}
+	for _, r := range c.replicators {
+		out = append(out, r.State(), r)
+	}
+	return out
+}
+
+// notifyStore signals f after every write or delete that reached the
+// store (a test waiting for objects to appear or go wakes on it).
+type notifyStore struct {
+	objstore.Store
+	f *changefeed.Feed
+}
+
+var _ objstore.Store = notifyStore{}
+
+func (s notifyStore) Put(ctx context.Context, key string, body []byte, opts objstore.PutOptions) error {
+	defer s.f.Signal()
+	return s.Store.Put(ctx, key, body, opts)
+}
+
+func (s notifyStore) Delete(ctx context.Context, key string) error {
+	defer s.f.Signal()
+	return s.Store.Delete(ctx, key)
+}
+
+// notifyObserver signals f after each stage observed (a test waiting for
+// a histogram count wakes on it).
+type notifyObserver struct {
+	next stagehist.Observer
+	f    *changefeed.Feed
+}
+
+func (o notifyObserver) Observe(s stagehist.Stage, d time.Duration) {
+	o.next.Observe(s, d)
+	o.f.Signal()
 }
 
 func consumeBytes(l *ledger.Ledger, component string) int64 {

@@ -74,7 +74,7 @@ func TestHotPartitionLeavesOthersOnTheStore(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		waitFor(t, "B1 to lead "+tp.String(), 10*time.Second, func() bool { return leaderOf(c.broker(1), tp) })
+		waitFor(t, "B1 to lead "+tp.String(), 10*time.Second, func() bool { return leaderOf(c.broker(1), tp) }, c.sources()...)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), run+30*time.Second)

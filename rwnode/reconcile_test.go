@@ -165,19 +165,19 @@ func runKIPFailover(t *testing.T, elect int32) {
 	}
 	waitFor(t, "every replica at 6", 20*time.Second, func() bool {
 		return logEnd(b1, tp) == 6 && logEnd(b2, tp) == 6 && logEnd(b3, tp) == 6
-	})
+	}, c.sources()...)
 	c.rep(2).StopFollower(tp) // B2 stays at 5
 	for i := 6; i < 8; i++ {
 		produceOne(t, one, topic, string(value(i)))
 	}
-	waitFor(t, "B3 at 8", 20*time.Second, func() bool { return logEnd(b3, tp) == 8 })
+	waitFor(t, "B3 at 8", 20*time.Second, func() bool { return logEnd(b3, tp) == 8 }, c.sources()...)
 	c.rep(3).StopFollower(tp) // B3 stays at 7
 	for i := 8; i < 11; i++ {
 		produceOne(t, one, topic, string(value(i)))
 	}
 	waitFor(t, "B1's 0–10 uploaded and published", 20*time.Second, func() bool {
 		return maxIndexed(c.rep(2), tp) == 10 && maxIndexed(c.rep(3), tp) == 10
-	})
+	}, c.sources()...)
 	if logEnd(b2, tp) != 6 || logEnd(b3, tp) != 8 {
 		t.Fatalf("before the failover B2 at %d, B3 at %d; want 6 and 8", logEnd(b2, tp), logEnd(b3, tp))
 	}
@@ -209,13 +209,13 @@ func runKIPFailover(t *testing.T, elect int32) {
 	}
 	waitFor(t, "the other survivor at the new leader's log end", 20*time.Second, func() bool {
 		return logEnd(other, tp) == start && logEnd(leader, tp) == start
-	})
+	}, c.sources()...)
 	for _, b := range survivors {
 		st := c.rep(b.Info().ID).State()
 		waitFor(t, fmt.Sprintf("broker %d to see the dead range", b.Info().ID), 20*time.Second, func() bool {
 			from, ok := st.DeadFrom(mtp(tp), oldEpoch)
 			return ok && from == start
-		})
+		}, c.sources()...)
 		if got := st.DeadRanges(mtp(tp)); len(got) == 0 || got[len(got)-1].LeaderEpoch != ps.LeaderEpoch {
 			t.Fatalf("broker %d dead ranges %+v, want one of epoch %d", b.Info().ID, got, ps.LeaderEpoch)
 		}
@@ -228,7 +228,7 @@ func runKIPFailover(t *testing.T, elect int32) {
 
 	// The others can see the event before the publisher has counted its
 	// acknowledgement.
-	waitFor(t, "the new leader to count its dead range", 10*time.Second, func() bool { return c.rep(elect).recon.deadRanges.Load() >= 1 })
+	waitFor(t, "the new leader to count its dead range", 10*time.Second, func() bool { return c.rep(elect).recon.deadRanges.Load() >= 1 }, c.sources()...)
 	if n := c.rep(elect).recon.deadRanges.Load(); n != 1 {
 		t.Fatalf("the new leader counts %d dead ranges published, want 1", n)
 	}
@@ -239,7 +239,7 @@ func runKIPFailover(t *testing.T, elect int32) {
 	want := start + 3
 	waitFor(t, "both survivors at the new end", 20*time.Second, func() bool {
 		return logEnd(leader, tp) == want && logEnd(other, tp) == want
-	})
+	}, c.sources()...)
 	// The new leader's remote-WAL task started at its log end with the new
 	// epoch: its first slice starts at start, in the new epoch.
 	waitFor(t, "the new leader's first slice to be indexed", 20*time.Second, func() bool {
@@ -249,11 +249,19 @@ func runKIPFailover(t *testing.T, elect int32) {
 			}
 		}
 		return false
-	})
+	}, c.sources()...)
+	// Published up to the new end: the leader's own index (fed from the
+	// metadata topic, which holds only published slices) has the new
+	// epoch's slice ending there (PublishedOffset moves after the last
+	// event a test can wait on).
 	waitFor(t, "the new leader's task to publish up to the new end", 20*time.Second, func() bool {
-		off, err := c.rep(leader.Info().ID).WritePath().Manager.PublishedOffset(mtp(tp))
-		return err == nil && off == want
-	})
+		for _, sl := range c.rep(leader.Info().ID).State().Slices(mtp(tp), start) {
+			if sl.LeaderEpoch == ps.LeaderEpoch && sl.LastOffset == want-1 {
+				return true
+			}
+		}
+		return false
+	}, c.sources()...)
 	var first []logRecord
 	for _, b := range survivors {
 		l, _ := b.PartitionLog(tp)
@@ -314,7 +322,7 @@ func ledByB1(t *testing.T, c *testCluster, topic string) (broker.TopicPartition,
 		}
 	}
 	ts, _ := c.ctrl.Topic(topic)
-	waitFor(t, "B1 to lead", 10*time.Second, func() bool { return leaderOf(c.broker(1), tp) })
+	waitFor(t, "B1 to lead", 10*time.Second, func() bool { return leaderOf(c.broker(1), tp) }, c.sources()...)
 	return tp, ts.Partitions[0].LeaderEpoch
 }
 
@@ -378,7 +386,7 @@ func TestRemoteWALZombieLeaderUploadsNeverAppended(t *testing.T) {
 	}
 	waitFor(t, "every replica at 5", 20*time.Second, func() bool {
 		return logEnd(b1, tp) == 5 && logEnd(b2, tp) == 5 && logEnd(b3, tp) == 5
-	})
+	}, c.sources()...)
 
 	// B1 is cut off from the controller, then B2 is elected.
 	b1ctrl.cut.Store(true)
@@ -431,11 +439,15 @@ func TestRemoteWALZombieLeaderUploadsNeverAppended(t *testing.T) {
 	if r := produceTo(-1, "zombie-acks-all"); r.ErrorCode == 0 {
 		t.Fatalf("the zombie acknowledged an acks=all produce at offset %d after the new leader's election", r.BaseOffset)
 	}
-	// The zombie's slices reach its store and the metadata topic...
+	// The zombie's slices reach its store and the metadata topic... The
+	// task's published offset moves in the slice's Done callback, after
+	// the last event a test can wait on (remotewal's stage observer runs
+	// just before it): the wait ends on the next change of the cluster
+	// (the followers' fetches of B2 are one, every long poll at most).
 	waitFor(t, "the zombie to publish its uploads", 20*time.Second, func() bool {
 		off, err := c.rep(1).WritePath().Manager.PublishedOffset(mtp(tp))
 		return err == nil && off == 10
-	})
+	}, c.sources()...)
 	zombieKeys := zombiePuts.keys()
 	if len(zombieKeys) == 0 {
 		t.Fatal("the zombie uploaded nothing")
@@ -444,12 +456,12 @@ func TestRemoteWALZombieLeaderUploadsNeverAppended(t *testing.T) {
 	for i := range 3 {
 		produceOne(t, all, topic, fmt.Sprintf("after-%d", i))
 	}
-	waitFor(t, "B3 to follow B2", 20*time.Second, func() bool { return logEnd(b3, tp) == 8 })
+	waitFor(t, "B3 to follow B2", 20*time.Second, func() bool { return logEnd(b3, tp) == 8 }, c.sources()...)
 	// Each survivor's metadata consumer applies its partition in order: once
 	// it indexed B2's slices up to 7, it applied the zombie's events too.
 	waitFor(t, "the survivors to index the new leader's slices", 20*time.Second, func() bool {
 		return maxIndexed(c.rep(2), tp) == 7 && maxIndexed(c.rep(3), tp) == 7
-	})
+	}, c.sources()...)
 	for _, b := range []*broker.Broker{b2, b3} {
 		for _, s := range c.rep(b.Info().ID).State().Slices(mtp(tp), 0) {
 			if s.LeaderEpoch == oldEpoch && s.BaseOffset >= 5 {
@@ -479,7 +491,7 @@ func TestRemoteWALZombieLeaderUploadsNeverAppended(t *testing.T) {
 		}
 		return zombie, live
 	}
-	waitFor(t, "retention to delete the zombie's dead objects", 20*time.Second, func() bool { z, _ := stored(); return z == 0 })
+	waitFor(t, "retention to delete the zombie's dead objects", 20*time.Second, func() bool { z, _ := stored(); return z == 0 }, c.sources()...)
 	if _, live := stored(); live == 0 {
 		t.Fatal("retention deleted live objects before their retention time")
 	}
@@ -519,7 +531,7 @@ func TestRemoteWALRetentionAfterLeadershipMoves(t *testing.T) {
 		waitFor(t, fmt.Sprintf("broker %d to lead both partitions", leader), 10*time.Second, func() bool {
 			return leaderOf(c.broker(leader), broker.TopicPartition{Topic: topic, Partition: 0}) &&
 				leaderOf(c.broker(leader), broker.TopicPartition{Topic: topic, Partition: 1})
-		})
+		}, c.sources()...)
 		produce(100)
 		for _, o := range c.rep(1).State().Objects() {
 			uploaders[o.BrokerID] = true
@@ -532,7 +544,7 @@ func TestRemoteWALRetentionAfterLeadershipMoves(t *testing.T) {
 		}
 		return k
 	}
-	waitFor(t, "retention to empty the store", 30*time.Second, func() bool { return countObjects() == 0 })
+	waitFor(t, "retention to empty the store", 30*time.Second, func() bool { return countObjects() == 0 }, c.sources()...)
 	if len(uploaders) < 2 {
 		t.Fatalf("objects came from brokers %v only: leadership did not move uploads", uploaders)
 	}

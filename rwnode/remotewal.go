@@ -15,6 +15,7 @@ import (
 	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/combiner"
 	"github.com/kwal/kwal/follower"
+	"github.com/kwal/kwal/internal/changefeed"
 	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
@@ -79,13 +80,14 @@ type RemoteWALReplicatorConfig struct {
 // broker.FollowerReplica handles StartFollower is given and the logs
 // StartLeader is given.
 type RemoteWALReplicator struct {
-	cfg   RemoteWALReplicatorConfig
-	pub   *metadata.Publisher
-	state *metadata.State
-	cons  *metadata.Consumer
-	wp    *remotewal.WritePath
-	fol   *follower.Follower
-	log   *slog.Logger
+	changes changefeed.Feed // see Changed
+	cfg     RemoteWALReplicatorConfig
+	pub     *metadata.Publisher
+	state   *metadata.State
+	cons    *metadata.Consumer
+	wp      *remotewal.WritePath
+	fol     *follower.Follower
+	log     *slog.Logger
 
 	retainer *metadata.Retainer
 	orphans  *combiner.OrphanCollector
@@ -334,6 +336,11 @@ func (r *RemoteWALReplicator) WritePath() *remotewal.WritePath { return r.wp }
 
 // State exposes the metadata index this broker rebuilt.
 func (r *RemoteWALReplicator) State() *metadata.State { return r.state }
+
+// Changed returns a channel closed at the next change of what the
+// replicator itself counts (a dead range published), which its metadata
+// index (State().Changed) may show before the count moves.
+func (r *RemoteWALReplicator) Changed() <-chan struct{} { return r.changes.Changed() }
 
 // startMaintenance runs retention and orphan collection in the background.
 func (r *RemoteWALReplicator) startMaintenance() error {

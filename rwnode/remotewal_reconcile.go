@@ -103,6 +103,7 @@ func (r *RemoteWALReplicator) publishDeadRange(tp broker.TopicPartition, log *ka
 			cancel()
 			if err == nil {
 				rc.deadRanges.Add(1)
+				r.changes.Signal()
 				r.log.Info("published dead range: entries of older leader epochs past the new leader's log end are dead",
 					"partition", tp, "leader_epoch", leaderEpoch, "start_offset", ev.StartOffset)
 				return

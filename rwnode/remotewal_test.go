@@ -49,7 +49,6 @@ func startRemoteWALClusterBrokers(t *testing.T, racks []string, store objstore.S
 	return startCluster(t, racks, func(cfg *broker.Config, c *testCluster) {
 		rc := RemoteWALReplicatorConfig{
 			BrokerID: cfg.BrokerID, Rack: cfg.Rack,
-			Store:    ledger.Wrap(store, cfg.Ledger),
 			Metadata: metadata.TopicConfig{Bootstrap: emb.Bootstrap(), Partitions: 4},
 			Tasks:    remotewal.Config{Interval: 2 * time.Millisecond, UploadBytes: 64 << 10},
 			Combiner: combiner.Config{Interval: 5 * time.Millisecond, UploadBytes: 128 << 10},
@@ -58,8 +57,11 @@ func startRemoteWALClusterBrokers(t *testing.T, racks []string, store objstore.S
 		}
 		// As NewRemoteWALReplicatorFor does: the broker serves the
 		// replicator's stage histograms.
+		if store != nil {
+			rc.Store = ledger.Wrap(notifyStore{Store: store, f: &c.feed}, cfg.Ledger)
+		}
 		cfg.Stages = stagehist.New()
-		rc.Observer = cfg.Stages
+		rc.Observer = notifyObserver{next: cfg.Stages, f: &c.feed}
 		if tweak != nil {
 			tweak(&rc)
 		}
@@ -288,7 +290,7 @@ func TestMetricsHistogramsCount(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, c.sources()...)
 	if lc[stagehist.AcksAllWait.Metric()] != 1 {
 		t.Errorf("leader: %s count %v, want 1 (one acks=all produce)", stagehist.AcksAllWait.Metric(), lc[stagehist.AcksAllWait.Metric()])
 	}
@@ -372,7 +374,7 @@ func TestRemoteWALRetentionDeletesObjects(t *testing.T) {
 		}
 		return k
 	}
-	waitFor(t, "retention to empty the store", 20*time.Second, func() bool { return countObjects() == 0 })
+	waitFor(t, "retention to empty the store", 20*time.Second, func() bool { return countObjects() == 0 }, c.sources()...)
 	var total int64
 	ts, _ := c.ctrl.Topic("ret")
 	for _, ps := range ts.Partitions {
@@ -404,5 +406,5 @@ func TestRemoteWALRetentionDeletesObjects(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, c.sources()...)
 }

@@ -203,7 +203,7 @@ func runStorePerRack(t *testing.T, open func(t *testing.T, rack string) objstore
 	}
 	waitFor(t, "followers at the leader's end", 20*time.Second, func() bool {
 		return logEnd(b2, tp) == n && logEnd(b3, tp) == n
-	})
+	}, c.sources()...)
 	if countKeys(t, stores["az1"]) == 0 || countKeys(t, stores["az2"]) != 0 || countKeys(t, stores["az3"]) != 0 {
 		t.Fatalf("B1 (az1) uploaded to az1 %d, az2 %d, az3 %d objects", countKeys(t, stores["az1"]), countKeys(t, stores["az2"]), countKeys(t, stores["az3"]))
 	}
@@ -243,7 +243,7 @@ func runStorePerRack(t *testing.T, open func(t *testing.T, rack string) objstore
 	for i := n; i < 2*n; i++ {
 		produceOne(t, all, topic, string(value(i)))
 	}
-	waitFor(t, "B3 to follow B2", 20*time.Second, func() bool { return logEnd(b3, tp) == 2*n })
+	waitFor(t, "B3 to follow B2", 20*time.Second, func() bool { return logEnd(b3, tp) == 2*n }, c.sources()...)
 	if countKeys(t, stores["az2"]) == 0 {
 		t.Fatal("the new leader in az2 uploaded nothing to az2's store")
 	}
