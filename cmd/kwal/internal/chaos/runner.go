@@ -48,13 +48,18 @@ type Config struct {
 	Dir string
 	// Racks has one entry per broker; default az1, az2, az2.
 	Racks []string
-	// Length is how long the workload runs with faults; default 3 s in
-	// process, 10 s across processes.
+	// Length is how long the workload runs with faults; default 1 s in
+	// process (every timeout scales with it: see SessionTimeout), 10 s
+	// across processes.
 	Length time.Duration
 	// Kinds of faults; default AllKinds.
 	Kinds []Kind
-	// SessionTimeout is broker.session.timeout.ms; default 800 ms in
-	// process, 2 s across processes. Pauses last at least 1.5 times as long.
+	// SessionTimeout is broker.session.timeout.ms; default 2 s across
+	// processes, and in process 4/15 of Length (800 ms for 3 s), so that
+	// the whole schedule's time scales with Length: heartbeats (an eighth
+	// of it), replica.lag.time.max.ms (equal), the leader-imbalance check
+	// (5/4 of it), pauses (at least 1.5 times as long) and every fault's
+	// length (a fraction of Length).
 	SessionTimeout time.Duration
 	// UploadTimeout bounds the combiner's attempts at one object; 0 keeps
 	// the combiner's default (one minute, longer than any fault). Shorter
@@ -84,7 +89,7 @@ func (c *Config) fill() {
 		c.Length = c.defaultLength()
 	}
 	if c.SessionTimeout <= 0 {
-		c.SessionTimeout = 800 * time.Millisecond
+		c.SessionTimeout = max(c.Length*4/15, 100*time.Millisecond)
 		if c.Runner == RunnerProcess {
 			c.SessionTimeout = 2 * time.Second
 		}
@@ -112,7 +117,7 @@ func (c Config) defaultLength() time.Duration {
 	if c.Runner == RunnerProcess {
 		return 10 * time.Second
 	}
-	return 3 * time.Second
+	return time.Second
 }
 
 // Report is the outcome of one run.
@@ -144,6 +149,38 @@ type Report struct {
 	// Warnings counts the cluster's WARN-or-worse log lines.
 	Warnings int
 	Wall     time.Duration
+	// Phases is where Wall went, in the order the phases ran.
+	Phases []Phase
+}
+
+// Phase is one step of a run and how long it took.
+type Phase struct {
+	Name string
+	Took time.Duration
+}
+
+// phases times the steps of a run.
+type phases struct {
+	last time.Time
+	out  *[]Phase
+}
+
+func (p *phases) mark(name string) {
+	now := time.Now()
+	*p.out = append(*p.out, Phase{name, now.Sub(p.last)})
+	p.last = now
+}
+
+// PhaseString prints the phases on one line.
+func (r *Report) PhaseString() string {
+	var b strings.Builder
+	for i, p := range r.Phases {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %v", p.Name, p.Took.Round(time.Millisecond))
+	}
+	return b.String()
 }
 
 // OK says every invariant held.
@@ -242,6 +279,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.Logger = slog.New(counter)
 	start := time.Now()
 	rep := &Report{cfg: cfg, Schedule: Generate(cfg.Seed, cfg.ScheduleOptions())}
+	ph := phases{last: start, out: &rep.Phases}
 	var (
 		c   cluster
 		err error
@@ -257,7 +295,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer c.close()
+	closed := false
+	defer func() {
+		if !closed {
+			c.close()
+		}
+	}()
+	ph.mark("start")
 
 	h := &rep.hist
 	wctx, stopWork := context.WithCancel(ctx)
@@ -298,11 +342,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		readers = append(readers, rd)
 	}
+	ph.mark("clients")
 	inject(ctx, cfg, c, rep.Schedule)
 	_, duringFaults := h.Snapshot()
 	rep.ReadsDuringFaults = len(duringFaults)
+	ph.mark("faults")
 	stopWork()
 	wg.Wait()
+	ph.mark("outcomes")
 	if err := errors.Join(perr...); err != nil {
 		for _, r := range readers {
 			r.abort()
@@ -317,6 +364,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		rep.Failures = append(rep.Failures, err.Error())
 	}
+	ph.mark("converge")
 	var stalls []Stall
 	for _, rd := range readers {
 		st, err := rd.finish(hws, deadline, cfg.Settle)
@@ -325,6 +373,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		stalls = append(stalls, st...)
 	}
+	ph.mark("read")
 	sends, reads := h.Snapshot()
 	rep.Check = Check(sends, reads, stalls...)
 	var vs []string
@@ -332,7 +381,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		vs = append(vs, v.String())
 	}
 	rep.Failures = append(vs, rep.Failures...)
+	ph.mark("check")
 	rep.Failures = append(rep.Failures, healAndAudit(ctx, c, cfg, hws, deadline, rep)...)
+	ph.mark("heal+audit")
 	if cfg.StrictFailoverGaps {
 		for _, g := range rep.FailoverGaps {
 			rep.Failures = append(rep.Failures, "remote WAL gap left by a leader change: "+g)
@@ -343,10 +394,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	} else {
 		rep.Replicas = n
 	}
+	ph.mark("replicas")
 	floods, warns := counter.floods(time.Since(start))
 	pf, pw := c.logFloods(time.Since(start))
 	rep.Failures = append(append(rep.Failures, floods...), pf...)
 	rep.Warnings = warns + pw
+	c.close()
+	closed = true
+	ph.mark("close")
 	rep.Wall = time.Since(start)
 	return rep, nil
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,14 +20,54 @@ import (
 )
 
 // TestRunSample runs a fixed sample of seeded schedules (CHAOS_SEEDS, default
-// 10, from CHAOS_FIRST_SEED, default 1) against the in-process cluster;
-// each must keep every invariant.
+// 30, from CHAOS_FIRST_SEED, default 1, CHAOS_PARALLEL at once, default 3)
+// against the in-process cluster; each must keep every invariant.
 func TestRunSample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos sample: not in -short")
 	}
-	n, first := envInt(t, "CHAOS_SEEDS", 10), envInt(t, "CHAOS_FIRST_SEED", 1)
-	runSeeds(t, uint64(first), n, Config{})
+	n, first := envInt(t, "CHAOS_SEEDS", 30), envInt(t, "CHAOS_FIRST_SEED", 1)
+	runSeedsParallel(t, uint64(first), n, envInt(t, "CHAOS_PARALLEL", 3), Config{})
+}
+
+// runSeedsParallel runs n seeds from first, parallel at once, each with its
+// own cluster, then checks each report in a subtest of its seed.
+func runSeedsParallel(t *testing.T, first uint64, n, parallel int, base Config) {
+	type outcome struct {
+		rep *Report
+		err error
+	}
+	out := make([]outcome, n)
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range max(parallel, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+				cfg := base
+				cfg.Seed, cfg.Dir = first+uint64(i), dirs[i]
+				if os.Getenv("CHAOS_LOG") != "" {
+					cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+				}
+				out[i].rep, out[i].err = Run(ctx, cfg)
+				cancel()
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, o := range out {
+		t.Run("seed="+strconv.FormatUint(first+uint64(i), 10), func(t *testing.T) { checkReport(t, o.rep, o.err) })
+	}
 }
 
 // TestRunStoreOutagePastUploadTimeout: store outages longer than the
@@ -37,7 +78,9 @@ func TestRunStoreOutagePastUploadTimeout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos sample: not in -short")
 	}
-	runSeeds(t, 1, 3, Config{Kinds: []Kind{StoreDown}, UploadTimeout: 400 * time.Millisecond})
+	// 3 s schedules: their outages (300 ms to 1 s) outlast the 400 ms
+	// upload timeout, which a 1 s schedule's (at most 333 ms) do not.
+	runSeeds(t, 1, 3, Config{Kinds: []Kind{StoreDown}, UploadTimeout: 400 * time.Millisecond, Length: 3 * time.Second})
 }
 
 func runSeeds(t *testing.T, first uint64, n int, base Config) {
@@ -51,17 +94,23 @@ func runSeeds(t *testing.T, first uint64, n int, base Config) {
 				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			}
 			rep, err := Run(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Log(rep.Summary())
-			if !rep.OK() {
-				t.Fatal(rep.Summary())
-			}
-			if rep.Check.AckedAll == 0 {
-				t.Fatal("no acks=all record was acknowledged: the workload did not run")
-			}
+			checkReport(t, rep, err)
 		})
+	}
+}
+
+func checkReport(t *testing.T, rep *Report, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(rep.Summary())
+	t.Log("phases: " + rep.PhaseString())
+	if !rep.OK() {
+		t.Fatal(rep.Summary())
+	}
+	if rep.Check.AckedAll == 0 {
+		t.Fatal("no acks=all record was acknowledged: the workload did not run")
 	}
 }
 
