@@ -105,6 +105,9 @@ func startInProcess(ctx context.Context, cfg Config) (_ *inproc, err error) {
 			bc.ReplicaFetchBackoff = 20 * time.Millisecond
 			bc.MinInsyncReplicas = 2
 			bc.DefaultReplicationFactor = int16(len(cfg.Racks))
+			if cfg.tweakBroker != nil {
+				cfg.tweakBroker(bc)
+			}
 		},
 		Liveness: &broker.LivenessConfig{SessionTimeout: cfg.SessionTimeout, Logger: cfg.Logger},
 	})

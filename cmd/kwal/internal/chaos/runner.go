@@ -76,6 +76,9 @@ type Config struct {
 	// (a known open bug; reported either way).
 	StrictFailoverGaps bool
 	Logger             *slog.Logger
+	// tweakBroker, if set, adjusts each in-process broker's config: the
+	// self-test plants bugs with it (runner_test.go).
+	tweakBroker func(*broker.Config)
 }
 
 func (c *Config) fill() {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/internal/procs"
 )
 
@@ -192,4 +193,44 @@ func TestProducerWithNoBrokerIsBounded(t *testing.T) {
 	if want := fmt.Sprintf("p had %d records without an outcome", len(sends)); !strings.Contains(stuck, want) {
 		t.Fatalf("stuck %q, want it to say %q", stuck, want)
 	}
+}
+
+// TestHarnessCatchesAcksAllBeforeISR plants a bug: the brokers answer
+// acks=all once the leader has appended (broker.Config.AcksAllOnLeaderAppend),
+// so a leader paused or killed before its followers fetched takes
+// acknowledged records with it. Schedules of pauses and kills must report
+// those records lost (the checker's Lost, an invariant broken); a harness
+// whose faults, timing or checks had gone weak would pass them.
+func TestHarnessCatchesAcksAllBeforeISR(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos self-test: not in -short")
+	}
+	base := Config{Kinds: []Kind{PauseBroker, KillBroker},
+		tweakBroker: func(bc *broker.Config) { bc.AcksAllOnLeaderAppend = true }}
+	const seeds = 6
+	run := func(cfg Config, seed uint64) *Report {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cfg.Seed, cfg.Dir = seed, t.TempDir()
+		rep, err := Run(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Log(rep.Summary())
+		return rep
+	}
+	for seed := uint64(1); seed <= seeds; seed++ {
+		if rep := run(base, seed); rep.Check.Count(Lost) == 0 || rep.OK() {
+			continue
+		}
+		// The control: the same schedule without the planted bug keeps
+		// every invariant.
+		clean := base
+		clean.tweakBroker = nil
+		if rep := run(clean, seed); !rep.OK() {
+			t.Fatalf("seed %d failed without the planted bug too:\n%s", seed, rep.Summary())
+		}
+		return
+	}
+	t.Fatalf("no acknowledged acks=all record reported lost in %d schedules of pauses and kills with acks=all answered before the ISR had the records", seeds)
 }
