@@ -593,6 +593,7 @@ type reader struct {
 	name   string
 	cl     *kgo.Client
 	cancel context.CancelFunc
+	kick   context.CancelFunc // ends the poll in progress once hws is set
 	hws    atomic.Pointer[map[broker.TopicPartition]int64]
 	done   chan struct{}
 	// next is the offset after the last record read, per partition:
@@ -615,7 +616,8 @@ func startReader(ctx context.Context, c cluster, name, rack string, h *History) 
 		return nil, fmt.Errorf("chaos: consumer %s: %w", name, err)
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	rd := &reader{name: name, cl: cl, cancel: cancel, done: make(chan struct{}), next: map[broker.TopicPartition]int64{}}
+	kctx, kick := context.WithCancel(rctx)
+	rd := &reader{name: name, cl: cl, cancel: cancel, kick: kick, done: make(chan struct{}), next: map[broker.TopicPartition]int64{}}
 	go func() {
 		defer close(rd.done)
 		next := rd.next
@@ -623,7 +625,14 @@ func startReader(ctx context.Context, c cluster, name, rack string, h *History) 
 			if hws := rd.hws.Load(); hws != nil && reached(*hws, next) {
 				return
 			}
-			pctx, pcancel := context.WithTimeout(rctx, 250*time.Millisecond)
+			// A poll that waits for records ends when finish has
+			// told the high watermarks (kick), so a reader already at
+			// them says so at once rather than at the poll's timeout.
+			base := kctx
+			if kctx.Err() != nil {
+				base = rctx
+			}
+			pctx, pcancel := context.WithTimeout(base, 250*time.Millisecond)
 			fs := cl.PollFetches(pctx)
 			pcancel()
 			fs.EachRecord(func(rec *kgo.Record) {
@@ -650,6 +659,7 @@ func reached(hws, next map[broker.TopicPartition]int64) bool {
 // and stalls has a Stall for each partition it did not read to the end.
 func (rd *reader) finish(hws map[broker.TopicPartition]int64, deadline time.Time, settle time.Duration) (stalls []Stall, err error) {
 	rd.hws.Store(&hws)
+	rd.kick()
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
