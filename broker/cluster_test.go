@@ -119,8 +119,9 @@ func TestClusterAcksAllAndFetchFromFollower(t *testing.T) {
 	}
 }
 
-// A follower that stops fetching leaves the ISR after
-// replica.lag.time.max.ms; acks=all with min.insync.replicas=3 is then
+// A follower that stops fetching leaves the ISR once the leader's log end
+// has moved past it for replica.lag.time.max.ms (at the log end it stays
+// in sync, as in Kafka); acks=all with min.insync.replicas=3 is then
 // refused with NOT_ENOUGH_REPLICAS, and the follower rejoins when it
 // fetches again.
 func TestClusterISRShrinkAndExpand(t *testing.T) {
@@ -148,8 +149,12 @@ func TestClusterISRShrinkAndExpand(t *testing.T) {
 		t.Fatal(err)
 	}
 	lagging.fetchers.remove(tp) // the follower stops fetching
+	one := newClient(t, c, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DefaultProduceTopic(topic), kgo.DisableIdempotentWrite())
+	if err := one.ProduceSync(context.Background(), &kgo.Record{Value: value(1)}).FirstErr(); err != nil {
+		t.Fatal(err) // acks=1: the log end moves past the stopped follower
+	}
 	waitISR(t, c.ctrl, tp, 2, "ISR shrink", 10*time.Second)
-	err := prod.ProduceSync(context.Background(), &kgo.Record{Value: value(1)}).FirstErr()
+	err := prod.ProduceSync(context.Background(), &kgo.Record{Value: value(2)}).FirstErr()
 	if !errors.Is(err, kerr.NotEnoughReplicas) {
 		t.Fatalf("produce with a shrunk ISR: %v, want NOT_ENOUGH_REPLICAS", err)
 	}

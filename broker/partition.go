@@ -403,7 +403,7 @@ func (p *partition) shrinkProposal(now time.Time) []int32 {
 	if p.mu.leader == nil {
 		return nil
 	}
-	_, isr := leaderActions(p.mu.leader.Tick(now))
+	_, isr := leaderActions(p.mu.leader.Tick(now, p.log.LogEndOffset()))
 	return isr
 }
 

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -202,32 +203,45 @@ func collect(t *testing.T, what string, want int, ms ...*kcatMember) (map[string
 	got := map[string]int32{}
 	parts := map[*kcatMember]map[int32]bool{}
 	dups := 0
-	deadline := time.After(90 * time.Second)
+	// One select over every member's lines and exit, and the deadline:
+	// the loop blocks until something happens, it never polls.
+	cases := make([]reflect.SelectCase, 0, 2*len(ms)+1)
+	for _, m := range ms {
+		cases = append(cases,
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(m.lines)},
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(m.done)})
+	}
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(time.After(90 * time.Second))})
 	for len(got) < want {
-		for _, m := range ms {
+		i, v, _ := reflect.Select(cases)
+		if i == len(cases)-1 {
+			t.Fatalf("%s: %d of %d records after 90 s", what, len(got), want)
+		}
+		m := ms[i/2]
+		if i%2 == 1 {
+			// done closes after the member's last line was queued:
+			// lines still buffered come first, then it is an exit.
 			select {
 			case l := <-m.lines:
-				p, v, ok := strings.Cut(l, " ")
-				pn, err := strconv.Atoi(p)
-				if !ok || err != nil {
-					t.Fatalf("%s: kcat printed %q", what, l)
-				}
-				if _, dup := got[v]; dup {
-					dups++
-				}
-				got[v] = int32(pn)
-				if parts[m] == nil {
-					parts[m] = map[int32]bool{}
-				}
-				parts[m][int32(pn)] = true
-			case <-deadline:
-				t.Fatalf("%s: %d of %d records after 90 s", what, len(got), want)
-			case <-m.done:
-				t.Fatalf("%s: kcat exited: %s", what, m.errb.String())
+				v = reflect.ValueOf(l)
 			default:
+				t.Fatalf("%s: kcat exited: %s", what, m.errb.String())
 			}
 		}
-		time.Sleep(time.Millisecond)
+		l := v.String()
+		p, val, ok := strings.Cut(l, " ")
+		pn, err := strconv.Atoi(p)
+		if !ok || err != nil {
+			t.Fatalf("%s: kcat printed %q", what, l)
+		}
+		if _, dup := got[val]; dup {
+			dups++
+		}
+		got[val] = int32(pn)
+		if parts[m] == nil {
+			parts[m] = map[int32]bool{}
+		}
+		parts[m][int32(pn)] = true
 	}
 	return got, parts, dups
 }

@@ -6,17 +6,16 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kwal/kwal/internal/procs"
 	"github.com/kwal/kwal/metadata"
 )
 
@@ -144,73 +143,44 @@ func TestStoreOutageAcksAllStall(t *testing.T) {
 
 // versitygw is an S3 server this test owns, so it can kill it.
 type versitygw struct {
-	bin, dir string
-	port     int
-	cmd      *exec.Cmd
-	exited   chan struct{}
+	proc *procs.Process
+	port int
 }
 
 const vgwAccess, vgwSecret = "kwaloutage", "kwaloutagesecret"
 
 func startVersitygw(t *testing.T) *versitygw {
 	t.Helper()
-	bin, err := exec.LookPath("versitygw")
+	bin, err := procs.FindVersitygw()
 	if err != nil {
-		out, _ := exec.Command("go", "env", "GOPATH").Output()
-		bin = filepath.Join(string(out[:max(0, len(out)-1)]), "bin", "versitygw")
-		if _, err := os.Stat(bin); err != nil {
-			t.Skip("SKIPPED: no versitygw binary (run through scripts/test-env.sh, which installs it)")
-		}
+		t.Skip("SKIPPED: no versitygw binary (run through scripts/test-env.sh, which installs it)")
 	}
-	v := &versitygw{bin: bin, dir: t.TempDir(), port: freePort(t)}
-	if err := os.MkdirAll(filepath.Join(v.dir, "s3"), 0o755); err != nil {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "s3"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	v := &versitygw{port: freePort(t)}
+	v.proc = procs.Versitygw(bin, net.JoinHostPort("127.0.0.1", strconv.Itoa(v.port)), vgwAccess, vgwSecret, filepath.Join(dir, "s3"))
 	v.start(t)
 	t.Cleanup(func() { v.kill(t) })
 	return v
 }
 
+// start starts versitygw (again) and returns once it accepts connections.
 func (v *versitygw) start(t *testing.T) {
 	t.Helper()
-	logf, err := os.OpenFile(filepath.Join(v.dir, "versitygw.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := v.proc.Start(ctx); err != nil {
 		t.Fatal(err)
-	}
-	v.cmd = exec.Command(v.bin, "--port", "127.0.0.1:"+strconv.Itoa(v.port), "--access", vgwAccess, "--secret", vgwSecret,
-		"--quiet", "posix", filepath.Join(v.dir, "s3"))
-	v.cmd.Stdout, v.cmd.Stderr = logf, logf
-	if err := v.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	v.exited = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) { cmd.Wait(); logf.Close(); close(done) }(v.cmd, v.exited)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(v.port)), time.Second); err == nil {
-			conn.Close()
-			return
-		}
-		select {
-		case <-v.exited:
-			t.Fatalf("versitygw exited at start")
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("versitygw not listening after 30 s")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
 func (v *versitygw) kill(t *testing.T) {
-	select {
-	case <-v.exited:
-		return
-	default:
+	t.Helper()
+	if err := v.proc.Kill(); err != nil {
+		t.Fatal(err)
 	}
-	v.cmd.Process.Signal(syscall.SIGKILL)
-	<-v.exited
 }
 
 func (v *versitygw) storeURL(name string) string {

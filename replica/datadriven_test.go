@@ -183,7 +183,10 @@ func TestLeaderScripts(t *testing.T) {
 				l.HWApplied(argInt(t, d, "hw", 0))
 				l.describe(&b)
 			case "tick":
-				printActions(&b, l.Tick(now))
+				if !d.HasArg("leo") {
+					d.Fatalf(t, "tick needs leo= (the leader's log end)")
+				}
+				printActions(&b, l.Tick(now, leo))
 				l.describe(&b)
 			case "isr-changed":
 				replicas := argIDs(t, d, "replicas")
@@ -244,7 +247,7 @@ func steady(t *testing.T, d *datadriven.TestData, l *Leader, b *strings.Builder)
 			acts = append(acts, a...)
 		}
 		acts = append(acts, l.MaybeAdvanceHW(leo)...)
-		acts = append(acts, l.Tick(now)...)
+		acts = append(acts, l.Tick(now, leo)...)
 		for _, a := range acts {
 			switch a := a.(type) {
 			case AdvanceHW:

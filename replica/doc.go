@@ -30,9 +30,11 @@
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR fell below
 // min.insync.replicas meanwhile.
 //
-// The ISR shrinks only through Leader.Tick: a member that last caught up
-// more than replica.lag.time.max.ms ago is proposed out (LaggingReplicas,
-// Kafka's getOutOfSyncReplicas; see there how it differs). When a
+// The ISR shrinks only through Leader.Tick: a member whose log end is not
+// the leader's and that last caught up more than replica.lag.time.max.ms
+// ago is proposed out (LaggingReplicas, Kafka's getOutOfSyncReplicas with
+// isCaughtUp; a stopped follower of an idle partition is removed by the
+// controller when its broker is fenced, testdata/leader/lag_idle). When a
 // follower last caught up is decided in FollowerFetch (caughtUp): the
 // latest time whose leader log end its fetch offset reaches, Kafka's
 // definition of lastCaughtUpTimeMs, kept with a bounded history of fetch

@@ -6,12 +6,14 @@ import (
 )
 
 // TestLaggingReplicas is broker's former test of getOutOfSyncReplicas,
-// moved with the logic; the followers are behind the leader's log end.
+// moved with the logic. The leader's log ends at 9: followers 2 and 3 are
+// behind it; 5 is at it, having fetched long ago, and stays in sync.
 func TestLaggingReplicas(t *testing.T) {
 	now := time.Unix(1000, 0)
 	fs := map[int32]*Progress{
 		2: {LEO: 5, LastCaughtUp: now.Add(-time.Second)},
 		3: {LEO: 5, LastCaughtUp: now.Add(-31 * time.Second)},
+		5: {LEO: 9, LastCaughtUp: now.Add(-time.Hour)},
 	}
 	cases := []struct {
 		isr  []int32
@@ -20,9 +22,10 @@ func TestLaggingReplicas(t *testing.T) {
 		{[]int32{1, 2, 3}, []int32{3}},
 		{[]int32{1, 2}, nil},
 		{[]int32{1, 2, 4}, []int32{4}}, // no fetch state at all
+		{[]int32{1, 5}, nil},
 	}
 	for _, tc := range cases {
-		got := LaggingReplicas(tc.isr, 1, fs, now, 30*time.Second)
+		got := LaggingReplicas(tc.isr, 1, fs, now, 30*time.Second, 9)
 		if len(got) != len(tc.want) || (len(got) > 0 && got[0] != tc.want[0]) {
 			t.Errorf("isr %v: lagging %v, want %v", tc.isr, got, tc.want)
 		}

@@ -291,13 +291,13 @@ func later(a, b time.Time) time.Time {
 }
 
 // Tick is the ISR-expiration check (Kafka runs it every half
-// replica.lag.time.max.ms): followers of the ISR that have not caught up
-// for longer than the lag are proposed out.
-func (l *Leader) Tick(now time.Time) []Action {
+// replica.lag.time.max.ms), the leader's log end being leo: followers of
+// the ISR that are out of sync (see LaggingReplicas) are proposed out.
+func (l *Leader) Tick(now time.Time, leo int64) []Action {
 	if l.pending != nil {
 		return nil
 	}
-	lag := LaggingReplicas(l.st.ISR, l.st.Self, l.followers, now, l.lagMax)
+	lag := LaggingReplicas(l.st.ISR, l.st.Self, l.followers, now, l.lagMax, leo)
 	if len(lag) == 0 {
 		return nil
 	}
@@ -311,23 +311,27 @@ func (l *Leader) Tick(now time.Time) []Action {
 	return []Action{*l.pending}
 }
 
-// LaggingReplicas returns the ISR members other than leader that last
-// caught up more than lagMax before now (Kafka's getOutOfSyncReplicas). A
-// member with no progress at all is lagging.
+// LaggingReplicas returns the ISR members other than leader that are out
+// of sync when the leader's log ends at leo (Kafka's
+// getOutOfSyncReplicas with ReplicaState.isCaughtUp): a member is in sync
+// while its log end equals the leader's, however long ago it fetched, or
+// while it last caught up at most lagMax before now. A member with no
+// progress at all is out of sync; one that has not fetched from this
+// leader yet (log end -1) has lagMax from the leader's start.
 //
-// Kafka also keeps a member whose log end equals the leader's, however
-// long ago it fetched: there a follower that stops fetching is removed by
-// the controller when its broker's session expires. kwal's ISR has no such
-// path yet, so a follower that stops fetching leaves by lag alone (one that
-// keeps fetching at the leader's log end is caught up at every fetch).
-func LaggingReplicas(isr []int32, leader int32, followers map[int32]*Progress, now time.Time, lagMax time.Duration) []int32 {
+// A follower that stops fetching on an idle partition therefore stays in
+// the ISR, as in Kafka: the controller removes it when its broker's
+// session expires (fenceBroker), and the leader removes it at the first
+// tick after the log end moves past it, since its last catch-up is then
+// old.
+func LaggingReplicas(isr []int32, leader int32, followers map[int32]*Progress, now time.Time, lagMax time.Duration, leo int64) []int32 {
 	var out []int32
 	for _, r := range isr {
 		if r == leader {
 			continue
 		}
 		f := followers[r]
-		if f == nil || now.Sub(f.LastCaughtUp) > lagMax {
+		if f == nil || (f.LEO != leo && now.Sub(f.LastCaughtUp) > lagMax) {
 			out = append(out, r)
 		}
 	}

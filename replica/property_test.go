@@ -60,7 +60,7 @@ func TestLeaderHWProperty(t *testing.T) {
 				take(acts)
 				take(l.MaybeAdvanceHW(leo))
 			case k < 8:
-				take(l.Tick(now))
+				take(l.Tick(now, leo))
 				// A stale controller state (an older partition epoch) and a
 				// fetch at an older leader epoch, redelivered: both change
 				// nothing.

@@ -123,11 +123,10 @@ func TestPurgatoryUnderEveryTimer(t *testing.T) {
 				}
 				reqs[i] = r
 			}
-			for give := time.Now().Add(5 * time.Second); tl.done.Load() < n; {
-				if time.Now().After(give) {
-					t.Fatalf("%d of %d done", tl.done.Load(), n)
-				}
-				time.Sleep(time.Millisecond)
+			select {
+			case <-tl.all:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%d of %d done", tl.done.Load(), n)
 			}
 			for i, r := range reqs {
 				want := purgatory.Completed

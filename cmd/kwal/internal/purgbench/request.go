@@ -26,14 +26,14 @@ func (r *request) TryComplete() bool { return r.clock.Now() >= r.completesAt }
 // runs after it, so the lateness is written before the count moves.
 func (r *request) OnComplete() {
 	if r.Outcome() != purgatory.Expired {
-		r.tally.done.Add(1)
+		r.tally.count()
 	}
 }
 
 func (r *request) OnExpiration() {
 	r.tally.late[r.id] = r.clock.Now() - r.Deadline()
 	r.tally.expired.Add(1)
-	r.tally.done.Add(1)
+	r.tally.count()
 }
 
 // tally is what a run of P or I counts. late holds each request's expiry
@@ -42,12 +42,20 @@ func (r *request) OnExpiration() {
 type tally struct {
 	done, expired atomic.Int64
 	late          []int64
+	all           chan struct{} // closed when done reaches len(late)
+}
+
+// count records one request done, and closes all with the last one.
+func (t *tally) count() {
+	if t.done.Add(1) == int64(len(t.late)) {
+		close(t.all)
+	}
 }
 
 const notExpired = math.MinInt64
 
 func newTally(n int) *tally {
-	t := &tally{late: make([]int64, n)}
+	t := &tally{late: make([]int64, n), all: make(chan struct{})}
 	for i := range t.late {
 		t.late[i] = notExpired
 	}

@@ -294,9 +294,9 @@ func P(name string, rate float64, dur time.Duration, mix Mix, via Completion, se
 	<-completerDone
 	if p != nil {
 		// Wait for the timeouts of the last requests.
-		deadline := time.Now().Add(mix.Timeout + 500*time.Millisecond)
-		for t.done.Load() < int64(n) && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
+		select {
+		case <-t.all:
+		case <-time.After(mix.Timeout + 500*time.Millisecond):
 		}
 	}
 	cpu1 := cpuNanos()
