@@ -30,7 +30,7 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	first := fs.Uint64("first", 1, "first seed of a run of many")
 	seeds := fs.Int("seeds", 10, "how many seeds to run")
 	runner := fs.String("runner", chaos.RunnerInProcess, "where the brokers run: inprocess (one process, fast) or process (kwal broker processes, versitygw, loopback proxies, real signals)")
-	length := fs.Duration("length", 0, "how long each schedule runs the workload with faults (0: 3s in process, 10s across processes)")
+	length := fs.Duration("length", 0, "how long each schedule runs the workload with faults (0: 1s in process, with every timeout scaled to it, 10s across processes)")
 	kinds := fs.String("kinds", "", "comma-separated fault kinds (default all): "+kindList())
 	uploadTimeout := fs.Duration("upload-timeout", 0, "the combiner's upload timeout (0: its default, one minute); shorter than the store outages reaches the give-up and resubmit path")
 	strictGaps := fs.Bool("strict-failover-gaps", false, "fail a schedule for a remote-WAL range a leader change left out of the store (a known open bug, reported either way)")
