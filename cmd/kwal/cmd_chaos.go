@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +39,7 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	keepGoing := fs.Bool("keep-going", false, "run every seed even after one fails")
 	verbose := fs.Bool("v", false, "log the cluster (INFO) to stderr")
 	phases := fs.Bool("phases", false, "print where each schedule's wall time went")
+	logDir := fs.String("log-dir", "", "write each schedule's cluster log (INFO) to DIR/seed-N.log, kept only for the seeds that fail")
 	parallel := fs.Int("parallel", 1, "run this many schedules at once, each with its own cluster, ports and directory (in process only)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -75,6 +77,11 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
+	if *logDir != "" {
+		if err := os.MkdirAll(*logDir, 0o755); err != nil {
+			return err
+		}
+	}
 	if *parallel < 1 {
 		return fmt.Errorf("--parallel %d: at least 1", *parallel)
 	}
@@ -98,7 +105,7 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 			defer wg.Done()
 			for s := range next {
 				c := cfg // each schedule has its own cluster, ports and directory
-				rep, err := runOne(c, s)
+				rep, err := runOne(c, s, *logDir)
 				mu.Lock()
 				replay := fmt.Sprintf("go run ./cmd/kwal chaos --seed %d --runner %s", s, *runner)
 				switch {
@@ -153,14 +160,34 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// runOne runs seed s of cfg in a directory of its own.
-func runOne(cfg chaos.Config, s uint64) (*chaos.Report, error) {
+// runOne runs seed s of cfg in a directory of its own; with logDir, its
+// cluster log goes to logDir/seed-N.log, removed if the seed passes.
+func runOne(cfg chaos.Config, s uint64, logDir string) (_ *chaos.Report, err error) {
 	dir, err := os.MkdirTemp("", "kwal-chaos-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	cfg.Seed, cfg.Dir = s, dir
+	if logDir != "" {
+		name := filepath.Join(logDir, fmt.Sprintf("seed-%d.log", s))
+		f, err := os.Create(name)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		var rep *chaos.Report
+		defer func() {
+			f.Close()
+			if err == nil && rep.OK() {
+				os.Remove(name)
+			}
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		rep, err = chaos.Run(ctx, cfg)
+		return rep, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	return chaos.Run(ctx, cfg)

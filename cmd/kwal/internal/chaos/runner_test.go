@@ -23,6 +23,7 @@ import (
 // TestRunSample runs a fixed sample of seeded schedules (CHAOS_SEEDS, default
 // 30, from CHAOS_FIRST_SEED, default 1, CHAOS_PARALLEL at once, default 3)
 // against the in-process cluster; each must keep every invariant.
+// CHAOS_LOG_DIR=dir writes each seed's cluster log to dir/seed-N.log.
 func TestRunSample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos sample: not in -short")
@@ -53,11 +54,23 @@ func runSeedsParallel(t *testing.T, first uint64, n, parallel int, base Config) 
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 				cfg := base
 				cfg.Seed, cfg.Dir = first+uint64(i), dirs[i]
-				if os.Getenv("CHAOS_LOG") != "" {
-					cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+				var logf *os.File
+				if d := os.Getenv("CHAOS_LOG_DIR"); d != "" {
+					// One log file per seed: parallel runs' logs do not mix.
+					f, err := os.Create(filepath.Join(d, fmt.Sprintf("seed-%d.log", cfg.Seed)))
+					if err != nil {
+						out[i].err = err
+						cancel()
+						continue
+					}
+					logf = f
+					cfg.Logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo}))
 				}
 				out[i].rep, out[i].err = Run(ctx, cfg)
 				cancel()
+				if logf != nil {
+					logf.Close()
+				}
 			}
 		}()
 	}
