@@ -98,19 +98,7 @@ func TestRunStoreOutagePastUploadTimeout(t *testing.T) {
 }
 
 func runSeeds(t *testing.T, first uint64, n int, base Config) {
-	for seed := first; seed < first+uint64(n); seed++ {
-		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			cfg := base
-			cfg.Seed, cfg.Dir = seed, t.TempDir()
-			if os.Getenv("CHAOS_LOG") != "" {
-				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-			}
-			rep, err := Run(ctx, cfg)
-			checkReport(t, rep, err)
-		})
-	}
+	runSeedsParallel(t, first, n, 1, base)
 }
 
 func checkReport(t *testing.T, rep *Report, err error) {
