@@ -76,6 +76,8 @@ func startInProcess(ctx context.Context, cfg Config) (_ *inproc, err error) {
 	}
 	lc, err := localcluster.Start(ctx, localcluster.Config{
 		Racks: cfg.Racks, Dir: cfg.Dir, LatencyModel: "none", Logger: cfg.Logger,
+		// The store is in memory: its bytes never touch the file system.
+		StorageURL:        "mem://",
 		MetadataBootstrap: strings.Join(r.emb.Bootstrap(), ","),
 		RemoteWAL:         broker.RemoteWALConfig{CombinerTaskInterval: 5 * time.Millisecond, UploadTimeout: cfg.UploadTimeout},
 		WrapStore: func(s objstore.Store) objstore.Store {
