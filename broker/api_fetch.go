@@ -190,13 +190,14 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 				b.wake(part.tp)
 			}
 		}
-		fenced := len(expand) > 0 && b.brokerFenced(replica)
+		ineligible := len(expand) > 0 && b.brokerIneligible(replica)
 		for _, e := range expand {
-			if fenced {
-				// As Kafka's leader (isReplicaIsrEligible): a fenced broker
-				// joins no ISR until it has registered again; the
-				// controller would refuse it anyway.
-				b.logger.Debug("not proposing a fenced replica for the ISR", "partition", e.p.tp, "replica", replica)
+			if ineligible {
+				// As Kafka's leader (isReplicaIsrEligible): a fenced broker,
+				// or one whose log dir is offline, joins no ISR until it
+				// has registered again; the controller would refuse it
+				// anyway.
+				b.logger.Debug("not proposing a fenced or offline replica for the ISR", "partition", e.p.tp, "replica", replica)
 				e.p.isrDone()
 				continue
 			}

@@ -191,11 +191,12 @@ func createErrorCode(err error) *kerr.Error {
 	}
 }
 
-// offlineReplicas are the replicas whose broker is registered and fenced.
+// offlineReplicas are the replicas whose broker is registered and fenced
+// or has reported its log dir offline.
 func offlineReplicas(replicas []int32, regs map[int32]BrokerRegistration) []int32 {
 	out := []int32{}
 	for _, r := range replicas {
-		if reg, ok := regs[r]; ok && reg.Fenced {
+		if reg, ok := regs[r]; ok && !reg.eligible() {
 			out = append(out, r)
 		}
 	}

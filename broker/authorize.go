@@ -45,22 +45,19 @@ func (b *Broker) authorize(cs *connState, req kmsg.Request) (deny kmsg.Response,
 	case *kmsg.ApiVersionsRequest, *kmsg.SASLHandshakeRequest, *kmsg.SASLAuthenticateRequest:
 		return nil, nil, true
 	case *kmsg.ProduceRequest:
-		var out []kmsg.ProduceRequestTopic
-		r.Topics, out = splitTopics(r.Topics, func(t kmsg.ProduceRequestTopic) bool { return topicOK(OpWrite, t.Topic) })
-		denied("Produce", names(out, func(t kmsg.ProduceRequestTopic) string { return t.Topic }))
-		return nil, func(resp kmsg.Response) {
-			pr := resp.(*kmsg.ProduceResponse)
-			for _, t := range out {
+		return nil, refuse(denied, "Produce", &r.Topics, func(t kmsg.ProduceRequestTopic) bool { return topicOK(OpWrite, t.Topic) },
+			func(t kmsg.ProduceRequestTopic) string { return t.Topic },
+			func(resp kmsg.Response, t kmsg.ProduceRequestTopic) {
 				rt := kmsg.NewProduceResponseTopic()
 				rt.Topic = t.Topic
-				for _, p := range t.Partitions {
+				rt.Partitions = mapParts(t.Partitions, func(p kmsg.ProduceRequestTopicPartition) kmsg.ProduceResponseTopicPartition {
 					rp := kmsg.NewProduceResponseTopicPartition()
 					rp.Partition, rp.ErrorCode = p.Partition, code
-					rt.Partitions = append(rt.Partitions, rp)
-				}
+					return rp
+				})
+				pr := resp.(*kmsg.ProduceResponse)
 				pr.Topics = append(pr.Topics, rt)
-			}
-		}, true
+			}), true
 	case *kmsg.FetchRequest:
 		replica := r.ReplicaID
 		if r.Version >= 15 {
@@ -84,42 +81,36 @@ func (b *Broker) authorize(cs *connState, req kmsg.Request) (deny kmsg.Response,
 			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 			return resp, nil, true
 		}
-		var out []kmsg.FetchRequestTopic
-		r.Topics, out = splitTopics(r.Topics, func(t kmsg.FetchRequestTopic) bool {
+		return nil, refuse(denied, "Fetch", &r.Topics, func(t kmsg.FetchRequestTopic) bool {
 			name, known := fetchTopic(t)
 			return !known || topicOK(OpRead, name)
-		})
-		denied("Fetch", names(out, func(t kmsg.FetchRequestTopic) string { name, _ := fetchTopic(t); return name }))
-		return nil, func(resp kmsg.Response) {
-			fr := resp.(*kmsg.FetchResponse)
-			for _, t := range out {
+		},
+			func(t kmsg.FetchRequestTopic) string { name, _ := fetchTopic(t); return name },
+			func(resp kmsg.Response, t kmsg.FetchRequestTopic) {
 				rt := kmsg.NewFetchResponseTopic()
 				rt.Topic, rt.TopicID = t.Topic, t.TopicID
-				for _, p := range t.Partitions {
+				rt.Partitions = mapParts(t.Partitions, func(p kmsg.FetchRequestTopicPartition) kmsg.FetchResponseTopicPartition {
 					rp := kmsg.NewFetchResponseTopicPartition()
 					rp.Partition, rp.ErrorCode, rp.HighWatermark, rp.LastStableOffset = p.Partition, code, -1, -1
-					rt.Partitions = append(rt.Partitions, rp)
-				}
+					return rp
+				})
+				fr := resp.(*kmsg.FetchResponse)
 				fr.Topics = append(fr.Topics, rt)
-			}
-		}, true
+			}), true
 	case *kmsg.ListOffsetsRequest:
-		var out []kmsg.ListOffsetsRequestTopic
-		r.Topics, out = splitTopics(r.Topics, func(t kmsg.ListOffsetsRequestTopic) bool { return topicOK(OpDescribe, t.Topic) })
-		denied("ListOffsets", names(out, func(t kmsg.ListOffsetsRequestTopic) string { return t.Topic }))
-		return nil, func(resp kmsg.Response) {
-			lr := resp.(*kmsg.ListOffsetsResponse)
-			for _, t := range out {
+		return nil, refuse(denied, "ListOffsets", &r.Topics, func(t kmsg.ListOffsetsRequestTopic) bool { return topicOK(OpDescribe, t.Topic) },
+			func(t kmsg.ListOffsetsRequestTopic) string { return t.Topic },
+			func(resp kmsg.Response, t kmsg.ListOffsetsRequestTopic) {
 				rt := kmsg.NewListOffsetsResponseTopic()
 				rt.Topic = t.Topic
-				for _, p := range t.Partitions {
+				rt.Partitions = mapParts(t.Partitions, func(p kmsg.ListOffsetsRequestTopicPartition) kmsg.ListOffsetsResponseTopicPartition {
 					rp := kmsg.NewListOffsetsResponseTopicPartition()
 					rp.Partition, rp.ErrorCode = p.Partition, code
-					rt.Partitions = append(rt.Partitions, rp)
-				}
+					return rp
+				})
+				lr := resp.(*kmsg.ListOffsetsResponse)
 				lr.Topics = append(lr.Topics, rt)
-			}
-		}, true
+			}), true
 	case *kmsg.OffsetForLeaderEpochRequest:
 		if r.ReplicaID >= 0 && !a.ClusterAllowed(who, OpClusterAction) {
 			b.logger.Warn("authorization failed: replica OffsetForLeaderEpoch without ClusterAction", "principal", who, "remote", cs.remote)
@@ -128,59 +119,50 @@ func (b *Broker) authorize(cs *connState, req kmsg.Request) (deny kmsg.Response,
 		if r.ReplicaID >= 0 {
 			return nil, nil, true
 		}
-		var out []kmsg.OffsetForLeaderEpochRequestTopic
-		r.Topics, out = splitTopics(r.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool { return topicOK(OpDescribe, t.Topic) })
-		denied("OffsetForLeaderEpoch", names(out, func(t kmsg.OffsetForLeaderEpochRequestTopic) string { return t.Topic }))
-		return nil, func(resp kmsg.Response) {
-			or := resp.(*kmsg.OffsetForLeaderEpochResponse)
-			for _, t := range out {
+		return nil, refuse(denied, "OffsetForLeaderEpoch", &r.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool { return topicOK(OpDescribe, t.Topic) },
+			func(t kmsg.OffsetForLeaderEpochRequestTopic) string { return t.Topic },
+			func(resp kmsg.Response, t kmsg.OffsetForLeaderEpochRequestTopic) {
 				rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
 				rt.Topic = t.Topic
-				for _, p := range t.Partitions {
+				rt.Partitions = mapParts(t.Partitions, func(p kmsg.OffsetForLeaderEpochRequestTopicPartition) kmsg.OffsetForLeaderEpochResponseTopicPartition {
 					rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 					rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, code, -1, -1
-					rt.Partitions = append(rt.Partitions, rp)
-				}
+					return rp
+				})
+				or := resp.(*kmsg.OffsetForLeaderEpochResponse)
 				or.Topics = append(or.Topics, rt)
-			}
-		}, true
+			}), true
 	case *kmsg.MetadataRequest:
 		return nil, b.authorizeMetadata(r, who, topicOK), true
 	case *kmsg.CreateTopicsRequest:
-		var out []kmsg.CreateTopicsRequestTopic
-		r.Topics, out = splitTopics(r.Topics, func(t kmsg.CreateTopicsRequestTopic) bool {
+		return nil, refuse(denied, "CreateTopics", &r.Topics, func(t kmsg.CreateTopicsRequestTopic) bool {
 			return topicOK(OpCreate, t.Topic) || a.ClusterAllowed(who, OpCreate)
-		})
-		denied("CreateTopics", names(out, func(t kmsg.CreateTopicsRequestTopic) string { return t.Topic }))
-		return nil, func(resp kmsg.Response) {
-			cr := resp.(*kmsg.CreateTopicsResponse)
-			for _, t := range out {
+		},
+			func(t kmsg.CreateTopicsRequestTopic) string { return t.Topic },
+			func(resp kmsg.Response, t kmsg.CreateTopicsRequestTopic) {
 				rt := kmsg.NewCreateTopicsResponseTopic()
 				rt.Topic, rt.ErrorCode = t.Topic, code
+				cr := resp.(*kmsg.CreateTopicsResponse)
 				cr.Topics = append(cr.Topics, rt)
-			}
-		}, true
+			}), true
 	case *kmsg.DescribeConfigsRequest:
-		var out []kmsg.DescribeConfigsRequestResource
-		r.Resources, out = splitTopics(r.Resources, func(res kmsg.DescribeConfigsRequestResource) bool {
+		return nil, refuse(denied, "DescribeConfigs", &r.Resources, func(res kmsg.DescribeConfigsRequestResource) bool {
 			if res.ResourceType == kmsg.ConfigResourceTypeTopic {
 				return topicOK(OpDescribeConfigs, res.ResourceName)
 			}
 			return a.ClusterAllowed(who, OpDescribeConfigs)
-		})
-		denied("DescribeConfigs", names(out, func(res kmsg.DescribeConfigsRequestResource) string { return res.ResourceName }))
-		return nil, func(resp kmsg.Response) {
-			dr := resp.(*kmsg.DescribeConfigsResponse)
-			for _, res := range out {
+		},
+			func(res kmsg.DescribeConfigsRequestResource) string { return res.ResourceName },
+			func(resp kmsg.Response, res kmsg.DescribeConfigsRequestResource) {
 				rr := kmsg.NewDescribeConfigsResponseResource()
 				rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
 				rr.ErrorCode = code
 				if res.ResourceType != kmsg.ConfigResourceTypeTopic {
 					rr.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 				}
+				dr := resp.(*kmsg.DescribeConfigsResponse)
 				dr.Resources = append(dr.Resources, rr)
-			}
-		}, true
+			}), true
 	case *kmsg.InitProducerIDRequest:
 		if r.TransactionalID == nil && a.ClusterAllowed(who, OpIdempotentWrite) {
 			return nil, nil, true
@@ -236,17 +218,14 @@ func (b *Broker) authorize(cs *connState, req kmsg.Request) (deny kmsg.Response,
 		if r.Version < 8 {
 			return b.authorizeGroup(cs, who, req, r.Group)
 		}
-		var out []kmsg.OffsetFetchRequestGroup
-		r.Groups, out = splitTopics(r.Groups, func(g kmsg.OffsetFetchRequestGroup) bool { return a.GroupAllowed(who, OpDescribe, g.Group) })
-		denied("OffsetFetch", names(out, func(g kmsg.OffsetFetchRequestGroup) string { return g.Group }))
-		return nil, func(resp kmsg.Response) {
-			or := resp.(*kmsg.OffsetFetchResponse)
-			for _, g := range out {
+		return nil, refuse(denied, "OffsetFetch", &r.Groups, func(g kmsg.OffsetFetchRequestGroup) bool { return a.GroupAllowed(who, OpDescribe, g.Group) },
+			func(g kmsg.OffsetFetchRequestGroup) string { return g.Group },
+			func(resp kmsg.Response, g kmsg.OffsetFetchRequestGroup) {
 				rg := kmsg.NewOffsetFetchResponseGroup()
 				rg.Group, rg.ErrorCode = g.Group, kerr.GroupAuthorizationFailed.Code
+				or := resp.(*kmsg.OffsetFetchResponse)
 				or.Groups = append(or.Groups, rg)
-			}
-		}, true
+			}), true
 	}
 	// No rule for this key: super users only.
 	b.logger.Warn("authorization failed: no ACL rule for this API", "principal", who, "remote", cs.remote, "api", kmsg.NameForKey(req.Key()))
@@ -359,6 +338,30 @@ func (b *Broker) authorizeMetadata(r *kmsg.MetadataRequest, who string, topicOK 
 			mr.Topics = append(mr.Topics, mt)
 		}
 	}
+}
+
+// refuse takes the items of *items that ok refuses out of the request,
+// logs them (denied, under api) and returns the fix that answers each of
+// them in the handler's response (answer).
+func refuse[T any](denied func(string, []string), api string, items *[]T, ok func(T) bool, name func(T) string, answer func(kmsg.Response, T)) func(kmsg.Response) {
+	var out []T
+	*items, out = splitTopics(*items, ok)
+	denied(api, names(out, name))
+	return func(resp kmsg.Response) {
+		for _, t := range out {
+			answer(resp, t)
+		}
+	}
+}
+
+// mapParts answers every partition of a refused topic (nil for none, as
+// appending to a nil slice gives).
+func mapParts[P, R any](in []P, answer func(P) R) []R {
+	var out []R
+	for _, p := range in {
+		out = append(out, answer(p))
+	}
+	return out
 }
 
 // splitTopics keeps the items ok accepts and returns the others.

@@ -85,6 +85,7 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, clock: cfg.Clock, ctrl: cfg.Controller, ledger: cfg.Ledger, stop: make(chan struct{})}
+	b.dir.failed = make(chan struct{}, 1)
 	// A batch is bounded here only by the request frame; each topic's
 	// max.message.bytes is the log's MaxBatchBytes (MESSAGE_TOO_LARGE).
 	b.validator = kafkalog.NewBatchValidator(int(cfg.SocketRequestMaxBytes), cfg.MaxUncompressedBatchBytes)
@@ -468,12 +469,21 @@ func (b *Broker) every(period time.Duration, fn, armed func()) {
 // run), for a loop whose first run a test must be able to trigger as soon
 // as New returns.
 func (b *Broker) everyOn(t clock.Timer, period time.Duration, fn, armed func()) {
+	b.everyOrWhen(t, period, fn, armed, nil, nil)
+}
+
+// everyOrWhen is everyOn that also runs now whenever kick fires, between
+// the periodic runs (a nil kick never fires).
+func (b *Broker) everyOrWhen(t clock.Timer, period time.Duration, fn, armed func(), kick <-chan struct{}, now func()) {
 	defer b.wg.Done()
 	defer t.Stop()
 	for {
 		select {
 		case <-b.stop:
 			return
+		case <-kick:
+			now()
+			continue
 		case <-t.C():
 		}
 		fn()
@@ -509,12 +519,13 @@ func (b *Broker) shrinkISRs() {
 	}
 }
 
-// brokerFenced reports whether the controller's current registration of
-// broker id is fenced (a broker that never registered is not).
-func (b *Broker) brokerFenced(id int32) bool {
+// brokerIneligible reports whether the controller's current registration
+// of broker id is fenced or has its log dir offline (a broker that never
+// registered is neither).
+func (b *Broker) brokerIneligible(id int32) bool {
 	for _, r := range b.ctrl.Registrations() {
 		if r.ID == id {
-			return r.Fenced
+			return !r.eligible()
 		}
 	}
 	return false

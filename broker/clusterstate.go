@@ -107,6 +107,12 @@ func (s *clusterState) apply(rec stateRecord, offset int64) (applied, applyResul
 			return applied{}, applyResult{err: fmt.Errorf("%w: broker %d epoch %d", err, rec.BrokerID, rec.BrokerEpoch)}
 		}
 		return s.appliedOf(changes), applyResult{registration: s.regs[rec.BrokerID]}
+	case kindLogDirOffline:
+		changes, err := logDirOffline(s.topics, s.regs, rec.BrokerID, rec.BrokerEpoch, rec.Unclean)
+		if err != nil {
+			return applied{}, applyResult{err: fmt.Errorf("%w: broker %d epoch %d reporting its log dir offline", err, rec.BrokerID, rec.BrokerEpoch)}
+		}
+		return s.appliedOf(changes), applyResult{registration: s.regs[rec.BrokerID]}
 	case kindHeartbeat:
 		// Liveness only (the controller's session tracker); no state. It
 		// is judged here, at its place in the log, and the result goes
@@ -139,6 +145,7 @@ func (s *clusterState) apply(rec stateRecord, offset int64) (applied, applyResul
 				Partition: wp.Partition, Leader: wp.Leader, LeaderEpoch: wp.LeaderEpoch,
 				PartitionEpoch: wp.PartitionEpoch, Replicas: wp.Replicas, ISR: wp.ISR,
 			}))
+			placeOnline(&ts.Partitions[i], s.regs)
 		}
 		s.topics[w.Name] = ts
 		return applied{topics: []*TopicState{ts}}, applyResult{topic: cloneTopic(ts)}
@@ -162,8 +169,8 @@ func (s *clusterState) apply(rec stateRecord, offset int64) (applied, applyResul
 		case kindAlterISR:
 			err = applyISR(tp, &next, rec.ISR)
 			for _, r := range next.ISR {
-				if reg, ok := s.regs[r]; err == nil && ok && reg.Fenced && !slices.Contains(ps.ISR, r) {
-					err = fmt.Errorf("%w: %d joining the ISR of %s is fenced", ErrIneligibleReplica, r, tp)
+				if reg, ok := s.regs[r]; err == nil && ok && !reg.eligible() && !slices.Contains(ps.ISR, r) {
+					err = fmt.Errorf("%w: %d joining the ISR of %s is fenced or its log dir is offline", ErrIneligibleReplica, r, tp)
 				}
 			}
 		case kindElectLeader:
@@ -186,9 +193,18 @@ func (s *clusterState) apply(rec stateRecord, offset int64) (applied, applyResul
 		if err != nil {
 			return applied{}, applyResult{err: err}
 		}
+		had := 0
+		if ts, ok := s.topics[tc.name]; ok {
+			had = len(ts.Partitions)
+		}
 		ts, err := applyTopicChange(s.topics, tc)
 		if err != nil {
 			return applied{}, applyResult{err: err}
+		}
+		if rec.Kind == kindCreatePartitions {
+			for i := had; i < len(ts.Partitions); i++ {
+				placeOnline(&ts.Partitions[i], s.regs)
+			}
 		}
 		return applied{topics: []*TopicState{ts}}, applyResult{topic: cloneTopic(ts)}
 	case kindPIDBlock:
@@ -208,6 +224,32 @@ func (s *clusterState) appliedOf(changes []partitionChange) applied {
 		a.topics = append(a.topics, s.topics[name])
 	}
 	return a
+}
+
+// placeOnline is a new partition's ISR and leader given the
+// registrations: a replica whose broker reported its log dir offline
+// starts outside the ISR (but as its last member) and does not lead; the
+// first other in-sync replica leads. Only offline log dirs count, not
+// fences: records written before log-dir reports existed must replay to
+// the same state. A broker not registered here (a static cluster list)
+// counts as online.
+func placeOnline(ps *PartitionState, regs map[int32]BrokerRegistration) {
+	offline := func(r int32) bool { reg, ok := regs[r]; return ok && reg.LogDirOffline }
+	for _, r := range slices.Clone(ps.ISR) {
+		if offline(r) && len(ps.ISR) > 1 {
+			ps.ISR = slices.DeleteFunc(ps.ISR, func(x int32) bool { return x == r })
+		}
+	}
+	if !offline(ps.Leader) {
+		return
+	}
+	ps.Leader = NoLeader
+	for _, r := range ps.Replicas {
+		if slices.Contains(ps.ISR, r) && !offline(r) {
+			ps.Leader = r
+			return
+		}
+	}
 }
 
 // The partition-state rules of AlterISR and ElectLeader (the caller bumps

@@ -85,6 +85,13 @@ type Controller interface {
 	// controlled shutdown, so that its partitions get new leaders without
 	// waiting for its session to expire. ErrBrokerFenced: not the live one.
 	ShutdownBroker(id int32, brokerEpoch int64) error
+	// ReportLogDirOffline is the report of registration (id, brokerEpoch)
+	// that its log dir went offline (Kafka's offline log dirs of a broker
+	// heartbeat, KIP-858): it leaves every ISR but as a last member, new
+	// leaders are elected at once where it led, and it is elected nowhere
+	// until it registers again. A repeated report is a no-op.
+	// ErrBrokerFenced: not the live registration.
+	ReportLogDirOffline(id int32, brokerEpoch int64) error
 	// Brokers returns the known brokers, by id.
 	Brokers() []BrokerInfo
 	// Registrations returns the current registration of every broker
@@ -330,6 +337,11 @@ func (c *MemController) ShutdownBroker(id int32, brokerEpoch int64) error {
 	return err
 }
 
+func (c *MemController) ReportLogDirOffline(id int32, brokerEpoch int64) error {
+	_, err := c.commit(stateRecord{Kind: kindLogDirOffline, BrokerID: id, BrokerEpoch: brokerEpoch, Unclean: c.unclean()}, c.logger())
+	return err
+}
+
 func (c *MemController) Brokers() []BrokerInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -443,6 +455,9 @@ func logChanges(logger *slog.Logger, rec stateRecord, changes []partitionChange)
 	switch rec.Kind {
 	case kindFence:
 		logger.Warn("broker fenced", "fenced_broker", rec.BrokerID, "broker_epoch", rec.BrokerEpoch, "partitions_changed", len(changes))
+	case kindLogDirOffline:
+		logger.Warn("broker's log dir offline: it leaves every ISR and leads nothing until it registers again",
+			"offline_broker", rec.BrokerID, "broker_epoch", rec.BrokerEpoch, "partitions_changed", len(changes))
 	case kindBroker:
 		if rec.Broker != nil {
 			logger.Info("broker registered", "registered_broker", rec.Broker.ID, "partitions_changed", len(changes))

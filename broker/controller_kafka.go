@@ -56,6 +56,10 @@ import (
 //     earlier registration is fenced first.
 //   - fence: fences (broker, broker epoch) if that registration is live,
 //     else is refused (ErrBrokerFenced); elections follow (liveness.go).
+//   - log-dir-offline: the broker (id, broker epoch) reports its log dir
+//     offline; applied if that registration is live (else ErrBrokerFenced):
+//     it leaves every ISR and elections follow, as for a fence, but it
+//     stays registered (liveness.go, logDirOffline).
 //   - elect-preferred: epoch-checked like elect-leader; refused unless the
 //     first replica is in the ISR and live.
 //   - heartbeat: changes no state; the controller's session tracker notes
@@ -74,12 +78,13 @@ import (
 //	                                         "proposal","topic_name","topic_id","topic_epoch",
 //	                                         "topic" (create-partitions: the grown list)|"configs"}
 //	fence/<id>/<proposal>                   {"v","kind":"fence","proposal","broker_id","broker_epoch","unclean"}
+//	log-dir/<id>/<proposal>                 {"v","kind":"log-dir-offline","proposal","broker_id","broker_epoch","unclean"}
 //	heartbeat/<id>                          {"v","kind":"heartbeat","broker_id","broker_epoch"}
 //
 // Competing proposals never share a key: compaction keeps the latest record
 // of a key, so a shared key could keep a losing proposal and drop the
 // winner, and a restarted controller would rebuild a different state.
-// Hence topic, partition, broker and fence keys end in the proposal id and
+// Hence topic, partition, broker, fence and log-dir keys end in the proposal id and
 // are never compacted away (registrations decide broker epochs and
 // leaders, so they must replay exactly; logs written before broker keys
 // had a proposal suffix still read); compaction only drops superseded
@@ -592,6 +597,38 @@ func (c *KafkaController) fence(id int32, epoch int64) (applyResult, error) {
 		stateRecord{Kind: kindFence, BrokerID: id, BrokerEpoch: epoch, Unclean: c.cfg.UncleanLeaderElection})
 }
 
+// ReportLogDirOffline proposes a log-dir-offline record. Its key ends in
+// the proposal, like a fence's: it changes ISRs and leaders, so it must
+// replay exactly, and a heartbeat (compacted by key) cannot carry it.
+// Judged first against this controller's view, so that a repeat or a
+// report of a fenced registration writes nothing. It is bounded like a
+// heartbeat (the broker's heartbeat loop sends it), by
+// the session timeout when sessions are watched.
+func (c *KafkaController) ReportLogDirOffline(id int32, brokerEpoch int64) error {
+	c.mu.Lock()
+	err := checkHeartbeat(c.mu.st.regs, id, brokerEpoch)
+	done := err == nil && c.mu.st.regs[id].LogDirOffline
+	c.mu.Unlock()
+	switch {
+	case err != nil:
+		// Fenced or superseded in this view already: the log cannot undo
+		// that, and a record would only be refused.
+		return err
+	case done:
+		return nil // applied already: no second record
+	}
+	timeout := c.cfg.RequestTimeout
+	if c.cfg.SessionTimeout > 0 {
+		timeout = c.cfg.SessionTimeout
+	}
+	res, err := c.proposeWithin(timeout, func(p string) string { return "log-dir/" + strconv.Itoa(int(id)) + "/" + p },
+		stateRecord{Kind: kindLogDirOffline, BrokerID: id, BrokerEpoch: brokerEpoch, Unclean: c.cfg.UncleanLeaderElection})
+	if err != nil {
+		return err
+	}
+	return res.err
+}
+
 func (c *KafkaController) ShutdownBroker(id int32, brokerEpoch int64) error {
 	res, err := c.fence(id, brokerEpoch)
 	if err != nil {
@@ -761,6 +798,7 @@ const (
 	kindAlterConfigs     = "alter-configs"
 	// Liveness (see doc.go).
 	kindFence          = "fence"
+	kindLogDirOffline  = "log-dir-offline"
 	kindHeartbeat      = "heartbeat"
 	kindElectPreferred = "elect-preferred"
 )

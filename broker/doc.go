@@ -85,7 +85,9 @@
 // writing a file (an unusable log dir refuses the start, as Kafka's JBOD
 // handling does when no dir is left); a log dir that fails at run time is
 // offline until a restart (logdir.go: KAFKA_STORAGE_ERROR, offline
-// replicas in Metadata, kwal_log_dir_offline). rwnode.OpenRemoteWALParts lists
+// replicas in Metadata, kwal_log_dir_offline), and the broker reports it
+// to the controller at once, which moves its leaderships (see "Liveness
+// and election"). rwnode.OpenRemoteWALParts lists
 // the store within remote.wal.storage.check.timeout.ms; kwal broker bounds
 // the metadata bootstrap by remote.wal.metadata.bootstrap.timeout.ms. Each
 // refusal wraps ErrConfig and names the key, the value, the range and
@@ -271,6 +273,18 @@
 //     logged at ERROR; else no leader (-1, LEADER_NOT_AVAILABLE in
 //     Metadata). The leader epoch is bumped on every leader change. A
 //     registration elects leaders for leaderless partitions it can lead.
+//   - A log dir offline (logdir.go): the broker proposes a
+//     "log-dir-offline" record (key log-dir/<id>/<proposal>, never
+//     compacted) as soon as its dir fails, and again before each
+//     heartbeat until one is applied. Applying it (logDirOffline, pure)
+//     marks the registration LogDirOffline and does what a fence does to
+//     the partitions (out of every ISR but as a last member, a new leader
+//     where it led) while the registration stays live: its heartbeats
+//     count, but it is elected nowhere, joins no ISR, is listed offline in
+//     Metadata, and new partitions place it outside their ISR, until a new
+//     registration (a restart onto a healthy dir). A repeated report is a
+//     no-op; one from an earlier life or behind a fence is refused. A
+//     broker fenced while its dir is offline does not register again.
 //   - auto.leader.rebalance.enable (default true): every
 //     leader.imbalance.check.interval.seconds each broker proposes itself
 //     for the partitions whose first replica it is, when it is in the ISR

@@ -80,6 +80,7 @@ func (b *Broker) heartbeat() {
 	// controller that does not answer) is noticed before the next one is
 	// sent: the remote-WAL tasks stop at once.
 	b.noteLease()
+	b.reportLogDir()
 	sent := b.clock.Now()
 	b.lease.Lock()
 	epoch := b.lease.st.epoch
@@ -96,6 +97,8 @@ func (b *Broker) heartbeat() {
 	b.lease.Unlock()
 	switch {
 	case leaving:
+	case errors.Is(err, ErrBrokerFenced) && b.dir.offline():
+		b.retireFenced(epoch)
 	case errors.Is(err, ErrBrokerFenced):
 		b.logger.Warn("fenced by the controller; registering again with a new broker epoch", "broker_epoch", epoch)
 		if err := b.register(true); err != nil {
@@ -229,9 +232,10 @@ func (b *Broker) unparkRemoteLeaders() {
 }
 
 // heartbeatLoop heartbeats every broker.heartbeat.interval.ms, first when
-// t (made in New) fires.
+// t (made in New) fires; a log dir going offline is reported at once
+// (logdir.go), between heartbeats.
 func (b *Broker) heartbeatLoop(t clock.Timer) {
-	b.everyOn(t, b.cfg.BrokerHeartbeatInterval, b.heartbeat, b.cfg.afterHeartbeat)
+	b.everyOrWhen(t, b.cfg.BrokerHeartbeatInterval, b.heartbeat, b.cfg.afterHeartbeat, b.dir.failed, b.reportLogDir)
 }
 
 // rebalanceLoop nominates this broker, every

@@ -30,7 +30,8 @@ var (
 	ErrBrokerFenced = errors.New("broker: broker registration fenced or superseded")
 	// ErrNotElectable: the asked leader is not an in-sync, live replica.
 	ErrNotElectable = errors.New("broker: replica not electable (not in the ISR or not live)")
-	// ErrIneligibleReplica: a fenced broker cannot join an ISR.
+	// ErrIneligibleReplica: a fenced broker, or one whose log dir is
+	// offline, cannot join an ISR.
 	ErrIneligibleReplica = errors.New("broker: ineligible replica")
 )
 
@@ -41,6 +42,12 @@ type BrokerRegistration struct {
 	ID     int32
 	Epoch  int64
 	Fenced bool
+	// LogDirOffline: the broker reported its log dir offline during this
+	// registration (ReportLogDirOffline). It stays registered and
+	// heartbeats, but it holds no replica in any ISR (but as a last
+	// member) and is elected nowhere; a new registration (a restart onto
+	// a healthy log dir) clears it.
+	LogDirOffline bool
 }
 
 // sessionTracker decides who is silent: it is fed registrations and
@@ -204,6 +211,35 @@ func fenceBroker(topics map[string]*TopicState, regs map[int32]BrokerRegistratio
 	}
 	r.Fenced = true
 	regs[id] = r
+	return dropReplicas(topics, regs, id, uncleanDefault), nil
+}
+
+// logDirOffline applies the report of registration (id, epoch) that its
+// log dir went offline (Kafka's KIP-858 offline log dirs; kwal has one
+// dir, so every replica of the broker is on it): the registration stays
+// live (it heartbeats on) but is marked LogDirOffline, so it leaves every
+// ISR (but as a last member, as a fence) and new leaders are elected at
+// once where it led, from the rest of the ISR; it is elected nowhere and
+// joins no ISR until it registers again. A second report of the same
+// registration changes nothing. ErrBrokerFenced: that registration is not
+// the live one (a report from an earlier life, or behind a fence: the
+// broker registers again when its dir is healthy, after a restart).
+func logDirOffline(topics map[string]*TopicState, regs map[int32]BrokerRegistration, id int32, epoch int64, uncleanDefault bool) ([]partitionChange, error) {
+	r, ok := regs[id]
+	if !ok || r.Epoch != epoch || r.Fenced {
+		return nil, ErrBrokerFenced
+	}
+	if r.LogDirOffline {
+		return nil, nil
+	}
+	r.LogDirOffline = true
+	regs[id] = r
+	return dropReplicas(topics, regs, id, uncleanDefault), nil
+}
+
+// dropReplicas takes id, no longer eligible in regs, out of every ISR (but
+// as a last member) and elects a new leader wherever it led.
+func dropReplicas(topics map[string]*TopicState, regs map[int32]BrokerRegistration, id int32, uncleanDefault bool) []partitionChange {
 	live := liveIn(regs)
 	var out []partitionChange
 	forEachPartition(topics, func(ts *TopicState, ps *PartitionState) {
@@ -212,7 +248,7 @@ func fenceBroker(topics map[string]*TopicState, regs map[int32]BrokerRegistratio
 			out = append(out, partitionChange{topic: ts.Name, ps: clonePartition(*ps), unclean: unclean})
 		}
 	})
-	return out, nil
+	return out
 }
 
 // registerBroker installs a new registration of id at epoch. With
@@ -273,14 +309,18 @@ func preferredToElect(topics []TopicState, regs map[int32]BrokerRegistration, se
 	return out
 }
 
-// liveIn says whether a broker has a live registration. A broker never
+// liveIn says whether a broker has a live registration that may lead and
+// join ISRs: not fenced, its log dir not offline. A broker never
 // registered is not live.
 func liveIn(regs map[int32]BrokerRegistration) func(int32) bool {
 	return func(id int32) bool {
 		r, ok := regs[id]
-		return ok && !r.Fenced
+		return ok && r.eligible()
 	}
 }
+
+// eligible says whether the registration may lead and join ISRs.
+func (r BrokerRegistration) eligible() bool { return !r.Fenced && !r.LogDirOffline }
 
 // uncleanFor is a topic's unclean.leader.election.enable.
 func uncleanFor(ts *TopicState, def bool) bool {

@@ -23,17 +23,39 @@ import (
 // the broker among the partitions' offline replicas, and /metrics shows
 // kwal_log_dir_offline 1. It stays offline until the broker restarts (as
 // in Kafka, where a failed dir comes back only with a restart).
+//
+// The broker also hands its leaderships off (Kafka's
+// ReplicaManager.handleLogDirFailure, and in KRaft the offline dirs of a
+// broker heartbeat, KIP-858): the first failure wakes the heartbeat loop,
+// which reports the dir offline to the controller at once
+// (Controller.ReportLogDirOffline); a report that fails is sent again
+// before every heartbeat, so the leaderships move within one
+// broker.heartbeat.interval.ms. The controller takes the broker out of
+// every ISR and elects new leaders from the rest of the ISR; it elects
+// the broker nowhere until it registers again. The broker stays
+// registered and heartbeating; if it is fenced meanwhile it does not
+// register again (a Kafka broker whose only log dir failed shuts down):
+// only a restart onto a healthy dir brings it back.
 
 // ErrLogDirOffline: the log dir had an I/O error and is offline.
 var ErrLogDirOffline = errors.New("broker: log dir offline")
 
 // logDirHealth is whether the log dir is offline, and why.
 type logDirHealth struct {
-	mu struct {
+	// failed wakes the heartbeat loop once the dir goes offline (made in
+	// New, one slot).
+	failed chan struct{}
+	mu     struct {
 		sync.Mutex
 		offline bool
 		since   time.Time
 		cause   string
+		// reported is the broker epoch whose registration the controller
+		// has marked offline (0: none yet).
+		reported int64
+		// retired: fenced with the dir offline, logged once; the broker
+		// does not register again.
+		retired bool
 	}
 }
 
@@ -70,11 +92,62 @@ func (b *Broker) storageFailed(what string, tp TopicPartition, err error) bool {
 	}
 	b.dir.mu.Unlock()
 	if first {
-		b.logger.Error("log dir offline: every partition of this broker now answers KAFKA_STORAGE_ERROR until it restarts; "+
-			"fix the file system (read-only mount, full disk, failing device) and restart the broker",
+		b.logger.Error("log dir offline: every partition of this broker now answers KAFKA_STORAGE_ERROR until it restarts, "+
+			"and its leaderships move to other replicas; fix the file system (read-only mount, full disk, failing device) and restart the broker",
 			"log_dir", b.cfg.LogDir, "while", what, "partition", tp, "err", err)
+		select {
+		case b.dir.failed <- struct{}{}:
+		default:
+		}
 	}
 	return true
+}
+
+// reportLogDir tells the controller that the log dir is offline, once per
+// registration: the controller moves this broker's leaderships and takes
+// it out of every ISR. A failed report is retried at the next heartbeat.
+func (b *Broker) reportLogDir() {
+	if !b.dir.offline() {
+		return
+	}
+	epoch := b.BrokerEpoch()
+	b.dir.mu.Lock()
+	done := b.dir.mu.reported == epoch
+	b.dir.mu.Unlock()
+	if done {
+		return
+	}
+	err := b.ctrl.ReportLogDirOffline(b.cfg.BrokerID, epoch)
+	switch {
+	case err == nil:
+		b.dir.mu.Lock()
+		b.dir.mu.reported = epoch
+		b.dir.mu.Unlock()
+		b.logger.Warn("reported the log dir offline to the controller: this broker leads nothing and is in no ISR until it restarts",
+			"log_dir", b.cfg.LogDir, "broker_epoch", epoch)
+	case errors.Is(err, ErrBrokerFenced):
+		// Fenced: it leads nothing already, and this registration will
+		// not come back; the heartbeat sees it too. Not sent again.
+		b.dir.mu.Lock()
+		b.dir.mu.reported = epoch
+		b.dir.mu.Unlock()
+	default:
+		b.logger.Warn("reporting the log dir offline to the controller failed; retrying before the next heartbeat",
+			"log_dir", b.cfg.LogDir, "broker_epoch", epoch, "err", err)
+	}
+}
+
+// retireFenced is what a fenced broker does instead of registering again
+// while its log dir is offline: nothing, but say so once.
+func (b *Broker) retireFenced(epoch int64) {
+	b.dir.mu.Lock()
+	first := !b.dir.mu.retired
+	b.dir.mu.retired = true
+	b.dir.mu.Unlock()
+	if first {
+		b.logger.Error("fenced by the controller with the log dir offline: not registering again; restart the broker once the log dir is healthy",
+			"log_dir", b.cfg.LogDir, "broker_epoch", epoch)
+	}
 }
 
 // logDirOfflineErr is the error of an operation refused because the log

@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,89 +18,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/kafkalog/faultfs"
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"
 	"github.com/kwal/kwal/objstore/ledger"
 )
-
-// roFS is the real file system that turns read-only (EROFS, as a
-// remounted or failing disk does) for paths under a prefix once broken is
-// set: files already open refuse writes and syncs too.
-type roFS struct {
-	kafkalog.OSFS
-	prefix string
-	broken atomic.Bool
-}
-
-func (f *roFS) refuse(op, name string) error {
-	if f.broken.Load() && strings.HasPrefix(name, f.prefix) {
-		return &fs.PathError{Op: op, Path: name, Err: syscall.EROFS}
-	}
-	return nil
-}
-
-func (f *roFS) Create(name string) (kafkalog.File, error) {
-	if err := f.refuse("open", name); err != nil {
-		return nil, err
-	}
-	fl, err := f.OSFS.Create(name)
-	return roFile{File: fl, fs: f, name: name}, err
-}
-
-func (f *roFS) Open(name string) (kafkalog.File, error) {
-	fl, err := f.OSFS.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	return roFile{File: fl, fs: f, name: name}, nil
-}
-
-func (f *roFS) Rename(o, n string) error {
-	if err := f.refuse("rename", o); err != nil {
-		return err
-	}
-	return f.OSFS.Rename(o, n)
-}
-
-func (f *roFS) Remove(name string) error {
-	if err := f.refuse("remove", name); err != nil {
-		return err
-	}
-	return f.OSFS.Remove(name)
-}
-
-func (f *roFS) MkdirAll(dir string) error {
-	if err := f.refuse("mkdir", dir); err != nil {
-		return err
-	}
-	return f.OSFS.MkdirAll(dir)
-}
-
-type roFile struct {
-	kafkalog.File
-	fs   *roFS
-	name string
-}
-
-func (f roFile) WriteAt(p []byte, off int64) (int, error) {
-	if err := f.fs.refuse("write", f.name); err != nil {
-		return 0, err
-	}
-	return f.File.WriteAt(p, off)
-}
-
-func (f roFile) Sync() error {
-	if err := f.fs.refuse("sync", f.name); err != nil {
-		return err
-	}
-	return f.File.Sync()
-}
-
-func (f roFile) Truncate(size int64) error {
-	if err := f.fs.refuse("truncate", f.name); err != nil {
-		return err
-	}
-	return f.File.Truncate(size)
-}
 
 // lineCount counts log records by level and message.
 type lineCount struct {
@@ -149,8 +67,8 @@ func TestUnusableLogDirRefusesStart(t *testing.T) {
 	if err := os.MkdirAll(part, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	rofs := &roFS{prefix: part}
-	rofs.broken.Store(true)
+	rofs := faultfs.NewReadOnlyFS(part)
+	rofs.SetBroken(true)
 	_, err := New(Config{
 		BrokerID: 1, Listener: "127.0.0.1:0", LogDir: dir, LogFS: rofs,
 		Controller: NewMemController(nil, 1000), Ledger: ledger.New(), Logger: quietLogger(),
@@ -167,7 +85,7 @@ func TestUnusableLogDirRefusesStart(t *testing.T) {
 		t.Errorf("error is not ErrConfig: %v", err)
 	}
 	// The same directory, writable, starts.
-	rofs.broken.Store(false)
+	rofs.SetBroken(false)
 	b, err := New(Config{
 		BrokerID: 1, Listener: "127.0.0.1:0", LogDir: dir, LogFS: rofs,
 		Controller: NewMemController(nil, 1000), Ledger: ledger.New(), Logger: quietLogger(),
@@ -185,9 +103,9 @@ func TestUnusableLogDirRefusesStart(t *testing.T) {
 // line says so, however many requests follow.
 func TestLogDirFailsAtRunTime(t *testing.T) {
 	lines := &lineCount{}
-	var rofs *roFS
+	var rofs *faultfs.ReadOnlyFS
 	c := startCluster(t, []string{"az1"}, func(cfg *Config) {
-		rofs = &roFS{prefix: cfg.LogDir}
+		rofs = faultfs.NewReadOnlyFS(cfg.LogDir)
 		cfg.LogFS = rofs
 		cfg.Logger = slog.New(lines)
 	})
@@ -213,7 +131,7 @@ func TestLogDirFailsAtRunTime(t *testing.T) {
 	if b.dir.offline() {
 		t.Fatal("offline before any fault")
 	}
-	rofs.broken.Store(true)
+	rofs.SetBroken(true)
 	for i := range 20 {
 		if err := produce(int32(i % 2)); !errors.Is(err, kerr.KafkaStorageError) {
 			t.Fatalf("produce %d with the log dir read-only: %v, want KAFKA_STORAGE_ERROR", i, err)
@@ -221,7 +139,7 @@ func TestLogDirFailsAtRunTime(t *testing.T) {
 	}
 	// Even once the disk answers again, the dir stays offline until a
 	// restart (as in Kafka): a log that failed mid-write is not trusted.
-	rofs.broken.Store(false)
+	rofs.SetBroken(false)
 	if err := produce(0); !errors.Is(err, kerr.KafkaStorageError) {
 		t.Fatalf("produce after the fault cleared: %v, want KAFKA_STORAGE_ERROR", err)
 	}
@@ -295,7 +213,7 @@ func grepLines(s, sub string) string {
 // watermark still moves in memory.
 func TestHighWatermarkOnAFailedDisk(t *testing.T) {
 	dir := t.TempDir()
-	rofs := &roFS{prefix: dir}
+	rofs := faultfs.NewReadOnlyFS(dir)
 	l, err := kafkalog.Open(filepath.Join(dir, "t-0"), kafkalog.Config{FS: rofs, HighWatermarkCheckpointMs: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +237,7 @@ func TestHighWatermarkOnAFailedDisk(t *testing.T) {
 	if moved, err := p.setFollowerHW(2); !moved || err != nil {
 		t.Fatalf("healthy disk: moved %v, err %v", moved, err)
 	}
-	rofs.broken.Store(true)
+	rofs.SetBroken(true)
 	// The checkpoint fails; the log itself is still writable in memory.
 	for hw := int64(3); hw <= 5; hw++ {
 		moved, err := p.setFollowerHW(hw)

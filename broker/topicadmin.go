@@ -149,34 +149,59 @@ func (c *MemController) applyChange(tc topicChange) (TopicState, error) {
 // DeleteTopic removes a topic. With id given (not zero) it must be the
 // topic's id. Errors: ErrUnknownTopic, ErrUnknownTopicID.
 func (c *MemController) DeleteTopic(name string, id TopicID) (TopicState, error) {
-	return retryStale(func() (TopicState, error) {
-		ts, err := topicFor(c, name, id)
-		if err != nil {
-			return TopicState{}, err
-		}
-		return c.applyChange(topicChange{kind: kindDeleteTopic, name: ts.Name, id: ts.ID})
-	})
+	return topicAdmin{c, c.applyChange}.deleteTopic(name, id)
 }
 
 // CreatePartitions grows a topic to total partitions.
 func (c *MemController) CreatePartitions(name string, total int32) (TopicState, error) {
-	return retryStale(func() (TopicState, error) {
-		ts, err := topicFor(c, name, TopicID{})
-		if err != nil {
-			return TopicState{}, err
-		}
-		parts, err := growAssignment(ts, total, c.Brokers())
-		if err != nil {
-			return TopicState{}, err
-		}
-		return c.applyChange(topicChange{kind: kindCreatePartitions, name: name, id: ts.ID, epoch: ts.Epoch, partitions: parts})
-	})
+	return topicAdmin{c, c.applyChange}.createPartitions(name, total)
 }
 
 // AlterTopicConfigs replaces a topic's configs with edit's result.
 func (c *MemController) AlterTopicConfigs(name string, edit TopicConfigEdit) (TopicState, error) {
+	return topicAdmin{c, c.applyChange}.alterTopicConfigs(name, edit)
+}
+
+// topicAdmin is the topic administration both controllers share: it
+// reads the current state through view and hands each change to submit
+// (MemController commits it, KafkaController proposes it), again from a
+// fresh read when another change overtook it.
+type topicAdmin struct {
+	view interface {
+		Topic(string) (TopicState, bool)
+		Topics() []TopicState
+		Brokers() []BrokerInfo
+	}
+	submit func(topicChange) (TopicState, error)
+}
+
+func (a topicAdmin) deleteTopic(name string, id TopicID) (TopicState, error) {
 	return retryStale(func() (TopicState, error) {
-		ts, err := topicFor(c, name, TopicID{})
+		ts, err := topicFor(a.view, name, id)
+		if err != nil {
+			return TopicState{}, err
+		}
+		return a.submit(topicChange{kind: kindDeleteTopic, name: ts.Name, id: ts.ID})
+	})
+}
+
+func (a topicAdmin) createPartitions(name string, total int32) (TopicState, error) {
+	return retryStale(func() (TopicState, error) {
+		ts, err := topicFor(a.view, name, TopicID{})
+		if err != nil {
+			return TopicState{}, err
+		}
+		parts, err := growAssignment(ts, total, a.view.Brokers())
+		if err != nil {
+			return TopicState{}, err
+		}
+		return a.submit(topicChange{kind: kindCreatePartitions, name: name, id: ts.ID, epoch: ts.Epoch, partitions: parts})
+	})
+}
+
+func (a topicAdmin) alterTopicConfigs(name string, edit TopicConfigEdit) (TopicState, error) {
+	return retryStale(func() (TopicState, error) {
+		ts, err := topicFor(a.view, name, TopicID{})
 		if err != nil {
 			return TopicState{}, err
 		}
@@ -184,7 +209,7 @@ func (c *MemController) AlterTopicConfigs(name string, edit TopicConfigEdit) (To
 		if err != nil {
 			return TopicState{}, err
 		}
-		return c.applyChange(topicChange{kind: kindAlterConfigs, name: name, id: ts.ID, epoch: ts.Epoch, configs: next})
+		return a.submit(topicChange{kind: kindAlterConfigs, name: name, id: ts.ID, epoch: ts.Epoch, configs: next})
 	})
 }
 
@@ -268,41 +293,15 @@ func (c *KafkaController) proposeChange(tc topicChange) (TopicState, error) {
 }
 
 func (c *KafkaController) DeleteTopic(name string, id TopicID) (TopicState, error) {
-	return retryStale(func() (TopicState, error) {
-		ts, err := topicFor(c, name, id)
-		if err != nil {
-			return TopicState{}, err
-		}
-		return c.proposeChange(topicChange{kind: kindDeleteTopic, name: ts.Name, id: ts.ID})
-	})
+	return topicAdmin{c, c.proposeChange}.deleteTopic(name, id)
 }
 
 func (c *KafkaController) CreatePartitions(name string, total int32) (TopicState, error) {
-	return retryStale(func() (TopicState, error) {
-		ts, err := topicFor(c, name, TopicID{})
-		if err != nil {
-			return TopicState{}, err
-		}
-		parts, err := growAssignment(ts, total, c.Brokers())
-		if err != nil {
-			return TopicState{}, err
-		}
-		return c.proposeChange(topicChange{kind: kindCreatePartitions, name: name, id: ts.ID, epoch: ts.Epoch, partitions: parts})
-	})
+	return topicAdmin{c, c.proposeChange}.createPartitions(name, total)
 }
 
 func (c *KafkaController) AlterTopicConfigs(name string, edit TopicConfigEdit) (TopicState, error) {
-	return retryStale(func() (TopicState, error) {
-		ts, err := topicFor(c, name, TopicID{})
-		if err != nil {
-			return TopicState{}, err
-		}
-		next, err := edit(maps.Clone(ts.Configs))
-		if err != nil {
-			return TopicState{}, err
-		}
-		return c.proposeChange(topicChange{kind: kindAlterConfigs, name: name, id: ts.ID, epoch: ts.Epoch, configs: next})
-	})
+	return topicAdmin{c, c.proposeChange}.alterTopicConfigs(name, edit)
 }
 
 var _ DurableController = (*KafkaController)(nil)

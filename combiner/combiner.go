@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,12 @@ var (
 	// ErrKeyTaken: a create-only PUT found an object under the key that is
 	// not ours. The combiner retries under a new key.
 	ErrKeyTaken = errors.New("combiner: key holds another object")
+	// ErrRefused: the object encoder refused a slice (objformat's rules:
+	// within one object a partition's base offsets must rise, "base offset
+	// N not after M"). Only that slice is left out of its object; the rest
+	// is uploaded and published, and the slice is given up for its own
+	// partition (the caller re-submits from its base offset).
+	ErrRefused = errors.New("combiner: slice refused by the object encoder")
 )
 
 // Slice is the exact bytes of whole RecordBatch v2 batches of one partition
@@ -142,6 +149,11 @@ type Metrics struct {
 	UploadRetries  int64
 	PublishRetries int64
 	ObjectsFailed  int64 // given up: their slices got Done(err)
+	// ObjectsPartial counts objects published with some of their slices
+	// left out (given up for their own partition only); those slices'
+	// byte ranges are dead bytes no metadata references.
+	ObjectsPartial int64
+	SlicesGivenUp  int64 // slices that got Done(err), whole objects included
 }
 
 // batch holds slices in queue order, as the encoder and the Done callbacks
@@ -182,6 +194,10 @@ type result struct {
 	b   *batch
 	obj UploadedObject
 	err error
+	// refused, when set, is parallel to b.in: the slices the encoder
+	// refused (ErrRefused), which are not in the object; obj.Entries are
+	// the others', in order.
+	refused []error
 }
 
 // Combiner packs slices of many partitions into combined objects, uploads
@@ -223,17 +239,30 @@ type Combiner struct {
 		armedFor   time.Time
 		heldSlices int
 		heldBytes  int64
-		space      chan struct{} // closed and replaced when room frees up
-		waiting    bool          // a Submit may be waiting on space
-		spare      []*batch      // released jobs' batches, emptied, for the cutter
-		closed     bool
-		inFlight   map[string]struct{}
+		// heldBy is the held amount per partition, bounded by
+		// PartitionQueueSlices and PartitionQueueBytes so that one
+		// partition's backlog cannot take the whole bound from the others.
+		// Entries stay when they drop to zero (one per partition this
+		// combiner has seen), so counting costs one map lookup per Submit
+		// and per release and no allocation.
+		heldBy   map[metadata.TopicPartition]*held
+		space    chan struct{} // closed and replaced when room frees up
+		waiting  bool          // a Submit may be waiting on space
+		spare    []*batch      // released jobs' batches, emptied, for the cutter
+		closed   bool
+		inFlight map[string]struct{}
 	}
 	randMu sync.Mutex // guards cfg.Rand
 
 	m struct {
-		submitsBlocked, cut, up, pub, bytesUp, upRetries, pubRetries, failed atomic.Int64
+		submitsBlocked, cut, up, pub, bytesUp, upRetries, pubRetries, failed, partial, givenUp atomic.Int64
 	}
+}
+
+// held is what one partition holds of the bound.
+type held struct {
+	slices int
+	bytes  int64
 }
 
 // New starts a combiner. Stop it with Close.
@@ -254,6 +283,7 @@ func New(cfg Config) (*Combiner, error) {
 	c.abort, c.cancel = context.WithCancel(context.Background())
 	c.mu.space = make(chan struct{})
 	c.mu.inFlight = make(map[string]struct{})
+	c.mu.heldBy = make(map[metadata.TopicPartition]*held)
 	c.mu.open = emptyObject
 	var workers sync.WaitGroup
 	for range cfg.ThreadPoolSize {
@@ -267,9 +297,11 @@ func New(cfg Config) (*Combiner, error) {
 }
 
 // Submit queues s for upload. It blocks while the combiner holds
-// QueueSlices slices or QueueBytes bytes that are not yet published, so
-// memory stays bounded and an acks=all produce times out rather than piling
-// up. It returns ctx's error if ctx ends first, ErrClosed after Close, or
+// QueueSlices slices or QueueBytes bytes that are not yet published, or
+// s's partition holds PartitionQueueSlices or PartitionQueueBytes of them,
+// so memory stays bounded, an acks=all produce times out rather than
+// piling up, and one partition's backlog cannot stop the others' Submits.
+// It returns ctx's error if ctx ends first, ErrClosed after Close, or
 // ErrInvalidSlice.
 func (c *Combiner) Submit(ctx context.Context, s Slice) error {
 	if len(s.Data) == 0 || len(s.Topic) == 0 || len(s.Topic) > objformat.MaxTopicLen || s.Partition < 0 ||
@@ -279,15 +311,15 @@ func (c *Combiner) Submit(ctx context.Context, s Slice) error {
 	size := int64(len(s.Data))
 	view := Queued{Size: size + int64(objformat.EntrySize(s.Topic)), AppendedAt: s.AppendedAt}
 	blocked := false
+	var ph *held // s's partition's count, nil when it has none yet
 	for {
 		c.mu.Lock()
 		if c.mu.closed {
 			c.mu.Unlock()
 			return ErrClosed
 		}
-		// An empty combiner takes any slice, so one bigger than QueueBytes
-		// cannot wait forever.
-		if c.mu.heldSlices == 0 || (c.mu.heldSlices < c.cfg.QueueSlices && c.mu.heldBytes+size <= c.cfg.QueueBytes) {
+		var ok bool
+		if ph, ok = c.admits(s.TopicPartition, size); ok {
 			break
 		}
 		space := c.mu.space
@@ -331,6 +363,12 @@ func (c *Combiner) Submit(ctx context.Context, s Slice) error {
 	c.mu.queuedBytes += size
 	c.mu.heldSlices++
 	c.mu.heldBytes += size
+	if ph == nil {
+		ph = new(held)
+		c.mu.heldBy[s.TopicPartition] = ph
+	}
+	ph.slices++
+	ph.bytes += size
 	// Wake the cutter only when its decision may change: the queue was
 	// empty (it arms the interval timer), an object just closed (Pack
 	// would cut it), or this slice is older than the one the timer is
@@ -344,6 +382,19 @@ func (c *Combiner) Submit(ctx context.Context, s Slice) error {
 		c.poke()
 	}
 	return nil
+}
+
+// admits reports whether a slice of tp with size bytes fits the bounds,
+// the total one and its partition's. An empty combiner (or partition)
+// takes any slice, so one bigger than a byte bound cannot wait forever.
+// It also returns tp's count (nil if it has none yet). Called with c.mu
+// held.
+func (c *Combiner) admits(tp metadata.TopicPartition, size int64) (*held, bool) {
+	h := c.mu.heldBy[tp]
+	if c.mu.heldSlices > 0 && (c.mu.heldSlices >= c.cfg.QueueSlices || c.mu.heldBytes+size > c.cfg.QueueBytes) {
+		return h, false
+	}
+	return h, h == nil || h.slices == 0 || (h.slices < c.cfg.PartitionQueueSlices && h.bytes+size <= c.cfg.PartitionQueueBytes)
 }
 
 func (c *Combiner) poke() {
@@ -366,6 +417,8 @@ func (c *Combiner) Metrics() Metrics {
 	m.UploadRetries = c.m.upRetries.Load()
 	m.PublishRetries = c.m.pubRetries.Load()
 	m.ObjectsFailed = c.m.failed.Load()
+	m.ObjectsPartial = c.m.partial.Load()
+	m.SlicesGivenUp = c.m.givenUp.Load()
 	return m
 }
 
@@ -459,7 +512,7 @@ func (c *Combiner) cutter() {
 				c.m.cut.Add(1)
 			case <-c.abort.Done():
 				for _, rest := range cut[i:] {
-					c.release(rest.b, UploadedObject{}, ErrClosed)
+					c.release(rest.b, UploadedObject{}, ErrClosed, nil)
 				}
 				c.failQueue()
 				return
@@ -501,12 +554,16 @@ func (c *Combiner) failQueue() {
 	c.mu.queue, c.mu.view, c.mu.queuedBytes, c.mu.armedFor = batch{}, nil, 0, time.Time{}
 	c.mu.open, c.mu.openStamp = emptyObject, time.Time{}
 	c.mu.Unlock()
-	c.release(&q, UploadedObject{}, ErrClosed)
+	c.release(&q, UploadedObject{}, ErrClosed, nil)
 }
 
-// release gives up the budget of b's slices and tells their callers. b
-// is then recycled for a later job: the caller must not use it again.
-func (c *Combiner) release(b *batch, obj UploadedObject, err error) {
+// release gives up the budget of b's slices and tells their callers:
+// Done(obj, nil) to each published slice, Done(UploadedObject{}, err) to
+// each given-up one. errs, when set, is parallel to b.in and says which
+// (nil: published in obj); without it every slice gets err (nil: all
+// published). b is then recycled for a later job: the caller must not use
+// it again.
+func (c *Combiner) release(b *batch, obj UploadedObject, err error, errs []error) {
 	if len(b.in) == 0 {
 		return
 	}
@@ -514,17 +571,36 @@ func (c *Combiner) release(b *batch, obj UploadedObject, err error) {
 	c.mu.Lock()
 	c.mu.heldSlices -= len(b.in)
 	c.mu.heldBytes -= n
+	for i := range b.in {
+		h := c.mu.heldBy[b.in[i].TopicPartition]
+		h.slices--
+		h.bytes -= int64(len(b.in[i].Data))
+	}
 	if c.mu.waiting {
 		close(c.mu.space)
 		c.mu.space = make(chan struct{})
 		c.mu.waiting = false
 	}
 	c.mu.Unlock()
-	for _, done := range b.done {
-		if done != nil {
-			done(obj, err)
+	var gaveUp int64
+	for i, done := range b.done {
+		e := err
+		if errs != nil {
+			e = errs[i]
+		}
+		if e != nil {
+			gaveUp++
+		}
+		if done == nil {
+			continue
+		}
+		if e != nil {
+			done(UploadedObject{}, e)
+		} else {
+			done(obj, nil)
 		}
 	}
+	c.m.givenUp.Add(gaveUp)
 	// The spare list never holds more slots than were held at once,
 	// which the queue bound limits.
 	b.reset()
@@ -571,24 +647,74 @@ func (c *Combiner) backoff(attempt int) time.Duration {
 // attempt of this object returned (ObjectWriter does not retain the body),
 // so no buffer still being uploaded or retried is ever overwritten. A
 // buffer grown past MaxObjectBytes by one oversized slice is not kept.
+//
+// When the encoder refuses the object, the slices it refuses (refuse) are
+// left out and the rest is encoded again: one partition's bad slice does
+// not fail the others'.
 func (c *Combiner) worker() {
 	var enc objformat.Encoder
 	defer enc.Close()
 	var buf []byte
+	var keep []objformat.Input
 	for j := range c.jobs {
 		if int64(cap(buf)) > c.cfg.MaxObjectBytes {
 			buf = nil
 		}
-		body, entries, err := enc.Append(buf, j.b.in, c.cfg.Codec)
+		in := j.b.in
+		body, entries, err := enc.Append(buf, in, c.cfg.Codec)
+		var refused []error
+		if errors.Is(err, objformat.ErrInvalidInput) {
+			if refused = refuse(in); refused != nil {
+				keep = keep[:0]
+				for i := range in {
+					if refused[i] == nil {
+						keep = append(keep, in[i])
+					}
+				}
+				c.log.Warn("combiner: slices refused by the encoder are left out of their object", "refused", len(in)-len(keep), "slices", len(in), "err", err)
+				body, entries, err = nil, nil, nil
+				if len(keep) > 0 {
+					body, entries, err = enc.Append(buf, keep, c.cfg.Codec)
+				}
+				clear(keep) // drop references to slice data
+			}
+		}
 		if err != nil {
-			c.log.Error("combiner: encode", "err", err, "slices", len(j.b.in))
+			c.log.Error("combiner: encode", "err", err, "slices", len(in))
 			c.results <- result{seq: j.seq, b: j.b, err: err}
+			continue
+		}
+		if body == nil { // every slice refused
+			c.results <- result{seq: j.seq, b: j.b, refused: refused}
 			continue
 		}
 		buf = body
 		obj, err := c.upload(body, entries)
-		c.results <- result{seq: j.seq, b: j.b, obj: obj, err: err}
+		c.results <- result{seq: j.seq, b: j.b, obj: obj, err: err, refused: refused}
 	}
+}
+
+// refuse returns, parallel to in, the error of each slice the encoder
+// would refuse, nil if it refuses none: within one object a partition's
+// base offsets must rise past the last offset of its slice before
+// (objformat's rule; Submit checks the rest). A refused slice does not
+// count as the partition's last. Pure.
+func refuse(in []objformat.Input) []error {
+	var out []error
+	last := make(map[metadata.TopicPartition]int64, len(in))
+	for i := range in {
+		s := &in[i]
+		if prev, ok := last[s.TopicPartition]; ok && s.BaseOffset <= prev {
+			if out == nil {
+				out = make([]error, len(in))
+			}
+			out[i] = fmt.Errorf("%w: %v epoch %d slice [%d, %d]: base offset %d not after %d in the same object",
+				ErrRefused, s.TopicPartition, s.LeaderEpoch, s.BaseOffset, s.LastOffset, s.BaseOffset, prev)
+			continue
+		}
+		last[s.TopicPartition] = s.LastOffset
+	}
+	return out
 }
 
 // upload PUTs body create-only, retrying retriable errors with backoff
@@ -701,6 +827,7 @@ func (c *Combiner) publisher() {
 	// failedFrom is, per partition and leader epoch, the lowest base
 	// offset given up since a slice starting at or below it came again.
 	failedFrom := map[epochPartition]int64{}
+	var scratch finishScratch
 	pending := make(map[uint64]result)
 	var next uint64
 	for r := range c.results {
@@ -712,7 +839,7 @@ func (c *Combiner) publisher() {
 			}
 			delete(pending, next)
 			next++
-			c.finish(r, failedFrom)
+			c.finish(r, failedFrom, &scratch)
 		}
 	}
 	if len(pending) != 0 {
@@ -727,38 +854,110 @@ type epochPartition struct {
 	epoch int32
 }
 
-func (c *Combiner) finish(r result, failedFrom map[epochPartition]int64) {
-	if r.err == nil {
-		for _, in := range r.b.in {
-			k := epochPartition{in.TopicPartition, in.LeaderEpoch}
-			if from, ok := failedFrom[k]; ok && in.BaseOffset > from {
-				r.err = fmt.Errorf("%w: %v epoch %d slice at %d after the one at %d", ErrEarlierSliceFailed, in.TopicPartition, in.LeaderEpoch, in.BaseOffset, from)
-				// Uploaded but never published: the orphan collector's.
-				c.setInFlight(r.obj.Key, false)
-				break
-			}
-		}
-	}
-	if r.err == nil {
-		r.err = c.publish(r.obj)
-		c.setInFlight(r.obj.Key, false)
-	}
+// finish decides, in cut order, what becomes of one object's slices, and
+// tells their callers. A failed upload gives every slice up (its bytes
+// may not be durable). Otherwise each slice is judged for its own
+// partition and leader epoch: one the encoder refused, or one after a
+// given-up slice of its partition that was not re-submitted since
+// (ErrEarlierSliceFailed), is given up; the others are published, with
+// only their entries, so one partition's failures never fail another's
+// slices. The given-up slices' byte ranges stay in the object,
+// referenced by no metadata (dead bytes, which kwal audit counts); an
+// object with no slice left to publish is left unpublished for the
+// orphan collector.
+func (c *Combiner) finish(r result, failedFrom map[epochPartition]int64, scratch *finishScratch) {
+	in := r.b.in
 	if r.err != nil {
-		for _, in := range r.b.in {
-			k := epochPartition{in.TopicPartition, in.LeaderEpoch}
-			if from, ok := failedFrom[k]; !ok || in.BaseOffset < from {
-				failedFrom[k] = in.BaseOffset
+		for i := range in {
+			failSlice(failedFrom, &in[i])
+		}
+		c.m.failed.Add(1)
+		c.release(r.b, UploadedObject{}, r.err, nil)
+		return
+	}
+	errs := scratch.errs[:0]
+	wanted := scratch.entries[:0]
+	j := 0 // next entry of r.obj: the slices not refused, in order
+	for i := range in {
+		s := &in[i]
+		var err error
+		switch {
+		case r.refused != nil && r.refused[i] != nil:
+			err = r.refused[i]
+		default:
+			e := r.obj.Entries[j]
+			j++
+			k := epochPartition{s.TopicPartition, s.LeaderEpoch}
+			if from, ok := failedFrom[k]; ok {
+				if s.BaseOffset > from {
+					err = fmt.Errorf("%w: %v epoch %d slice at %d after the one at %d", ErrEarlierSliceFailed, s.TopicPartition, s.LeaderEpoch, s.BaseOffset, from)
+					break
+				}
+				// Re-submitted from (or below) the given-up slice: the
+				// partition publishes again from here, in order.
+				delete(failedFrom, k)
+			}
+			wanted = append(wanted, e)
+		}
+		if err != nil {
+			failSlice(failedFrom, s)
+		}
+		errs = append(errs, err)
+	}
+	scratch.errs, scratch.entries = errs, wanted
+	defer func() { clear(scratch.errs); clear(scratch.entries) }()
+	if len(wanted) == 0 {
+		// Uploaded (or not even encoded) but never published: the orphan
+		// collector's once its grace has passed.
+		if r.obj.Key != "" {
+			c.setInFlight(r.obj.Key, false)
+		}
+		c.m.failed.Add(1)
+		c.release(r.b, UploadedObject{}, nil, errs)
+		return
+	}
+	obj := r.obj
+	if len(wanted) < len(in) {
+		obj.Entries = slices.Clone(wanted)
+	}
+	err := c.publish(obj)
+	c.setInFlight(obj.Key, false)
+	if err != nil {
+		for i := range in {
+			if errs[i] == nil {
+				errs[i] = err
+				failSlice(failedFrom, &in[i])
 			}
 		}
 		c.m.failed.Add(1)
-		c.release(r.b, UploadedObject{}, r.err)
+		c.release(r.b, UploadedObject{}, nil, errs)
 		return
 	}
-	for _, in := range r.b.in {
-		delete(failedFrom, epochPartition{in.TopicPartition, in.LeaderEpoch})
-	}
 	c.m.pub.Add(1)
-	c.release(r.b, r.obj, nil)
+	if len(wanted) < len(in) {
+		c.m.partial.Add(1)
+		c.log.Info("combiner: object published without the slices given up for their own partitions",
+			"key", obj.Key, "published", len(wanted), "given_up", len(in)-len(wanted))
+		c.release(r.b, obj, nil, errs)
+		return
+	}
+	c.release(r.b, obj, nil, nil)
+}
+
+// finishScratch is the publisher's reusable per-object state.
+type finishScratch struct {
+	errs    []error
+	entries []metadata.SliceEntry
+}
+
+// failSlice records s as given up: later slices of its partition and
+// leader epoch are given up until one at or below the lowest given-up base
+// offset comes again.
+func failSlice(failedFrom map[epochPartition]int64, s *objformat.Input) {
+	k := epochPartition{s.TopicPartition, s.LeaderEpoch}
+	if from, ok := failedFrom[k]; !ok || s.BaseOffset < from {
+		failedFrom[k] = s.BaseOffset
+	}
 }
 
 func (c *Combiner) publish(obj UploadedObject) error {

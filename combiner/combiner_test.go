@@ -28,7 +28,15 @@ type rig struct {
 	pub   *recPublisher
 	c     *Combiner
 	stop  chan struct{}
+	once  sync.Once
 	wg    *sync.WaitGroup
+}
+
+// stopPump stops advancing the clock: from then on no time passes unless
+// the test advances it.
+func (r *rig) stopPump() {
+	r.once.Do(func() { close(r.stop) })
+	r.wg.Wait()
 }
 
 func newRig(t *testing.T, cfg Config, faults func(int) fault, pubFail func(int) error) *rig {
@@ -64,8 +72,7 @@ func newRigWrapped(t *testing.T, cfg Config, faults func(int) fault, pubFail fun
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_ = c.Close(ctx)
-		close(r.stop)
-		r.wg.Wait()
+		r.stopPump()
 	})
 	return r
 }
@@ -299,7 +306,7 @@ func TestKeyTakenByAnotherObject(t *testing.T) {
 func TestBackPressure(t *testing.T) {
 	gate := make(chan struct{})
 	faults := func(int) fault { return fault{gate: gate} }
-	r := newRig(t, Config{UploadBytes: 1, QueueSlices: 3, ThreadPoolSize: 1}, faults, nil)
+	r := newRig(t, Config{UploadBytes: 1, QueueSlices: 3, PartitionQueueSlices: 3, ThreadPoolSize: 1}, faults, nil)
 	s := func(off int64) Slice {
 		return Slice{TopicPartition: metadata.TopicPartition{Topic: "t"}, BaseOffset: off, LastOffset: off, Data: []byte("x")}
 	}
@@ -349,7 +356,7 @@ func TestPublisherOutageBackPressuresThenResumes(t *testing.T) {
 		}
 		return nil
 	}
-	r := newRig(t, Config{UploadBytes: 1, QueueSlices: 5}, nil, pubFail)
+	r := newRig(t, Config{UploadBytes: 1, QueueSlices: 5, PartitionQueueSlices: 5}, nil, pubFail)
 	tp := metadata.TopicPartition{Topic: "t", Partition: 3}
 	for i := range int64(5) {
 		if err := r.c.Submit(context.Background(), Slice{TopicPartition: tp, BaseOffset: i, LastOffset: i, Data: []byte("x")}); err != nil {

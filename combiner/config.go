@@ -34,6 +34,10 @@ const (
 	DefaultQueueSlices = 8192
 	// Bytes held, from Submit until published (kwal's own bound).
 	DefaultQueueBytes = 64 << 20
+	// One partition holds at most this share of each bound by default, so
+	// that a backlog of a few partitions (a hot one, or one whose slices
+	// keep being given up and re-cut) leaves room for the others.
+	DefaultPartitionShare = 4
 	// Objects are at most this big unless one slice is bigger.
 	DefaultMaxObjectBytes = 4 << 20
 
@@ -51,13 +55,19 @@ type Config struct {
 	// Bucket is recorded in UploadedObject; the writer knows where to write.
 	Bucket string
 
-	QueueSlices    int
-	QueueBytes     int64
-	Interval       time.Duration
-	UploadBytes    int64
-	MaxObjectBytes int64
-	ThreadPoolSize int
-	Codec          metadata.Codec
+	QueueSlices int
+	QueueBytes  int64
+	// PartitionQueueSlices and PartitionQueueBytes bound what one
+	// partition holds (from Submit until published or given up) within
+	// QueueSlices and QueueBytes; default a DefaultPartitionShare-th of
+	// each. A partition holding nothing takes any one slice.
+	PartitionQueueSlices int
+	PartitionQueueBytes  int64
+	Interval             time.Duration
+	UploadBytes          int64
+	MaxObjectBytes       int64
+	ThreadPoolSize       int
+	Codec                metadata.Codec
 
 	// AttemptTimeout bounds one PUT or publish attempt (a context deadline,
 	// so it runs on real time whatever the Clock).
@@ -108,6 +118,10 @@ func (c *Config) Validate() error {
 		c.ThreadPoolSize = DefaultThreadPoolSize
 	}
 	def(&c.QueueBytes, DefaultQueueBytes)
+	if c.PartitionQueueSlices == 0 {
+		c.PartitionQueueSlices = max(1, c.QueueSlices/DefaultPartitionShare)
+	}
+	def(&c.PartitionQueueBytes, max(1, c.QueueBytes/DefaultPartitionShare))
 	def(&c.UploadBytes, DefaultUploadBytes)
 	def(&c.MaxObjectBytes, max(DefaultMaxObjectBytes, c.UploadBytes))
 	defd(&c.Interval, DefaultInterval)
@@ -118,6 +132,10 @@ func (c *Config) Validate() error {
 	switch {
 	case c.QueueSlices < 1 || c.QueueBytes < 1:
 		return fmt.Errorf("combiner: queue size %d slices / %d bytes", c.QueueSlices, c.QueueBytes)
+	case c.PartitionQueueSlices < 1 || c.PartitionQueueBytes < 1 ||
+		c.PartitionQueueSlices > c.QueueSlices || c.PartitionQueueBytes > c.QueueBytes:
+		return fmt.Errorf("combiner: per-partition queue size %d slices / %d bytes must be ≥ 1 and within the queue's %d / %d",
+			c.PartitionQueueSlices, c.PartitionQueueBytes, c.QueueSlices, c.QueueBytes)
 	case c.Interval < 0 || c.UploadBytes < 1:
 		return fmt.Errorf("combiner: interval %v, upload bytes %d", c.Interval, c.UploadBytes)
 	case c.MaxObjectBytes < c.UploadBytes:

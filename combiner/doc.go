@@ -22,14 +22,29 @@
 // its object is published or given up, so memory stays bounded whether
 // storage or Kafka is slow: uploads go on while publishing is down until
 // the bound is reached, then Submit blocks (and an acks=all produce times
-// out rather than piling up).
+// out rather than piling up). Within it each partition may hold at most
+// PartitionQueueSlices and PartitionQueueBytes (a quarter by default), so
+// one partition's backlog cannot take the room the others need.
 //
 // Ordering: objects are runs from the head of the FIFO queue, numbered as
 // they are cut; the publisher publishes object n only after n-1 is done, so
 // each partition's entries are published contiguous and in offset order
-// however uploads finish. A failed object's slices get Done(err) and are
-// not published; the caller re-submits from their base offset (a follower
+// however uploads finish. An object whose PUT failed gives its slices
+// Done(err); the caller re-submits from their base offset (a follower
 // never skips a gap, so later entries wait for the re-upload).
+//
+// No head-of-line blocking across partitions: the publisher judges each
+// slice of an uploaded object for its own partition and leader epoch. A
+// slice after a given-up one of its partition and epoch that was not
+// re-submitted since (ErrEarlierSliceFailed), or one the encoder refused
+// (ErrRefused: within one object a partition's base offsets must rise), is
+// given up; the object is published with the other slices' entries only.
+// The given-up slices' bytes stay in the object unreferenced (dead bytes:
+// kwal audit counts them; retention deletes them with the object), and an
+// object with nothing left to publish is an orphan for the collector.
+//
+//	object n:  [ P@10 | Q@0 | R@4 ]   P@0 given up earlier, not re-submitted
+//	published:   ----   Q@0   R@4      P@10: ErrEarlierSliceFailed, for P only
 //
 // # Keys
 //

@@ -204,8 +204,10 @@ func writeAndVerify(t *testing.T, store objstore.Store) *metadata.State {
 
 // checkMetadataCoversLogs asserts that for every partition the FINISHED
 // slices in state are contiguous from offset 0 to the log end, never
-// overlap, each holds one leader epoch, and their stored bytes (read by
-// range and CRC-checked) concatenate to the leader's segment bytes.
+// overlap, each holds batches of one leader epoch, at most the slice's
+// (the uploader's epoch: older for batches an older leader appended), and
+// their stored bytes (read by range and CRC-checked) concatenate to the
+// leader's segment bytes.
 func checkMetadataCoversLogs(t *testing.T, ctx context.Context, store objstore.Store, state *metadata.State, logs map[metadata.TopicPartition]*kafkalog.Log) {
 	t.Helper()
 	for tp, l := range logs {
@@ -224,9 +226,13 @@ func checkMetadataCoversLogs(t *testing.T, ctx context.Context, store objstore.S
 			if err != nil {
 				t.Fatalf("%s slice %d: %v", tp, i, err)
 			}
+			first := int32(-1)
 			if err := kafkalog.SplitBatches(raw, func(h kafkalog.BatchHeader, _ []byte) error {
-				if h.PartitionLeaderEpoch != s.LeaderEpoch {
-					return fmt.Errorf("batch at %d has epoch %d in a slice of epoch %d", h.BaseOffset, h.PartitionLeaderEpoch, s.LeaderEpoch)
+				if first < 0 {
+					first = h.PartitionLeaderEpoch
+				}
+				if h.PartitionLeaderEpoch != first || h.PartitionLeaderEpoch > s.LeaderEpoch {
+					return fmt.Errorf("batch at %d has epoch %d in a slice of epoch %d starting with epoch %d", h.BaseOffset, h.PartitionLeaderEpoch, s.LeaderEpoch, first)
 				}
 				return nil
 			}); err != nil {

@@ -26,6 +26,15 @@
 // through combiner.StoreWriter (create-only PUTs tagged "combiner" in the
 // ledger), followers read ranges and retention deletes through the store.
 //
+// A task submits every slice in its own leader epoch, the uploader's. A
+// new leader's task may start below its log end (UploadStart: where the
+// partition's live published entries end), to upload the range an older
+// leader appended and never uploaded; those slices hold batches of older
+// epochs but are entries of the new leader's epoch, so a deposed leader's
+// late entries (of its own epoch) never overlap another uploader's entries
+// of one epoch (invariant 4). A task started again in the epoch of the
+// partition's last stopped task never cuts below where that one ended.
+//
 // What it does not own: packing slices into objects (combiner), metadata
 // (metadata), and reading slices back (follower).
 //

@@ -118,8 +118,14 @@ type Manager struct {
 
 	mu struct {
 		sync.Mutex
-		tasks  map[metadata.TopicPartition]*task
-		closed bool
+		tasks map[metadata.TopicPartition]*task
+		// stopped is, per partition, the leader epoch of its last stopped
+		// task and where that task's submitted slices ended: a task
+		// started again in the same epoch never cuts below it, so the
+		// epoch's entries stay in offset order (invariant 4) whatever the
+		// caller asks.
+		stopped map[metadata.TopicPartition]stoppedTask
+		closed  bool
 	}
 
 	slices, bytes, bySize, byInterval, byBoundary, errs, resubmits atomic.Int64
@@ -132,12 +138,22 @@ func NewManager(cfg Config, sink Sink) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, sink: sink, pool: make(chan struct{}, cfg.ThreadPoolSize)}
 	m.mu.tasks = make(map[metadata.TopicPartition]*task)
+	m.mu.stopped = make(map[metadata.TopicPartition]stoppedTask)
 	return m, nil
 }
 
+type stoppedTask struct {
+	epoch int32
+	next  int64
+}
+
 // StartPartition starts the task of a partition this broker now leads at
-// leaderEpoch, cutting from fromOffset (normally the log end offset when
-// leadership began: what lies below was uploaded by the previous leader).
+// leaderEpoch, cutting from fromOffset: the log end offset when leadership
+// began, or below it where the previous leader appended a range it never
+// uploaded (UploadStart). Every slice is submitted in leaderEpoch, the
+// uploader's epoch, even one of batches an older leader appended. A task
+// started again in the epoch of the partition's last stopped task starts
+// no lower than where that one's submitted slices ended.
 func (m *Manager) StartPartition(tp metadata.TopicPartition, log Log, leaderEpoch int32, fromOffset int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -146,6 +162,9 @@ func (m *Manager) StartPartition(tp metadata.TopicPartition, log Log, leaderEpoc
 	}
 	if _, ok := m.mu.tasks[tp]; ok {
 		return fmt.Errorf("remotewal: start %s: task already running", tp)
+	}
+	if st, ok := m.mu.stopped[tp]; ok && st.epoch == leaderEpoch && fromOffset < st.next {
+		fromOffset = min(st.next, log.LogEndOffset())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &task{m: m, tp: tp, log: log, epoch: leaderEpoch, cancel: cancel, done: make(chan struct{}), failWake: make(chan struct{}, 1), idle: make(chan struct{}, 1), rewind: -1}
@@ -166,6 +185,11 @@ func (m *Manager) StopPartition(tp metadata.TopicPartition) {
 	if t != nil {
 		t.cancel()
 		<-t.done
+		m.mu.Lock()
+		if _, again := m.mu.tasks[tp]; !again {
+			m.mu.stopped[tp] = stoppedTask{epoch: t.epoch, next: t.next.Load()}
+		}
+		m.mu.Unlock()
 	}
 }
 
@@ -424,8 +448,13 @@ func (t *task) cut(ctx context.Context, next int64, reason CutReason) error {
 func (t *task) submit(ctx context.Context, s kafkalog.SegmentSlice) error {
 	t.inflight.Add(1)
 	err := t.m.sink.Submit(ctx, combiner.Slice{
-		TopicPartition:    t.tp,
-		LeaderEpoch:       s.LeaderEpoch,
+		TopicPartition: t.tp,
+		// The uploader's epoch: the same as the batches' except for the
+		// range an older leader appended and never uploaded, which a new
+		// leader uploads in its own epoch (UploadStart), so that a deposed
+		// leader's late entries of its epoch never overlap entries of the
+		// same epoch published by someone else.
+		LeaderEpoch:       t.epoch,
 		BaseOffset:        s.FirstOffset,
 		LastOffset:        s.LastOffset,
 		SegmentBaseOffset: s.SegmentBaseOffset,

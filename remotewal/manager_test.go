@@ -107,8 +107,15 @@ func checkCover(t *testing.T, l *kafkalog.Log, slices []combiner.Slice, from int
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if len(epochs) != 1 || !epochs[s.LeaderEpoch] {
+		// One batch epoch per slice, at most the uploader's epoch, which
+		// the slice carries (older for a range an older leader appended).
+		if len(epochs) != 1 {
 			t.Fatalf("slice %d mixes epochs %v (says %d)", i, epochs, s.LeaderEpoch)
+		}
+		for e := range epochs {
+			if e > s.LeaderEpoch {
+				t.Fatalf("slice %d holds batches of epoch %d but says %d", i, e, s.LeaderEpoch)
+			}
 		}
 		next = s.LastOffset + 1
 	}
@@ -231,6 +238,9 @@ func TestSliceNeverCrossesRollOrEpoch(t *testing.T) {
 	checkCover(t, l, ss, 0)
 	segOf := map[int64]bool{}
 	for _, s := range ss {
+		if s.LeaderEpoch != 2 {
+			t.Fatalf("slice [%d,%d] says epoch %d, want the task's 2", s.BaseOffset, s.LastOffset, s.LeaderEpoch)
+		}
 		segOf[s.SegmentBaseOffset] = true
 		if s.EndPosition-s.BasePosition != int64(len(s.Data)) {
 			t.Fatalf("slice positions [%d,%d) but %d bytes", s.BasePosition, s.EndPosition, len(s.Data))

@@ -43,8 +43,14 @@
 //
 // # Leader changes (remotewal_reconcile.go)
 //
-// StartLeader restarts the partition's slice task at the log end with the
-// new leader epoch and publishes a metadata.DeadRange (epoch, start of the
+// StartLeader restarts the partition's slice task with the new leader
+// epoch once the metadata consumer has caught up with the topic
+// (leaderstart.go; concurrent starts share one catch-up): at the log end,
+// or lower, where the live published entries that agree with its log end
+// (remotewal.UploadStart), so the range a deposed leader appended but
+// never uploaded is uploaded now, in the new epoch, instead of reaching
+// followers only through the leader fallback. It publishes a
+// metadata.DeadRange (epoch, start of the
 // epoch in the log), retried until published or the leadership ends: every
 // entry of an older epoch past it is dead (the KIP's "B2 publishes DELETE
 // for 6–10"), including what a deposed leader still uploads. Each

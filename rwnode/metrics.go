@@ -44,6 +44,7 @@ func (r *RemoteWALReplicator) Collect(ch chan<- prometheus.Metric) {
 		"submits_blocked": cm.SubmitsBlocked, "objects_cut": cm.ObjectsCut, "objects_uploaded": cm.ObjectsUp,
 		"objects_published": cm.ObjectsPub, "bytes_uploaded": cm.BytesUploaded, "upload_retries": cm.UploadRetries,
 		"publish_retries": cm.PublishRetries, "objects_failed": cm.ObjectsFailed,
+		"objects_partial": cm.ObjectsPartial, "slices_given_up": cm.SlicesGivenUp,
 	} {
 		gauge(descCombiner, float64(v), what)
 	}

@@ -58,6 +58,10 @@ type RemoteWALReplicatorConfig struct {
 	// MaintenanceInterval is how often retention and orphan collection
 	// run. Default 30 s.
 	MaintenanceInterval time.Duration
+	// LeaderStartTimeout bounds one attempt to catch the metadata up
+	// before a new leader's slice task starts (leaderstart.go); attempts
+	// repeat, backing off, until one succeeds. Default 10 s.
+	LeaderStartTimeout time.Duration
 	// Observer, if set, gets the remote-WAL stages (stagehist): cut_to_put,
 	// put and publish on the leader side, metadata_delivery, get and
 	// replication_lag on the follower side. NewRemoteWALReplicatorFor
@@ -88,6 +92,8 @@ type RemoteWALReplicator struct {
 	stopMnt  context.CancelFunc
 	mntDone  chan struct{}
 	recon    *reconciler
+	starts   *starter
+	stopStrt context.CancelFunc
 	own      objstore.Store // the store this broker uploads to
 	storeID  string         // its id, in the events this broker publishes
 
@@ -144,10 +150,13 @@ func NewRemoteWALReplicator(cfg RemoteWALReplicatorConfig) (*RemoteWALReplicator
 	if cfg.ReadyTimeout == 0 {
 		cfg.ReadyTimeout = 30 * time.Second
 	}
+	if cfg.LeaderStartTimeout == 0 {
+		cfg.LeaderStartTimeout = 10 * time.Second
+	}
 	if cfg.Ledger == nil {
 		cfg.Ledger = ledger.New()
 	}
-	r := &RemoteWALReplicator{cfg: cfg, log: cfg.Logger.With("component", "remotewal", "broker", cfg.BrokerID), recon: newReconciler()}
+	r := &RemoteWALReplicator{cfg: cfg, log: cfg.Logger.With("component", "remotewal", "broker", cfg.BrokerID), recon: newReconciler(), starts: newStarter()}
 	own, err := r.ownStore()
 	if err != nil {
 		return nil, err
@@ -215,6 +224,9 @@ func NewRemoteWALReplicator(cfg RemoteWALReplicatorConfig) (*RemoteWALReplicator
 		r.pub.Close()
 		return nil, err
 	}
+	sctx, stop := context.WithCancel(context.Background())
+	r.stopStrt = stop
+	go r.runStarter(sctx)
 	if d, ok := r.cons.BootstrapDuration(); ok {
 		r.log.Info("remote WAL metadata ready", "bootstrap", d, "metadata_partitions", r.cons.NumPartitions())
 	}
@@ -225,14 +237,17 @@ func mtp(tp broker.TopicPartition) metadata.TopicPartition {
 	return metadata.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
 }
 
-// StartLeader starts the partition's slice task at fromOffset (the log end)
-// with the new leader epoch, replacing a task of an earlier epoch, and
-// publishes the epoch's dead range (see publishDeadRange).
+// StartLeader starts the partition's slice task with the new leader epoch,
+// replacing a task of an earlier epoch, once the metadata has caught up
+// (leaderstart.go): at fromOffset (the log end), or below it where the
+// store's entries end, to upload in this epoch the range an older leader
+// appended and never uploaded. It publishes the epoch's dead range (see
+// publishDeadRange) from fromOffset.
 func (r *RemoteWALReplicator) StartLeader(tp broker.TopicPartition, log *kafkalog.Log, leaderEpoch int32, fromOffset int64) error {
+	r.starts.mu.Lock()
 	r.wp.Manager.StopPartition(mtp(tp))
-	if err := r.wp.Manager.StartPartition(mtp(tp), log, leaderEpoch, fromOffset); err != nil {
-		return err
-	}
+	r.starts.askStart(mtp(tp), pendingStart{log: log, epoch: leaderEpoch, logEnd: fromOffset})
+	r.starts.mu.Unlock()
 	r.mu.Lock()
 	r.mu.leads[mtp(tp)] = leading{log: log, epoch: leaderEpoch}
 	r.mu.Unlock()
@@ -254,7 +269,10 @@ func (r *RemoteWALReplicator) StopLeader(tp broker.TopicPartition) {
 	r.mu.Lock()
 	delete(r.mu.leads, mtp(tp))
 	r.mu.Unlock()
+	r.starts.mu.Lock()
+	delete(r.starts.pending, mtp(tp))
 	r.wp.Manager.StopPartition(mtp(tp))
+	r.starts.mu.Unlock()
 }
 
 // StartFollower has the follower rebuild the partition's log from object
@@ -400,6 +418,8 @@ func (r *RemoteWALReplicator) close(ctx context.Context) error {
 		r.stopMnt()
 		<-r.mntDone
 	}
+	r.stopStrt()
+	<-r.starts.done
 	ferr := r.fol.Close()
 	werr := r.wp.Close(ctx)
 	r.recon.close()

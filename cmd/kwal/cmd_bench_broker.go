@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -34,8 +32,7 @@ func init() {
 }
 
 func runBenchBroker(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("kwal bench broker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("kwal bench broker", stderr)
 	var cfg brokerbench.Config
 	fs.IntVar(&cfg.Records, "records", 200000, "records per case (in process)")
 	fs.IntVar(&cfg.RecordBytes, "record-bytes", 1024, "bytes per record")
@@ -48,11 +45,8 @@ func runBenchBroker(args []string, stdout, stderr io.Writer) error {
 	quick := fs.Bool("quick", false, "fewer records (CI)")
 	out := fs.String("json", "", "also write the report as JSON to this file")
 	outDir := fs.String("out", "", "also write report.json and the one-broker plots (onebroker-throughput.png, onebroker-cpu.png) into this directory")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	cfg.Partitions = int32(parts)
 	if *quick {
@@ -79,10 +73,9 @@ func runBenchBroker(args []string, stdout, stderr io.Writer) error {
 		brokerbench.WriteTable(stdout, rep)
 		full.InProcess = rep
 		if *out != "" {
-			if err := writeFileWith(*out, func(w io.Writer) error { return brokerbench.WriteJSON(w, rep) }); err != nil {
+			if err := writeJSONFile(stdout, *out, func(w io.Writer) error { return brokerbench.WriteJSON(w, rep) }); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "JSON: %s\n", *out)
 		}
 	}
 	if want["one-broker"] {
@@ -105,9 +98,6 @@ func runBenchBroker(args []string, stdout, stderr io.Writer) error {
 	if *outDir == "" {
 		return nil
 	}
-	if err := os.MkdirAll(*outDir, 0o755); err != nil {
-		return err
-	}
 	files := map[string]func(io.Writer) error{
 		"report.json": func(w io.Writer) error {
 			enc := json.NewEncoder(w)
@@ -119,30 +109,11 @@ func runBenchBroker(args []string, stdout, stderr io.Writer) error {
 		files["onebroker-throughput.png"] = func(w io.Writer) error { return brokerbench.WriteOneBrokerPNG(w, full.OneBroker, false) }
 		files["onebroker-cpu.png"] = func(w io.Writer) error { return brokerbench.WriteOneBrokerPNG(w, full.OneBroker, true) }
 	}
-	for name, write := range files {
-		if err := writeFileWith(filepath.Join(*outDir, name), write); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(*outDir, name))
-	}
-	return nil
-}
-
-func writeFileWith(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	err = write(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return writeReportFiles(stdout, *outDir, files)
 }
 
 func runBenchBrokerClient(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("kwal bench broker-client", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("kwal bench broker-client", stderr)
 	var cfg brokerbench.ClientConfig
 	bootstrap := fs.String("bootstrap", "", "host:port[,host:port]")
 	fs.StringVar(&cfg.Topic, "topic", "", "topic")
@@ -161,8 +132,7 @@ func runBenchBrokerClient(args []string, stdout, stderr io.Writer) error {
 }
 
 func runBenchKfakeServer(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("kwal bench kfake-server", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("kwal bench kfake-server", stderr)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -2,11 +2,7 @@ package main
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/kwal/kwal/cmd/kwal/internal/failbench"
@@ -21,21 +17,17 @@ func init() {
 }
 
 func runBenchFailover(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("kwal bench failover", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("kwal bench failover", stderr)
 	var cfg failbench.Config
 	fs.IntVar(&cfg.Kills, "kills", 5, "leader kills per mode")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 9*time.Second, "broker.session.timeout.ms")
 	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", 2*time.Second, "broker.heartbeat.interval.ms")
 	fs.IntVar(&cfg.RecordBytes, "record-bytes", 256, "bytes per record")
-	fs.StringVar(&cfg.LatencyModel, "latency-model", "s3express", "object-store latency model: s3express, s3standard or none")
+	latencyModelFlag(fs, &cfg.LatencyModel)
 	quick := fs.Bool("quick", false, "2 kills per mode, 1 s session timeout (CI)")
 	out := fs.String("out", "", "also write report.json and failover.png into this directory")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *quick {
 		cfg.Kills, cfg.SessionTimeout, cfg.HeartbeatInterval = 2, time.Second, 200*time.Millisecond
@@ -48,25 +40,8 @@ func runBenchFailover(args []string, stdout, stderr io.Writer) error {
 	if *out == "" {
 		return nil
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return err
-	}
-	for name, write := range map[string]func(io.Writer) error{
+	return writeReportFiles(stdout, *out, map[string]func(io.Writer) error{
 		"report.json":  func(w io.Writer) error { return failbench.WriteJSON(w, rep) },
 		"failover.png": func(w io.Writer) error { return failbench.WritePNG(w, rep) },
-	} {
-		f, err := os.Create(filepath.Join(*out, name))
-		if err != nil {
-			return err
-		}
-		err = write(f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(*out, name))
-	}
-	return nil
+	})
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,12 +25,12 @@ func init() {
 }
 
 func runBenchLatency(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("kwal bench latency", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("kwal bench latency", stderr)
 	quick := fs.Bool("quick", false, "CI sizes: fewer records, a reduced sweep, still 3 repetitions (under 3 minutes)")
 	out := fs.String("out", filepath.Join("out", "latency"), "directory for report.md, report.json and the PNG plots")
 	reps := fs.Int("reps", 3, "repetitions of each workload and mode; figures are medians (at least 3)")
-	model := fs.String("latency-model", "s3express", "object-store latency model: s3express, s3standard or none")
+	var model string
+	latencyModelFlag(fs, &model)
 	storeURL := fs.String("store", "", "real object store for the remote WAL: s3://bucket/prefix?endpoint=…, minio://… (use --latency-model none with it)")
 	metaBootstrap := fs.String("metadata-bootstrap", "", "real Kafka for __remote_wal_log_metadata (default: embedded kfake)")
 	crossAZ := fs.Duration("cross-az", 500*time.Microsecond, "one-way latency between racks (default 0.5ms = 1ms round trip); 0 turns it off")
@@ -45,17 +44,14 @@ func runBenchLatency(args []string, stdout, stderr io.Writer) error {
 	verbose := fs.Bool("v", false, "broker logs on stderr")
 	quiet := fs.Bool("q", false, "no progress line on stderr")
 	bootstrap := fs.String("bootstrap", "", "not supported: the benchmark needs the brokers' ledgers, so it runs its own in-process cluster")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *bootstrap != "" {
 		return fmt.Errorf("--bootstrap is not supported yet: costs come from the in-process brokers' ledgers")
 	}
 	cfg := latbench.Config{
-		Quick: *quick, Reps: *reps, OutDir: *out, Dir: *dir, LatencyModel: *model, StorageURL: *storeURL, MetadataBootstrap: *metaBootstrap, CrossAZ: *crossAZ,
+		Quick: *quick, Reps: *reps, OutDir: *out, Dir: *dir, LatencyModel: model, StorageURL: *storeURL, MetadataBootstrap: *metaBootstrap, CrossAZ: *crossAZ,
 		NoCrossAZ: *crossAZ == 0, Sheet: *sheet, NoSweep: *noSweep, ReplicationFactor: int16(*rf), PerfRecords: *perf,
 		Logger: slog.New(slog.DiscardHandler),
 	}

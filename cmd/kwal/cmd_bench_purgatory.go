@@ -1,9 +1,7 @@
 package main
 
 import (
-	"flag"
 	"io"
-	"os"
 
 	"github.com/kwal/kwal/cmd/kwal/internal/purgbench"
 )
@@ -13,8 +11,7 @@ func init() {
 		words: []string{"bench", "purgatory"},
 		short: "timing wheel and purgatory against Go timers, side by side",
 		run: func(args []string, stdout, stderr io.Writer) error {
-			fs := flag.NewFlagSet("bench purgatory", flag.ContinueOnError)
-			fs.SetOutput(stderr)
+			fs := newFlagSet("bench purgatory", stderr)
 			quick := fs.Bool("quick", false, "small sizes for CI (under 30 s)")
 			runs := fs.Int("runs", 3, "runs per contestant and workload; figures are medians")
 			seed := fs.Uint64("seed", 1176, "seed shared by all contestants")
@@ -37,15 +34,7 @@ func init() {
 			case "-":
 				return rep.WriteJSON(stdout)
 			default:
-				f, err := os.Create(*jsonOut)
-				if err != nil {
-					return err
-				}
-				if err := rep.WriteJSON(f); err != nil {
-					f.Close()
-					return err
-				}
-				if err := f.Close(); err != nil {
+				if err := writeFileWith(*jsonOut, rep.WriteJSON); err != nil {
 					return err
 				}
 				return rep.WriteTable(stdout)

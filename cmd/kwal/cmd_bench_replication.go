@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/kwal/kwal/cmd/kwal/internal/replbench"
@@ -21,8 +18,7 @@ func init() {
 }
 
 func runBenchReplication(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("kwal bench replication", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("kwal bench replication", stderr)
 	var cfg replbench.Config
 	fs.IntVar(&cfg.Partitions, "partitions", 20, "partitions on the leader")
 	fs.IntVar(&cfg.BatchBytes, "batch-bytes", 4096, "bytes per produced batch of 1 KiB records")
@@ -31,7 +27,7 @@ func runBenchReplication(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Interval, "interval", 10*time.Millisecond, "combiner interval")
 	fs.DurationVar(&cfg.TaskInterval, "task-interval", 5*time.Millisecond, "remote-WAL task interval")
 	fs.Int64Var(&cfg.UploadBytes, "upload-bytes", 256<<10, "combiner upload size")
-	fs.StringVar(&cfg.LatencyModel, "latency-model", "s3express", "object-store latency model: s3express, s3standard or none")
+	latencyModelFlag(fs, &cfg.LatencyModel)
 	runs := fs.Int("runs", 3, "repetitions (medians are reported)")
 	quick := fs.Bool("quick", false, "short runs for CI (2 s each)")
 	out := fs.String("json", "", "also write every figure as JSON to this file")
@@ -51,19 +47,8 @@ func runBenchReplication(args []string, stdout, stderr io.Writer) error {
 		results = append(results, r)
 	}
 	replbench.WriteTable(stdout, results)
-	if *out != "" {
-		if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
-			return err
-		}
-		f, err := os.Create(*out)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := replbench.WriteJSON(f, results); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "JSON: %s\n", *out)
+	if *out == "" {
+		return nil
 	}
-	return nil
+	return writeJSONFile(stdout, *out, func(w io.Writer) error { return replbench.WriteJSON(w, results) })
 }

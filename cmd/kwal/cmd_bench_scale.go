@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -22,8 +20,7 @@ func init() {
 }
 
 func runBenchScale(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("kwal bench scale", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("kwal bench scale", stderr)
 	cfg := scalebench.Default()
 	parts := fs.String("partitions", "1000,10000", "comma-separated leader partition counts, run in turn")
 	rate := fs.String("rate", "50MB/s", "total produce rate (MB/s, 1e6 bytes)")
@@ -33,7 +30,7 @@ func runBenchScale(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.RecordBytes, "record-bytes", cfg.RecordBytes, "bytes per record")
 	fs.IntVar(&cfg.Producers, "producers", cfg.Producers, "appending goroutines")
 	fs.StringVar(&cfg.Store, "store", cfg.Store, "object store: mem (objects in the heap, left out of the heap figures) or fs (on disk, fsync per PUT)")
-	fs.StringVar(&cfg.LatencyModel, "latency-model", cfg.LatencyModel, "object-store latency model: s3express, s3standard or none")
+	latencyModelFlag(fs, &cfg.LatencyModel)
 	fs.IntVar(&cfg.Readers, "readers", cfg.Readers, "followers reading each partition back (priced GETs)")
 	fs.Float64Var(&cfg.MetadataCrossings, "metadata-az-crossings", cfg.MetadataCrossings,
 		"AZ boundaries each metadata byte crosses (publish 1, metadata topic replication 2, followers' reads 2)")
@@ -41,11 +38,8 @@ func runBenchScale(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "profile each window into PREFIX-<partitions>.pprof")
 	quick := fs.Bool("quick", false, "50 and 200 partitions at 5 MB/s, 3 s windows (CI)")
 	out := fs.String("out", "", "also write report.json and scale.png into this directory")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -81,19 +75,10 @@ func runBenchScale(args []string, stdout, stderr io.Writer) error {
 	if *out == "" {
 		return nil
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return err
-	}
-	for name, write := range map[string]func(io.Writer) error{
+	return writeReportFiles(stdout, *out, map[string]func(io.Writer) error{
 		"report.json": func(w io.Writer) error { return scalebench.WriteJSON(w, rep) },
 		"scale.png":   func(w io.Writer) error { return scalebench.WritePNG(w, rep) },
-	} {
-		if err := writeFileWith(filepath.Join(*out, name), write); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(*out, name))
-	}
-	return nil
+	})
 }
 
 // parseCounts parses "1000,10000".

@@ -60,6 +60,13 @@ type Report struct {
 	// longer stored (fine: nothing needs them).
 	DeadSlices int `json:"dead_slices"`
 	DeadGone   int `json:"dead_gone"`
+	// UnpublishedSlices counts the slices of published objects that no
+	// metadata entry names (the combiner gave them up for their own
+	// partition and published the rest of the object); DeadBytes is the
+	// stored bytes of those slices and of the dead ones, which nothing
+	// reads and which go with their object.
+	UnpublishedSlices int   `json:"unpublished_slices"`
+	DeadBytes         int64 `json:"dead_bytes"`
 	// OtherStores counts the metadata objects in other stores than the
 	// audited one (Config.StoreID), left out.
 	OtherStores int            `json:"other_stores"`
@@ -71,10 +78,12 @@ func (r *Report) OK() bool { return len(r.Findings) == 0 }
 
 // Comparison is what Compare found: faults, notes and dead-range counts.
 type Comparison struct {
-	Findings   []Finding
-	Notes      []Finding
-	DeadSlices int
-	DeadGone   int
+	Findings          []Finding
+	Notes             []Finding
+	DeadSlices        int
+	DeadGone          int
+	UnpublishedSlices int
+	DeadBytes         int64
 }
 
 // Compare checks stored objects against metadata snapshots (nil snaps:
@@ -83,6 +92,12 @@ type Comparison struct {
 // entries are left out of the footer-versus-metadata comparison, an
 // object whose every entry is dead is not missing when the store no
 // longer has it, and one still stored is a DeadAwaitingDeletion note.
+//
+// An object may be published with fewer entries than its footer holds:
+// the combiner leaves out the slices it gave up for their own partition
+// (no head-of-line blocking across partitions). Footer entries that no
+// metadata entry names are counted (UnpublishedSlices, DeadBytes), not
+// found; a metadata entry the footer does not hold is an EntryMismatch.
 func Compare(stored map[string]Stored, snaps []metadata.ObjectSnapshot, checkMetadata bool, dead metadata.DeadFromFunc) Comparison {
 	var c Comparison
 	out := c.Findings
@@ -124,9 +139,15 @@ func Compare(stored map[string]Stored, snaps []metadata.ObjectSnapshot, checkMet
 		case state == metadata.DeleteSegmentFinished:
 			out = append(out, Finding{DeletedPresent, k, "metadata says DELETE_SEGMENT_FINISHED"})
 		case st.Err == nil:
-			if d := diffEntries(live(st.Entries, dead), live(metaEntries(snap), dead)); d != "" {
+			meta := metaEntries(snap)
+			unpub, unpubBytes := unpublished(st.Entries, meta)
+			if d := diffEntries(live(published(st.Entries, meta), dead), live(meta, dead)); d != "" {
 				out = append(out, Finding{EntryMismatch, k, d})
-			} else if allDead[k] && state == metadata.CopySegmentFinished {
+				break
+			}
+			c.UnpublishedSlices += unpub
+			c.DeadBytes += unpubBytes + deadBytes(st.Entries, meta, dead)
+			if allDead[k] && state == metadata.CopySegmentFinished {
 				c.Notes = append(c.Notes, Finding{DeadAwaitingDeletion, k, "every entry is past a new leader's log end (dead range); retention deletes it"})
 			}
 		}
@@ -150,6 +171,47 @@ func Compare(stored map[string]Stored, snaps []metadata.ObjectSnapshot, checkMet
 	}
 	c.Findings = out
 	return c
+}
+
+// published keeps the footer entries that some metadata entry names.
+func published(footer, meta []metadata.SliceEntry) []metadata.SliceEntry {
+	named := make(map[string]bool, len(meta))
+	for _, e := range meta {
+		named[entryKey(e)] = true
+	}
+	out := make([]metadata.SliceEntry, 0, len(footer))
+	for _, e := range footer {
+		if named[entryKey(e)] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// unpublished counts the footer entries no metadata entry names, and their
+// stored bytes.
+func unpublished(footer, meta []metadata.SliceEntry) (int, int64) {
+	pub := published(footer, meta)
+	var n int64
+	for _, e := range footer {
+		n += e.Length
+	}
+	for _, e := range pub {
+		n -= e.Length
+	}
+	return len(footer) - len(pub), n
+}
+
+// deadBytes is the stored bytes of the published entries a dead range
+// killed.
+func deadBytes(footer, meta []metadata.SliceEntry, dead metadata.DeadFromFunc) int64 {
+	var n int64
+	for _, e := range published(footer, meta) {
+		if isDead(e, dead) {
+			n += e.Length
+		}
+	}
+	return n
 }
 
 func isDead(e metadata.SliceEntry, dead metadata.DeadFromFunc) bool {
@@ -303,6 +365,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cmp := Compare(stored, snaps, cfg.Metadata != nil, dead)
 	rep.Findings = append(cmp.Findings, sliceFindings...)
 	rep.Notes, rep.DeadSlices, rep.DeadGone = cmp.Notes, cmp.DeadSlices, cmp.DeadGone
+	rep.UnpublishedSlices, rep.DeadBytes = cmp.UnpublishedSlices, cmp.DeadBytes
 	for _, f := range rep.Findings {
 		rep.Counts[f.Kind]++
 	}
@@ -327,6 +390,12 @@ func WriteText(w io.Writer, r *Report) {
 	if r.DeadSlices > 0 {
 		fmt.Fprintf(w, "%d metadata entries are dead (past a new leader's log end); %d objects of only dead entries are already gone, %d await deletion\n",
 			r.DeadSlices, r.DeadGone, len(r.Notes))
+	}
+	if r.UnpublishedSlices > 0 {
+		fmt.Fprintf(w, "%d slices of published objects are unpublished (given up for their own partition; their object was published without them)\n", r.UnpublishedSlices)
+	}
+	if r.DeadBytes > 0 {
+		fmt.Fprintf(w, "%d bytes of stored objects are dead (unpublished or dead slices), deleted with their objects\n", r.DeadBytes)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note %s %s: %s\n", n.Kind, n.Key, n.Detail)

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -200,5 +201,125 @@ func TestAuditOneStoreOfMany(t *testing.T) {
 	}
 	if rep.Counts[Missing] != 1 || rep.Counts[Orphan] != 1 {
 		t.Fatalf("az1 audited as az2 should show az2's object missing and az1's orphaned: %+v", rep)
+	}
+}
+
+// TestAuditAcceptsPartialObjects: the combiner publishes an object without
+// the slices it gave up for their own partition. Such an object is not a
+// leak or a mismatch: its unpublished slices are counted with their bytes
+// as dead bytes. A metadata entry the footer lacks is still a mismatch,
+// and one whose published entries are all dead is a note, not a finding.
+func TestAuditAcceptsPartialObjects(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	st := metadata.NewState()
+	a, b, c := metadata.TopicPartition{Topic: "a"}, metadata.TopicPartition{Topic: "b"}, metadata.TopicPartition{Topic: "c"}
+	putMany := func(n byte, tps ...metadata.TopicPartition) (string, *metadata.ObjectMetadata) {
+		t.Helper()
+		var in []objformat.Input
+		for _, tp := range tps {
+			in = append(in, objformat.Input{TopicPartition: tp, LeaderEpoch: 1, BaseOffset: 0, LastOffset: 9, Data: kafkalogtest.MakeBatchN(0, 1, 10, 100, 1)})
+		}
+		obj, entries, err := objformat.Encode(in, metadata.CodecNone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var id metadata.ObjectID
+		id[15] = n
+		key := combiner.Key("", 1, time.Unix(1700000000, 0), id)
+		if err := s.Put(ctx, key, obj, objstore.PutOptions{IfNoneMatch: true}); err != nil {
+			t.Fatal(err)
+		}
+		return key, &metadata.ObjectMetadata{ID: id, Key: key, BrokerID: 1, State: metadata.CopySegmentFinished, EventTimestampMs: 1, Entries: entries}
+	}
+	apply := func(ev metadata.Event) {
+		t.Helper()
+		if err := st.Apply(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// b's slice was given up: the object is published with a's and c's.
+	_, partial := putMany(1, a, b, c)
+	bLen := partial.Entries[1].Length
+	partial.Entries = []metadata.SliceEntry{partial.Entries[0], partial.Entries[2]}
+	for _, p := range metadata.Split(partial, 8) {
+		apply(p)
+	}
+	rep, err := Run(ctx, Config{Store: s, Metadata: st, VerifySlices: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.UnpublishedSlices != 1 || rep.DeadBytes != bLen || rep.Slices != 3 {
+		t.Fatalf("partial object: %+v; want no findings, 1 unpublished slice of %d dead bytes", rep, bLen)
+	}
+	var text strings.Builder
+	WriteText(&text, rep)
+	if !strings.Contains(text.String(), "1 slices of published objects are unpublished") {
+		t.Errorf("text report does not say so:\n%s", text.String())
+	}
+
+	// Metadata naming a slice the footer does not hold is still a mismatch.
+	_, wrong := putMany(2, a)
+	wrong.Entries = append(wrong.Entries, metadata.SliceEntry{TopicPartition: b, LeaderEpoch: 1, BaseOffset: 0, LastOffset: 9, Position: 5, Length: 7})
+	for _, p := range metadata.Split(wrong, 8) {
+		apply(p)
+	}
+	rep, err = Run(ctx, Config{Store: s, Metadata: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Counts[EntryMismatch] != 1 || len(rep.Findings) != 1 {
+		t.Fatalf("an entry the footer lacks: %+v, want one entry-mismatch", rep.Findings)
+	}
+}
+
+// TestAuditPartialObjectOfDeadEntries: an object published without its
+// given-up slice, whose published entries a dead range then killed, is a
+// note while stored and fine once gone; its bytes are all dead.
+func TestAuditPartialObjectOfDeadEntries(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	st := metadata.NewState()
+	tp := metadata.TopicPartition{Topic: "t"}
+	key, ev, _ := put(t, s, 1, tp) // entry [10, 19] of epoch 1
+	// Store, under the same key, an object that also holds a slice of
+	// another partition, left unpublished.
+	in := []objformat.Input{
+		{TopicPartition: tp, LeaderEpoch: 1, BaseOffset: 10, LastOffset: 19, Data: kafkalogtest.MakeBatchN(10, 1, 10, 100, 1)},
+		{TopicPartition: metadata.TopicPartition{Topic: "u"}, LeaderEpoch: 1, BaseOffset: 0, LastOffset: 9, Data: kafkalogtest.MakeBatchN(0, 1, 10, 100, 1)},
+	}
+	obj, entries, err := objformat.Encode(in, metadata.CodecNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, key, obj, objstore.PutOptions{IfNoneMatch: true}); err != nil {
+		t.Fatal(err)
+	}
+	ev.Entries = entries[:1]
+	if err := st.Apply(ev); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Apply(&metadata.DeadRange{TopicPartition: tp, LeaderEpoch: 2, StartOffset: 5, BrokerID: 2, EventTimestampMs: 2}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(ctx, Config{Store: s, Metadata: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.Counts[DeadAwaitingDeletion] != 1 || rep.UnpublishedSlices != 1 || rep.DeadBytes != entries[0].Length+entries[1].Length {
+		t.Fatalf("stored: %+v; want a dead-awaiting-deletion note and all its slice bytes dead", rep)
+	}
+	if err := s.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = Run(ctx, Config{Store: s, Metadata: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.DeadGone != 1 {
+		t.Fatalf("gone: %+v; want no findings, one dead object gone", rep)
 	}
 }

@@ -20,6 +20,15 @@
 // be gone, and nothing needs it), and while still stored it is the note
 // dead-awaiting-deletion, not a leak or a finding.
 //
+// Partial objects: the combiner publishes an object without the slices it
+// gave up for their own partition (a slice after a given-up one of its
+// partition, or one the encoder refused), so that one partition's failures
+// do not fail the others'. The footer then indexes slices no metadata
+// entry names: they are counted (unpublished_slices) and their bytes,
+// with those of dead entries, are dead bytes (dead_bytes) that go with
+// their object; they are not findings. An object none of whose slices was
+// published is never published, so it is an orphan for the collector.
+//
 // Compare is pure; Run lists the store, reads footers with ranged GETs and
 // hands both sides to Compare.
 package audit
