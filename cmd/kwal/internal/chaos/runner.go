@@ -201,8 +201,8 @@ func (r *Report) ReplayCommand() string {
 	if r.cfg.UploadTimeout != 0 {
 		cmd += " --upload-timeout " + r.cfg.UploadTimeout.String()
 	}
-	if r.cfg.StrictFailoverGaps {
-		cmd += " --strict-failover-gaps"
+	if !r.cfg.StrictFailoverGaps { // kwal chaos is strict by default
+		cmd += " --strict-failover-gaps=false"
 	}
 	if len(r.cfg.Kinds) > 0 {
 		var ks []string
