@@ -365,8 +365,8 @@ func (b *Broker) readPart(o *fetchOp, part *fetchPart, budget int, first bool) (
 			rp.UnknownTags.Set(TagLeaderLogEnd, binary.AppendUvarint(nil, uint64(leo)))
 			if !o.fallback {
 				// New bytes past the follower's log end: answer now, so
-				// it learns our log end and polls quickly until it has
-				// them (a caught-up follower long-polls).
+				// it learns our log end (its own appends reach us in log
+				// end reports, see fetcher.go).
 				return rp, nil, 0, urgent || leo > part.offset && p.leoChangedFor(o.replica, leo)
 			}
 		}

@@ -265,11 +265,6 @@ type Config struct {
 	Dial DialFunc
 	// ReplicaFetchWaitMax: replica.fetch.wait.max.ms. Default 500 ms.
 	ReplicaFetchWaitMax time.Duration
-	// RemoteWALFetchWaitMax caps the long poll of a replica fetch that
-	// covers remotewal partitions (remote.wal.follower.fetch.wait.max.ms):
-	// those fetches carry only the follower's log end, and acks=all waits
-	// for it. Default 2 ms.
-	RemoteWALFetchWaitMax time.Duration
 	// ReplicaFetchMaxBytes: replica.fetch.max.bytes per partition. Default 1 MiB.
 	ReplicaFetchMaxBytes int32
 	// ReplicaFetchBackoff: replica.fetch.backoff.ms. Default 100 ms.
@@ -400,9 +395,6 @@ func (c *Config) CheckSettings() error {
 	}
 	if c.Dial == nil {
 		c.Dial = net.DialTimeout
-	}
-	if c.RemoteWALFetchWaitMax == 0 {
-		c.RemoteWALFetchWaitMax = 2 * time.Millisecond
 	}
 	if c.ReplicaFetchWaitMax == 0 {
 		c.ReplicaFetchWaitMax = DefaultReplicaFetchWaitMax

@@ -144,6 +144,18 @@
 // KIP-101/KIP-279), Append, SetHW, TruncateFully and StartRemote through
 // the partition's followerLog handle, never its locks.
 //
+// A remotewal follower's fetch carries no records and long-polls like a
+// classic one; the leader answers it when it appends or its HW moves. Its
+// log grows from object storage meanwhile, so each append's log end goes
+// to the leader at once in a log end report (replica.SendLogEndReport): a
+// Fetch that does not wait, sent by the fetcher's reportLoop on a
+// connection of its own. The leader advances the HW on it and answers at
+// once (and wakes the fetch in flight), so the follower serves a record
+// one round trip after appending it:
+//
+//	follower: append from object storage ─► report (Fetch, max wait 0) ─► leader:
+//	    follower LEO, HW advances ─► answer HW ─► follower: SetHW, wakes its consumers
+//
 // # Group coordinator
 //
 // __consumer_offsets is created by the first FindCoordinator for a group

@@ -53,6 +53,7 @@ func (m *fetcherManager) add(p *partition, leader, epoch int32) {
 		f = newReplicaFetcher(m.b, leader)
 		m.mu.fetchers[leader] = f
 		go f.run()
+		go f.reportLoop()
 	}
 	f.add(p, epoch)
 }
@@ -104,22 +105,35 @@ type followState struct {
 // replicaFetcher replicates partitions led by one broker: a thin driver
 // of replica.Follower machines that sends their requests (OffsetForLeaderEpoch,
 // Fetch v12 with its replica id) and carries out their actions.
+//
+// For remotewal partitions a second goroutine (reportLoop) sends log end
+// reports (replica.SendLogEndReport) on a connection of its own: their
+// logs grow from object storage while the fetch long-polls, so the report
+// of each append cannot wait for that fetch to end.
 type replicaFetcher struct {
-	b      *Broker
-	leader int32
-	wakeCh chan struct{}
-	stop   chan struct{}
-	done   chan struct{}
-	mu     struct {
+	b        *Broker
+	leader   int32
+	wakeCh   chan struct{}
+	reportCh chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	reported chan struct{} // reportLoop's end
+	mu       struct {
 		sync.Mutex
-		parts map[TopicPartition]*followState // machines are driven under mu
-		conn  *wireClient
+		parts      map[TopicPartition]*followState // machines are driven under mu
+		conn       *wireClient
+		reportConn *wireClient
+		// appended: remotewal partitions whose Replicator appended since
+		// reportLoop last looked (only they may have a log end to report).
+		appended map[TopicPartition]struct{}
 	}
 }
 
 func newReplicaFetcher(b *Broker, leader int32) *replicaFetcher {
-	f := &replicaFetcher{b: b, leader: leader, wakeCh: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	f := &replicaFetcher{b: b, leader: leader, wakeCh: make(chan struct{}, 1), reportCh: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{}), reported: make(chan struct{})}
 	f.mu.parts = map[TopicPartition]*followState{}
+	f.mu.appended = map[TopicPartition]struct{}{}
 	return f
 }
 
@@ -151,14 +165,29 @@ func (f *replicaFetcher) poke() {
 	}
 }
 
+// wakeReport has reportLoop look for a log end of tp to report. It never
+// blocks.
+func (f *replicaFetcher) wakeReport(tp TopicPartition) {
+	f.mu.Lock()
+	f.mu.appended[tp] = struct{}{}
+	f.mu.Unlock()
+	select {
+	case f.reportCh <- struct{}{}:
+	default:
+	}
+}
+
 func (f *replicaFetcher) close() {
 	close(f.stop)
 	f.mu.Lock()
-	if f.mu.conn != nil {
-		f.mu.conn.close() // interrupts a long poll
+	for _, c := range []*wireClient{f.mu.conn, f.mu.reportConn} {
+		if c != nil {
+			c.close() // interrupts a long poll or a report
+		}
 	}
 	f.mu.Unlock()
 	<-f.done
+	<-f.reported
 }
 
 // sleep waits d, a poke or stop; it reports false on stop.
@@ -402,10 +431,137 @@ func (f *replicaFetcher) startRemote(st *followState) {
 	tp := st.tp
 	notify := func() {
 		f.poke()
+		f.wakeReport(tp)
 		f.b.fetchWait.CheckAndComplete(tp)
 	}
 	if err := f.b.cfg.Replicator.StartFollower(newReplicaHandle(f.b, st.p, f.leader, st.fsm.LeaderEpoch(), notify)); err != nil {
 		f.b.logger.Error("remote WAL follower start", "partition", tp, "err", err)
+	}
+}
+
+// reportLoop sends the log end reports the remotewal machines ask for
+// (replica.Follower.Report) each time a Replicator appended, one request
+// for all of them, and hands the answers' high watermarks back
+// (Follower.Reported). A failed report is not retried: the fetch in
+// flight carries the log end when it ends. It stops with the fetcher.
+func (f *replicaFetcher) reportLoop() {
+	defer close(f.reported)
+	defer func() {
+		f.mu.Lock()
+		if f.mu.reportConn != nil {
+			f.mu.reportConn.close()
+			f.mu.reportConn = nil
+		}
+		f.mu.Unlock()
+	}()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-f.reportCh:
+		}
+		reports := f.reports()
+		if len(reports) == 0 {
+			continue
+		}
+		if err := f.sendReports(reports); err != nil && !f.stopped() {
+			f.b.logger.Debug("log end report to the leader failed", "leader", f.leader, "err", err)
+			f.mu.Lock()
+			if c := f.mu.reportConn; c != nil {
+				c.close()
+				f.mu.reportConn = nil
+			}
+			f.mu.Unlock()
+			if !f.sleepStop(f.b.cfg.ReplicaFetchBackoff) {
+				return
+			}
+		}
+	}
+}
+
+type reportReq struct {
+	st *followState
+	replica.SendLogEndReport
+}
+
+// reports asks the machines of the partitions appended to since the last
+// call whether they have a log end to report.
+func (f *replicaFetcher) reports() map[TopicPartition]reportReq {
+	out := map[TopicPartition]reportReq{}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for tp := range f.mu.appended {
+		st := f.mu.parts[tp]
+		if st == nil || !st.started {
+			continue
+		}
+		if r, ok := st.fsm.Report(st.h.followerView(false)); ok {
+			out[tp] = reportReq{st: st, SendLogEndReport: r}
+		}
+	}
+	clear(f.mu.appended)
+	return out
+}
+
+// sendReports sends one Fetch that does not wait, on the report
+// connection, and feeds each partition's answer to its machine.
+func (f *replicaFetcher) sendReports(reports map[TopicPartition]reportReq) error {
+	f.mu.Lock()
+	conn := f.mu.reportConn
+	f.mu.Unlock()
+	if conn == nil {
+		c, _, err := f.b.dialBroker(f.leader, replicaFetcherClientIDPrefix+strconv.Itoa(int(f.b.cfg.BrokerID))+"-reports", 10*time.Second, replicaFetchResponseMax)
+		if err != nil {
+			return err
+		}
+		f.mu.Lock()
+		if f.stopped() {
+			f.mu.Unlock()
+			c.close()
+			return errors.New("fetcher stopped")
+		}
+		f.mu.reportConn, conn = c, c
+		f.mu.Unlock()
+	}
+	fr := f.newFetchRequest(0)
+	for tp, r := range reports {
+		fr.add(tp, r.st.fsm.LeaderEpoch(), r.Offset, r.LogStart)
+	}
+	r, err := conn.roundTrip(fr.req, f.b.clock.Now().Add(30*time.Second))
+	if err != nil {
+		return err
+	}
+	resp := r.(*kmsg.FetchResponse)
+	if topErr := kerrOf(resp.ErrorCode); topErr != nil {
+		f.b.logger.Debug("log end report refused", "leader", f.leader, "err", topErr)
+		return nil
+	}
+	for _, rt := range resp.Topics {
+		for i := range rt.Partitions {
+			rp := &rt.Partitions[i]
+			q, ok := reports[TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]
+			if !ok {
+				continue
+			}
+			ans := replica.FetchPartition{Err: kerrOf(rp.ErrorCode), HighWatermark: rp.HighWatermark, LogStart: rp.LogStartOffset, LeaderLEO: -1}
+			if leo, ok := leaderLogEndTag(rp); ok {
+				ans.LeaderLEO = leo
+			}
+			f.event(q.st, func(time.Time) []replica.Action { return q.st.fsm.Reported(q.st.h.followerView(false), ans) })
+		}
+	}
+	return nil
+}
+
+// sleepStop waits d or stop; it reports false on stop.
+func (f *replicaFetcher) sleepStop(d time.Duration) bool {
+	t := f.b.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-f.stop:
+		return false
+	case <-t.C():
+		return true
 	}
 }
 
@@ -489,45 +645,55 @@ func handBack[R any](f *replicaFetcher, reqs map[TopicPartition]R, answered map[
 	}
 }
 
-func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetchReq) error {
+// fetchRequest builds one replica Fetch v12 (no fetch session).
+type fetchRequest struct {
+	req      *kmsg.FetchRequest
+	byTopic  map[string]int
+	maxBytes int32
+}
+
+// newFetchRequest starts a replica fetch that waits up to maxWait for a
+// byte (0: answered at once, min bytes 0).
+func (f *replicaFetcher) newFetchRequest(maxWait time.Duration) fetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = replicaFetchVersion
 	req.ReplicaID = f.b.cfg.BrokerID
-	req.MaxWaitMillis = int32(f.b.cfg.ReplicaFetchWaitMax.Milliseconds())
-	for _, q := range fetches {
-		// A remotewal follower's log grows from object storage, not from
-		// this fetch, and the leader's high watermark waits for the log
-		// end this fetch reports. While the leader holds bytes this
-		// follower lacks (the machine's ShortPoll), keep the poll short so
-		// each report goes out soon after an append; a caught-up follower
-		// long-polls, and the leader answers it early once it appends
-		// (see fetchPartition).
-		if q.ShortPoll && f.b.cfg.RemoteWALFetchWaitMax < f.b.cfg.ReplicaFetchWaitMax {
-			req.MaxWaitMillis = int32(f.b.cfg.RemoteWALFetchWaitMax.Milliseconds())
-			break
-		}
+	req.MaxWaitMillis = int32(maxWait.Milliseconds())
+	if maxWait > 0 {
+		req.MinBytes = 1
 	}
-	req.MinBytes = 1
 	req.MaxBytes = DefaultReplicaFetchResponseMax
 	req.SessionEpoch = -1 // no fetch session
-	byTopic := map[string]int{}
-	for tp, q := range fetches {
-		i, ok := byTopic[tp.Topic]
-		if !ok {
-			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic = tp.Topic
-			req.Topics = append(req.Topics, rt)
-			i = len(req.Topics) - 1
-			byTopic[tp.Topic] = i
-		}
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.CurrentLeaderEpoch = tp.Partition, q.st.fsm.LeaderEpoch()
-		rp.FetchOffset, rp.LogStartOffset = q.Offset, q.LogStart
-		rp.LastFetchedEpoch = -1
-		rp.PartitionMaxBytes = f.b.cfg.ReplicaFetchMaxBytes
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	return fetchRequest{req: req, byTopic: map[string]int{}, maxBytes: f.b.cfg.ReplicaFetchMaxBytes}
+}
+
+// add asks for tp at offset, as of leader epoch epoch.
+func (b fetchRequest) add(tp TopicPartition, epoch int32, offset, logStart int64) {
+	i, ok := b.byTopic[tp.Topic]
+	if !ok {
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = tp.Topic
+		b.req.Topics = append(b.req.Topics, rt)
+		i = len(b.req.Topics) - 1
+		b.byTopic[tp.Topic] = i
 	}
-	r, err := conn.roundTrip(req, f.b.clock.Now().Add(f.b.cfg.ReplicaFetchWaitMax+30*time.Second))
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch = tp.Partition, epoch
+	rp.FetchOffset, rp.LogStartOffset = offset, logStart
+	rp.LastFetchedEpoch = -1
+	rp.PartitionMaxBytes = b.maxBytes
+	b.req.Topics[i].Partitions = append(b.req.Topics[i].Partitions, rp)
+}
+
+func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetchReq) error {
+	// A remotewal partition's fetch long-polls too: the leader answers
+	// it when it appends (readPart) or its HW moves, and the log end of
+	// each append goes out in a report (reportLoop), not in this fetch.
+	fr := f.newFetchRequest(f.b.cfg.ReplicaFetchWaitMax)
+	for tp, q := range fetches {
+		fr.add(tp, q.st.fsm.LeaderEpoch(), q.Offset, q.LogStart)
+	}
+	r, err := conn.roundTrip(fr.req, f.b.clock.Now().Add(f.b.cfg.ReplicaFetchWaitMax+30*time.Second))
 	if err != nil {
 		return err
 	}

@@ -300,6 +300,17 @@ func (p *partition) appendAsFollower(records []byte, epoch int32) (kafkalog.Appe
 // appendFollowerBatches appends as a follower at epoch; verified batches
 // were validated by the caller (kafkalog.ValidateBatchesCRC32C).
 func (p *partition) appendFollowerBatches(records []byte, epoch int32, verified bool) (kafkalog.AppendInfo, error) {
+	return p.appendFollower(epoch, func() (kafkalog.AppendInfo, error) {
+		if verified {
+			return p.log.AppendVerifiedAsFollower(records)
+		}
+		return p.log.AppendAsFollower(records)
+	})
+}
+
+// appendFollower runs one follower append at epoch: refused once this
+// replica has moved past the follow or its log dir is offline.
+func (p *partition) appendFollower(epoch int32, appendFn func() (kafkalog.AppendInfo, error)) (kafkalog.AppendInfo, error) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	p.mu.Lock()
@@ -311,13 +322,7 @@ func (p *partition) appendFollowerBatches(records []byte, epoch int32, verified 
 	if p.dirOffline() {
 		return kafkalog.AppendInfo{}, ErrLogDirOffline
 	}
-	var info kafkalog.AppendInfo
-	var err error
-	if verified {
-		info, err = p.log.AppendVerifiedAsFollower(records)
-	} else {
-		info, err = p.log.AppendAsFollower(records)
-	}
+	info, err := appendFn()
 	p.storageErr("appending as follower", err)
 	return info, err
 }

@@ -39,6 +39,10 @@ func (h *replicaHandle) AppendVerifiedAsFollower(batches []byte) (kafkalog.Appen
 	return h.p.appendFollowerBatches(batches, h.epoch, true)
 }
 
+func (h *replicaHandle) AppendVerifiedRunAsFollower(parts [][]byte) (kafkalog.AppendInfo, error) {
+	return h.p.appendFollower(h.epoch, func() (kafkalog.AppendInfo, error) { return h.p.log.AppendVerifiedRunAsFollower(parts) })
+}
+
 func (h *replicaHandle) Leader() ReplicaLeader {
 	l := ReplicaLeader{ID: h.leader, Rack: unknownRack}
 	for _, bi := range h.b.ctrl.Brokers() {

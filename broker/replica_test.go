@@ -109,20 +109,8 @@ func TestPurgatoriesRunOnConfigClock(t *testing.T) {
 	cl := newClient(t, c)
 	const topic = "longpoll"
 	createTopic(t, cl, topic, 1, 1, nil)
-	req := kmsg.NewPtrFetchRequest()
-	req.Version = 11
-	req.ReplicaID = -1
-	req.MaxWaitMillis = int32(time.Hour.Milliseconds())
-	req.MinBytes = 1
-	req.MaxBytes = 1 << 20
-	req.SessionEpoch = -1
 	ts, _ := c.ctrl.Topic(topic)
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic, rt.TopicID = topic, ts.ID // the client sends v13+: by id
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition, rp.FetchOffset, rp.CurrentLeaderEpoch, rp.PartitionMaxBytes = 0, 0, -1, 1<<20
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := consumerFetchAtStart(topic, ts.ID, time.Hour)
 
 	type answer struct {
 		resp *kmsg.FetchResponse
@@ -159,4 +147,48 @@ func TestPurgatoriesRunOnConfigClock(t *testing.T) {
 			m.Advance(time.Hour)
 		}
 	}
+}
+
+// TestFetchWithoutWaitAnsweredAtOnce: a fetch with max.wait.ms=0 that
+// finds nothing (a remotewal follower's log end report, a fallback fetch,
+// a consumer polling) is answered without the broker's clock moving: the
+// purgatory expires a zero timeout at once. The log end reports rely on
+// it. The manual clock never moves here; the wall clock only bounds a
+// hung test.
+func TestFetchWithoutWaitAnsweredAtOnce(t *testing.T) {
+	m := clock.NewManual(time.Unix(1_700_000_000, 0))
+	c := startCluster(t, []string{"az1"}, func(cfg *Config) { cfg.Clock = m })
+	cl := newClient(t, c)
+	const topic = "nowait"
+	createTopic(t, cl, topic, 1, 1, nil)
+	ts, _ := c.ctrl.Topic(topic)
+	req := consumerFetchAtStart(topic, ts.ID, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := cl.Broker(1).Request(ctx, req)
+	if err != nil {
+		t.Fatalf("fetch with max wait 0: %v (the broker's clock did not move)", err)
+	}
+	p := r.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil || len(p.RecordBatches) != 0 || p.HighWatermark != 0 {
+		t.Fatalf("answer: %v, %d bytes, HW %d", err, len(p.RecordBatches), p.HighWatermark)
+	}
+}
+
+// consumerFetchAtStart is a consumer's Fetch v11 of partition 0 of topic
+// at offset 0, waiting up to maxWait for one byte.
+func consumerFetchAtStart(topic string, id [16]byte, maxWait time.Duration) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 11
+	req.ReplicaID = -1
+	req.MaxWaitMillis, req.MinBytes = int32(maxWait.Milliseconds()), 1
+	req.MaxBytes = 1 << 20
+	req.SessionEpoch = -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = topic, id // the client sends v13+: by id
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.CurrentLeaderEpoch, rp.PartitionMaxBytes = 0, 0, -1, 1<<20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
 }

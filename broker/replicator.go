@@ -103,6 +103,10 @@ type FollowerReplica interface {
 	// validated with kafkalog.ValidateBatchesCRC32C (see
 	// kafkalog.Log.AppendVerifiedAsFollower).
 	AppendVerifiedAsFollower(batches []byte) (kafkalog.AppendInfo, error)
+	// AppendVerifiedRunAsFollower is AppendVerifiedAsFollower of the
+	// concatenation of parts, written without concatenating them (see
+	// kafkalog.Log.AppendVerifiedRunAsFollower).
+	AppendVerifiedRunAsFollower(parts [][]byte) (kafkalog.AppendInfo, error)
 	// Truncate cuts the log and the producer state to end at offset to.
 	Truncate(to int64) error
 	// Leader is the follow's leader as the controller knows it now.

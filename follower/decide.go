@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/replica"
 )
 
@@ -50,7 +51,8 @@ const (
 type slot struct {
 	Located
 	state slotState
-	raw   []byte // the verified log bytes, when ready
+	raw   []byte         // the verified log bytes, when ready
+	body  *objstore.Body // the GET body raw points into, if any (buffers.go)
 	// batchesOK: raw's batches were validated with its CRC32C (one pass,
 	// kafkalog.ValidateBatchesCRC32C), so the append need not again.
 	batchesOK bool

@@ -17,6 +17,12 @@
 //   - checking every slice's CRC32C (and, through kafkalog.AppendAsFollower,
 //     every batch's CRC) before anything is appended, and appending each
 //     batch exactly once, in offset order;
+//   - reading GET bodies without copying them (objstore.GetBody): a
+//     verified uncompressed slice points into its body, which goes back
+//     to the store's buffer pool once every slice verified from it is
+//     appended or dropped (buffers.go); consecutive ready slices are
+//     appended together, one vectored write for up to 1 MiB of them
+//     (apply.go, RunAppender);
 //   - leader-epoch fencing and KIP-101/KIP-279 truncation on a leader change;
 //   - the "recovery stream" fallback to the leader (LeaderClient), counted as
 //     cross-rack bytes (TransferRecorder): after MaxReadAttempts failed

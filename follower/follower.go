@@ -133,6 +133,8 @@ type part struct {
 	scratch  []*slot   // decide's Read
 	readIdx  []int     // replica.PlanRemote's Read, reused
 	chainBuf []Located // step's chain for PlanChains
+	runBuf   []*slot   // appendReady's run, reused
+	partsBuf [][]byte  // appendRun's parts, reused
 	slotsVer uint64
 	// sum summarizes slots for the key below; fenceVer counts changes of
 	// fence.
@@ -520,7 +522,7 @@ func (f *Follower) refresh(p *part) {
 		s.listed = false
 		if s.state != reading {
 			delete(p.byID, id)
-			s.raw = nil
+			s.drop()
 		}
 	}
 	slices.SortFunc(next, slotCmp)
@@ -540,7 +542,8 @@ func (f *Follower) dropBelow(p *part) {
 		switch s.state {
 		case ready:
 			f.c.duplicates.Add(1)
-			s.state, s.raw = idle, nil
+			s.state = idle
+			s.drop()
 			fallthrough
 		case idle:
 			delete(p.byID, sliceID{s.Key, s.Entry.Position})
@@ -605,11 +608,13 @@ func (f *Follower) readDone(res readResult) {
 	for i, s := range res.read.Slices {
 		p := f.parts[s.Entry.TopicPartition]
 		if p == nil {
+			release(res.bodyOf(i))
 			continue
 		}
 		id := sliceID{s.Key, s.Entry.Position}
 		sl := p.byID[id]
 		if sl == nil || sl.state != reading {
+			release(res.bodyOf(i))
 			continue // the partition was removed and added again meanwhile
 		}
 		sl.state = idle
@@ -620,14 +625,15 @@ func (f *Follower) readDone(res readResult) {
 			f.c.duplicates.Add(1)
 			f.storageAnswers(p, now)
 		default:
-			sl.state, sl.raw = ready, res.raws[i]
+			sl.state = ready
+			sl.hold(res.raws[i], res.bodyOf(i), i < len(res.batchesOK) && res.batchesOK[i])
 			f.storageAnswers(p, now)
-			sl.batchesOK = i < len(res.batchesOK) && res.batchesOK[i]
 			if !slices.Contains(touched, p) {
 				touched = append(touched, p)
 			}
 			continue
 		}
+		release(res.bodyOf(i)) // failed, or below the log end
 		if !sl.listed {
 			delete(p.byID, id)
 		}
@@ -841,13 +847,15 @@ func (f *Follower) applyReady(p *part, now time.Time) {
 				continue
 			}
 			if s.Entry.LastOffset < p.leo { // inside a longer slice already appended
-				s.state, s.raw = idle, nil
+				s.state = idle
+				s.drop()
 				f.c.duplicates.Add(1)
 				continue
 			}
 			switch judge(s.Entry.LeaderEpoch, s.Entry.LastOffset, p.leader.Epoch, p.localEpoch, p.fence) {
 			case fenced:
-				s.state, s.raw = idle, nil
+				s.state = idle
+				s.drop()
 				f.c.fenced.Add(1)
 				f.cfg.Logger.Info("follower: slice fenced by leader epoch", "partition", p.tp, "key", s.Key,
 					"epoch", s.Entry.LeaderEpoch, "base", s.Entry.BaseOffset, "last", s.Entry.LastOffset, "leaderEpoch", p.leader.Epoch)
@@ -862,9 +870,8 @@ func (f *Follower) applyReady(p *part, now time.Time) {
 		if next == nil {
 			return
 		}
-		raw, ok := next.raw, next.batchesOK
-		next.state, next.raw, next.batchesOK = idle, nil, false
-		if err := f.appendSlice(p, next.Key, next.Entry, raw, ok, now); err != nil {
+		next.state = idle
+		if err := f.appendReady(p, next, now); err != nil { // apply.go
 			return
 		}
 	}
@@ -1038,7 +1045,8 @@ func (f *Follower) epochDone(tp metadata.TopicPartition, epoch int32, truncate b
 		}
 		for _, s := range p.byID {
 			if s.state == ready {
-				s.state, s.raw = idle, nil
+				s.state = idle
+				s.drop()
 			}
 		}
 		p.stale = true // the slots start at the old log end

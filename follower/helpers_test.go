@@ -149,6 +149,7 @@ type recLog struct {
 	// verified counts appends of batches the follower validated with
 	// their slice's CRC32C.
 	verified atomic.Int64
+	runs     atomic.Int64 // appends of runs of several slices
 }
 
 func (r *recLog) AppendAsFollower(b []byte) (kafkalog.AppendInfo, error) {
@@ -158,6 +159,42 @@ func (r *recLog) AppendAsFollower(b []byte) (kafkalog.AppendInfo, error) {
 func (r *recLog) AppendVerifiedAsFollower(b []byte) (kafkalog.AppendInfo, error) {
 	r.verified.Add(1)
 	return r.append(b, r.Log.AppendVerifiedAsFollower)
+}
+
+// AppendVerifiedRunAsFollower checks each part of the run against the
+// leader's bytes at its own offsets (a run may span leader segments) and
+// counts each part as a verified slice.
+func (r *recLog) AppendVerifiedRunAsFollower(parts [][]byte) (kafkalog.AppendInfo, error) {
+	r.verified.Add(int64(len(parts)))
+	r.runs.Add(1)
+	if r.check != nil {
+		next := r.Log.LogEndOffset()
+		for _, part := range parts {
+			h, err := kafkalog.ParseBatchHeader(part)
+			if err == nil && h.BaseOffset != next {
+				err = fmt.Errorf("part starts at %d, want %d", h.BaseOffset, next)
+			}
+			if err == nil {
+				err = r.check(h.BaseOffset, part)
+			}
+			if err != nil {
+				r.t.Errorf("run part at %d: %v", next, err)
+				break
+			}
+			for pos := 0; pos < len(part); {
+				h, err := kafkalog.ParseBatchHeader(part[pos:])
+				if err != nil {
+					break
+				}
+				next, pos = h.NextOffset(), pos+h.Size()
+			}
+		}
+	}
+	info, err := r.Log.(RunAppender).AppendVerifiedRunAsFollower(parts)
+	if err != nil {
+		r.errors.Add(1)
+	}
+	return info, err
 }
 
 func (r *recLog) append(b []byte, appendFn func([]byte) (kafkalog.AppendInfo, error)) (kafkalog.AppendInfo, error) {

@@ -16,13 +16,17 @@ import (
 type readResult struct {
 	read Read
 	raws [][]byte
-	errs []error
+	// bodies[i], when not nil, is the GET body raws[i] points into, with a
+	// reference held for raws[i]: whoever drops raws[i] releases it (see
+	// buffers.go).
+	bodies []*objstore.Body
+	errs   []error
 	// batchesOK[i]: raws[i]'s batches were validated with its CRC32C.
 	batchesOK []bool
 }
 
 type getAnswer struct {
-	body  []byte
+	body  *objstore.Body
 	err   error
 	hedge bool
 }
@@ -34,7 +38,8 @@ type getAnswer struct {
 // every slice is verified (the other GET is cancelled) or both GETs have
 // answered. It runs off the driver.
 func (f *Follower) read(ctx context.Context, r Read) readResult {
-	res := readResult{read: r, raws: make([][]byte, len(r.Slices)), errs: make([]error, len(r.Slices)), batchesOK: make([]bool, len(r.Slices))}
+	res := readResult{read: r, raws: make([][]byte, len(r.Slices)), bodies: make([]*objstore.Body, len(r.Slices)),
+		errs: make([]error, len(r.Slices)), batchesOK: make([]bool, len(r.Slices))}
 	// One budget for the whole read, hedge and store-client retries
 	// included: a store that does not answer fails the read in time.
 	ctx, done := f.budgetCtx(ctx)
@@ -53,7 +58,10 @@ func (f *Follower) read(ctx context.Context, r Read) readResult {
 		go func() {
 			defer f.wg.Done()
 			t0 := f.cfg.Clock.Now()
-			b, err := f.cfg.Store.GetRange(ctx, r.Key, r.Off, r.Len)
+			// The body is lent (objstore.GetBody): verified slices point
+			// into it until they are appended, with no copy. An answer
+			// nobody receives (the read ended first) is left to the GC.
+			b, err := objstore.GetBody(ctx, f.cfg.Store, r.Key, r.Off, r.Len)
 			if err == nil && f.cfg.Observer != nil {
 				f.cfg.Observer.Observe(stagehist.Get, f.cfg.Clock.Since(t0))
 			}
@@ -100,8 +108,10 @@ func (f *Follower) read(ctx context.Context, r Read) readResult {
 					}
 				}
 			} else {
-				f.c.bytesRead.Add(int64(len(a.body)))
-				if f.verify(&sr, a.body, r, &res) {
+				f.c.bytesRead.Add(int64(a.body.Len()))
+				all := f.verify(&sr, a.body, r, &res)
+				a.body.Release() // the slices verified from it hold their own references
+				if all {
 					if a.hedge {
 						f.c.hedgeWins.Add(1)
 					}
@@ -117,9 +127,12 @@ func (f *Follower) read(ctx context.Context, r Read) readResult {
 	return res
 }
 
-// verify checks every slice of r not yet verified against body (the bytes
-// of [r.Off, r.Off+r.Len)) and reports whether all are verified now.
-func (f *Follower) verify(sr *objformat.SliceReader, body []byte, r Read, res *readResult) bool {
+// verify checks every slice of r not yet verified against the body of
+// [r.Off, r.Off+r.Len) and reports whether all are verified now. A slice
+// verified in place (uncompressed) points into the body and takes a
+// reference to it.
+func (f *Follower) verify(sr *objformat.SliceReader, b *objstore.Body, r Read, res *readResult) bool {
+	body := b.Bytes()
 	all := true
 	for i, s := range r.Slices {
 		if res.raws[i] != nil {
@@ -132,6 +145,10 @@ func (f *Follower) verify(sr *objformat.SliceReader, body []byte, r Read, res *r
 			err = fmt.Errorf("%w: body of %d bytes at %d does not hold [%d, %d)", objformat.ErrCorruptObject, len(body), r.Off, s.Entry.Position, s.Entry.Position+s.Entry.Length)
 		} else if s.Entry.Codec == metadata.CodecNone {
 			raw, res.batchesOK[i], err = verifyPlain(body[lo:hi:hi], s.Entry)
+			if err == nil {
+				b.Retain()
+				res.bodies[i] = b
+			}
 		} else {
 			raw, err = sr.Read(body[lo:hi:hi], s.Entry)
 		}

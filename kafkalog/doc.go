@@ -134,7 +134,12 @@
 //
 // # Durability and recovery
 //
-// Appends are written with one WriteAt per segment touched. fsync follows
+// Appends are written with one WriteAt per segment touched.
+// AppendVerifiedRunAsFollower (a remote-WAL follower's run of slices, each
+// in its own GET buffer) writes each segment's share of its buffers with
+// one vectored write instead: pwritev(2) on Linux's OSFS, one write on
+// MemFS, one WriteAt per buffer on a File that wraps another (so fault
+// injection sees every byte). fsync follows
 // FlushMessages / FlushMs (checked at append), Flush, roll (the old
 // segment is fsynced and the recovery point moved to the new segment's
 // base) and Close. At Open, segments from the one holding the recovery

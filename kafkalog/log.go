@@ -120,6 +120,8 @@ type Log struct {
 		buf           []byte
 		refs          []batchRef
 		idx           []indexEntry
+		one           [1][]byte // chunks of a one-buffer append
+		iov           [][]byte  // a write's pieces (chunks.span)
 	}
 
 	// mu guards what readers see. Writers take it only to publish.
@@ -446,7 +448,8 @@ func (l *Log) assignAndAppend(buf []byte, refs []batchRef, leaderEpoch int32) (A
 			return AppendInfo{}, err
 		}
 	}
-	return l.appendValidated(buf, refs)
+	l.w.one[0] = buf
+	return l.appendValidated(l.w.one[:], refs)
 }
 
 // AppendAsFollower appends batches replicated from the leader as they
@@ -459,7 +462,7 @@ func (l *Log) assignAndAppend(buf []byte, refs []batchRef, leaderEpoch int32) (A
 // *CorruptBatchError (ErrCorruptBatch), ErrEpochRegression, ErrClosed,
 // ErrFailed, or an I/O error.
 func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
-	return l.appendAsFollower(batches, false)
+	return l.appendAsFollower(nil, batches, false)
 }
 
 // AppendVerifiedAsFollower is AppendAsFollower for batches the caller has
@@ -468,15 +471,32 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 // batch's framing, offsets and leader epoch are checked here, its CRC and
 // records are not again. A compacted log validates them all the same.
 func (l *Log) AppendVerifiedAsFollower(batches []byte) (AppendInfo, error) {
-	return l.appendAsFollower(batches, true)
+	return l.appendAsFollower(nil, batches, true)
 }
 
-func (l *Log) appendAsFollower(batches []byte, verified bool) (AppendInfo, error) {
+// AppendVerifiedRunAsFollower is AppendVerifiedAsFollower of the
+// concatenation of parts (each holding whole batches), without
+// concatenating them: each segment's share is written with one vectored
+// write (pwritev on the OS file system) rather than one write per part.
+// A remote-WAL follower appends a run of consecutive slices, each in its
+// own GET body, this way. The checks, the errors and the all-or-nothing
+// rule are AppendVerifiedAsFollower's for the whole run.
+func (l *Log) AppendVerifiedRunAsFollower(parts [][]byte) (AppendInfo, error) {
+	return l.appendAsFollower(parts, nil, true)
+}
+
+// appendAsFollower appends parts, or batches when parts is nil.
+func (l *Log) appendAsFollower(parts [][]byte, batches []byte, verified bool) (AppendInfo, error) {
 	defer l.changed() // after the unlock
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.writable(); err != nil {
 		return AppendInfo{}, err
+	}
+	if parts == nil {
+		l.w.one[0] = batches
+		parts = l.w.one[:]
+		defer func() { l.w.one[0] = nil }() // keep no caller's buffer
 	}
 	refs := l.w.refs[:0]
 	expected := l.mu.leo
@@ -494,19 +514,25 @@ func (l *Log) appendAsFollower(batches []byte, verified bool) (AppendInfo, error
 		// batches; a follower catching up copies them as they are.
 		split, gapsOK = splitStoredBatches, true
 	}
-	err := split(batches, math.MaxInt32, func(h BatchHeader, b []byte) error {
-		if h.BaseOffset < expected || (!gapsOK && h.BaseOffset != expected) {
-			return offsetMismatch(expected, h.BaseOffset)
+	var err error
+	for _, part := range parts {
+		err = split(part, math.MaxInt32, func(h BatchHeader, b []byte) error {
+			if h.BaseOffset < expected || (!gapsOK && h.BaseOffset != expected) {
+				return offsetMismatch(expected, h.BaseOffset)
+			}
+			if h.PartitionLeaderEpoch < latest && h.PartitionLeaderEpoch >= 0 {
+				return fmt.Errorf("%w: batch at offset %d has epoch %d, latest %d", ErrEpochRegression, h.BaseOffset, h.PartitionLeaderEpoch, latest)
+			}
+			latest = max(latest, h.PartitionLeaderEpoch)
+			expected = h.NextOffset()
+			refs = append(refs, batchRef{pos: pos, h: h})
+			pos += len(b)
+			return nil
+		})
+		if err != nil {
+			break
 		}
-		if h.PartitionLeaderEpoch < latest && h.PartitionLeaderEpoch >= 0 {
-			return fmt.Errorf("%w: batch at offset %d has epoch %d, latest %d", ErrEpochRegression, h.BaseOffset, h.PartitionLeaderEpoch, latest)
-		}
-		latest = max(latest, h.PartitionLeaderEpoch)
-		expected = h.NextOffset()
-		refs = append(refs, batchRef{pos: pos, h: h})
-		pos += len(b)
-		return nil
-	})
+	}
 	l.w.refs = refs
 	if err != nil {
 		return AppendInfo{}, fmt.Errorf("kafkalog: append as follower: %w", err)
@@ -514,7 +540,7 @@ func (l *Log) appendAsFollower(batches []byte, verified bool) (AppendInfo, error
 	if err := l.assignEpochs(refs); err != nil {
 		return AppendInfo{}, err
 	}
-	return l.appendValidated(batches, refs)
+	return l.appendValidated(parts, refs)
 }
 
 // assignEpochs records each new epoch among refs and persists the cache
@@ -544,9 +570,10 @@ func (l *Log) assignEpochs(refs []batchRef) error {
 	return nil
 }
 
-// appendValidated writes validated, offset-assigned batches: data holds
-// them back to back as refs describe. Caller holds writeMu.
-func (l *Log) appendValidated(data []byte, refs []batchRef) (AppendInfo, error) {
+// appendValidated writes validated, offset-assigned batches: the
+// concatenation of data holds them back to back as refs describe (refs'
+// positions are in it). Caller holds writeMu.
+func (l *Log) appendValidated(data chunks, refs []batchRef) (AppendInfo, error) {
 	info := AppendInfo{FirstOffset: l.mu.leo, LastOffset: l.mu.leo - 1}
 	if len(refs) == 0 {
 		return info, nil
@@ -574,7 +601,10 @@ func (l *Log) appendValidated(data []byte, refs []batchRef) (AppendInfo, error) 
 		}
 		from := refs[i].pos
 		to := refs[j-1].pos + refs[j-1].h.Size()
-		if _, err := act.file.WriteAt(data[from:to], act.size); err != nil {
+		l.w.iov = data.span(l.w.iov[:0], from, to)
+		err := writeChunks(act.file, l.w.iov, act.size)
+		clear(l.w.iov) // keep no caller's buffer
+		if err != nil {
 			l.writeFailed(act)
 			return info, fmt.Errorf("kafkalog: append to segment %d: %w", act.base, err)
 		}

@@ -1,6 +1,7 @@
 package kafkalog
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"io/fs"
@@ -336,22 +337,38 @@ func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
-	if f.isClosed() {
-		return 0, f.errClosed("write")
-	}
-	if err := f.fs.check(OpWrite, f.name); err != nil {
+	if err := f.write(append([]byte(nil), p...), off); err != nil {
 		return 0, err
 	}
+	return len(p), nil
+}
+
+var _ vectorWriter = (*memFile)(nil)
+
+// writevAt is one write of the concatenation of bufs (one pending
+// operation, as one pwritev is one write for a crash).
+func (f *memFile) writevAt(bufs [][]byte, off int64) error {
+	return f.write(bytes.Join(bufs, nil), off) // Join does not zero its buffer first
+}
+
+// write applies a write of data, which the file keeps.
+func (f *memFile) write(data []byte, off int64) error {
+	if f.isClosed() {
+		return f.errClosed("write")
+	}
+	if err := f.fs.check(OpWrite, f.name); err != nil {
+		return err
+	}
 	if off < 0 {
-		return 0, fmt.Errorf("memfs: negative offset %d", off)
+		return fmt.Errorf("memfs: negative offset %d", off)
 	}
 	n := f.node
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	op := memOp{off: off, data: append([]byte(nil), p...)}
+	op := memOp{off: off, data: data}
 	n.data = op.apply(n.data)
 	n.pending = append(n.pending, op)
-	return len(p), nil
+	return nil
 }
 
 func (f *memFile) Sync() error {

@@ -184,43 +184,67 @@ func (c *Consumer) run(ctx context.Context) {
 			}
 			c.logger.Warn("metadata fetch error", "topic", fe.Topic, "partition", fe.Partition, "err", fe.Err)
 		}
-		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
-			for _, r := range p.Records {
-				c.applyRecord(r)
-			}
-			if n := len(p.Records); n > 0 {
-				c.advance(p.Partition, p.Records[n-1].Offset+1)
-			}
-		})
+		c.applyPoll(fetches)
 	}
 }
 
-func (c *Consumer) applyRecord(r *kgo.Record) {
-	ev, err := DecodeRecord(r.Key, r.Value)
-	if err == nil {
-		err = c.checkPartition(ev, r.Partition)
+// applyPoll decodes every record of one poll and hands the events to
+// State in one ApplyAll, so the follower wakes once per poll (its index
+// changes once), then moves the positions.
+func (c *Consumer) applyPoll(fetches kgo.Fetches) {
+	var (
+		evs  []Event
+		recs []*kgo.Record
+		ends = map[int32]int64{}
+	)
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		for _, r := range p.Records {
+			ev, err := DecodeRecord(r.Key, r.Value)
+			if err == nil {
+				err = c.checkPartition(ev, r.Partition)
+			}
+			if err != nil {
+				c.logger.Warn("metadata event refused", "partition", r.Partition, "offset", r.Offset, "err", err)
+				c.mu.Lock()
+				c.mu.stats.Records++
+				c.mu.stats.Malformed++
+				c.mu.Unlock()
+				continue
+			}
+			evs, recs = append(evs, ev), append(recs, r)
+		}
+		if n := len(p.Records); n > 0 {
+			ends[p.Partition] = max(ends[p.Partition], p.Records[n-1].Offset+1)
+		}
+	})
+	if len(evs) > 0 {
+		if c.cfg.Observer != nil && c.isReady() {
+			now := c.clk.Now()
+			for _, r := range recs {
+				c.cfg.Observer.Observe(stagehist.MetadataDelivery, now.Sub(r.Timestamp))
+			}
+		}
+		// Counted after ApplyAll: its callback runs under State's lock,
+		// and c.mu is taken before it elsewhere (checkReadyLocked).
+		errs := make([]error, len(evs))
+		c.state.ApplyAll(evs, func(i int, err error) { errs[i] = err })
+		for i, err := range errs {
+			c.applied(recs[i], err)
+		}
 	}
-	if err != nil {
-		c.logger.Warn("metadata event refused", "partition", r.Partition, "offset", r.Offset, "err", err)
-		c.mu.Lock()
-		c.mu.stats.Records++
-		c.mu.stats.Malformed++
-		c.mu.Unlock()
-		return
+	for p, next := range ends {
+		c.advance(p, next)
 	}
-	if c.cfg.Observer != nil && c.isReady() {
-		c.cfg.Observer.Observe(stagehist.MetadataDelivery, c.clk.Now().Sub(r.Timestamp))
-	}
-	err = c.state.Apply(ev)
+}
+
+// applied counts one event's result and logs a refusal.
+func (c *Consumer) applied(r *kgo.Record, err error) {
 	c.mu.Lock()
 	c.mu.stats.Records++
-	var ite *IllegalTransitionError
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrUnknownObject):
 		c.mu.stats.Ignored++
-	case errors.As(err, &ite):
-		c.mu.stats.Refused++
 	default:
 		c.mu.stats.Refused++
 	}

@@ -120,20 +120,40 @@ func NewState() *State {
 // a duplicate, ErrUnknownObject (wrapped) for an ignored update, or
 // *IllegalTransitionError; on error nothing changed.
 func (s *State) Apply(ev Event) error {
+	var err error
+	s.ApplyAll([]Event{ev}, func(_ int, e error) { err = e })
+	return err
+}
+
+// ApplyAll applies evs in order, as Apply would one by one, under one
+// hold of the lock, and wakes the holders of Changed once at the end if
+// any of them changed something: a consumer's poll reaches the follower
+// as one change, not one per record. done, if not nil, gets each event's
+// result as Apply would return it, in order; it runs under the lock, so
+// it must not call back into s.
+func (s *State) ApplyAll(evs []Event, done func(i int, err error)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	changed, err := s.applyLocked(ev)
-	switch {
-	case err != nil:
-		s.mu.stats.Refused++
-	case changed:
-		s.mu.stats.Applied++
+	any := false
+	for i, ev := range evs {
+		changed, err := s.applyLocked(ev)
+		switch {
+		case err != nil:
+			s.mu.stats.Refused++
+		case changed:
+			s.mu.stats.Applied++
+			any = true
+		default:
+			s.mu.stats.Duplicates++
+		}
+		if done != nil {
+			done(i, err)
+		}
+	}
+	if any {
 		close(s.mu.changed)
 		s.mu.changed = make(chan struct{})
-	default:
-		s.mu.stats.Duplicates++
 	}
-	return err
 }
 
 func (s *State) applyLocked(ev Event) (bool, error) {

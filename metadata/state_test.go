@@ -287,3 +287,56 @@ func TestStateInterleavedDuplicatedEqualsSequential(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyAllIsApplyOneByOneWithOneChange: a batch (a consumer's poll)
+// ends in the state, the per-event results and the stats of applying its
+// events one by one, refusals and duplicates included, and wakes Changed
+// once; a batch that changes nothing does not wake it.
+func TestApplyAllIsApplyOneByOneWithOneChange(t *testing.T) {
+	o := testObject(1, 0, CopySegmentFinished, testEntry("orders", 0, 0, 9))
+	evs := []Event{
+		testObject(2, 0, CopySegmentStarted, testEntry("orders", 0, 10, 19)),
+		o, o, // a duplicate
+		withState(o, CopySegmentStarted, 5), // illegal: back to STARTED
+		&StateUpdate{ID: testID(9), MetadataPartition: 0, State: DeleteSegmentStarted, EventTimestampMs: 1}, // unknown object
+		withState(o, DeleteSegmentStarted, 6),
+		testObject(3, 0, CopySegmentFinished, testEntry("orders", 0, 20, 29)),
+	}
+	one := NewState()
+	var want []error
+	for _, ev := range evs {
+		want = append(want, one.Apply(ev))
+	}
+	batch := NewState()
+	ch := batch.Changed()
+	var got []error
+	batch.ApplyAll(evs, func(i int, err error) {
+		if i != len(got) {
+			t.Fatalf("result %d out of order", i)
+		}
+		got = append(got, err)
+	})
+	for i := range evs {
+		if (got[i] == nil) != (want[i] == nil) || (got[i] != nil && got[i].Error() != want[i].Error()) {
+			t.Errorf("event %d: %v, one by one %v", i, got[i], want[i])
+		}
+	}
+	if !reflect.DeepEqual(batch.Objects(), one.Objects()) || !reflect.DeepEqual(batch.Slices(tpA, 0), one.Slices(tpA, 0)) || batch.Stats() != one.Stats() {
+		t.Fatalf("batch state %+v / %+v, one by one %+v / %+v", batch.Objects(), batch.Stats(), one.Objects(), one.Stats())
+	}
+	select {
+	case <-ch:
+	default:
+		t.Fatal("Changed not closed by the batch")
+	}
+	next := batch.Changed()
+	if next == ch {
+		t.Fatal("Changed not renewed")
+	}
+	batch.ApplyAll([]Event{o, withState(o, CopySegmentStarted, 7)}, nil) // a duplicate and a refusal
+	select {
+	case <-next:
+		t.Fatal("Changed closed by a batch that changed nothing")
+	default:
+	}
+}

@@ -19,7 +19,22 @@
 //	List({Prefix, StartAfter, Limit}) keys in lexical order, paged
 //
 // Bodies passed to Put are neither kept nor modified; slices returned by
-// GetRange belong to the caller. Keys are "/"-separated; a key that is a
+// GetRange belong to the caller.
+//
+// # Lent bodies
+//
+// A store may also lend a GET's bytes instead of handing them over
+// (BodyGetter.GetRangeBody, reached through GetBody, which falls back to
+// GetRange): a *Body is read-only and valid until its last Release;
+// Retain adds a reference. mem lends a view of the stored object (no
+// copy: a stored object is only ever replaced, never changed); fsstore,
+// s3store and miniostore read the body once, from the file or the socket,
+// into a buffer of their BufferPool (power-of-two classes, 4 KiB to 64
+// MiB), which the last Release hands back for the next GET. The ledger
+// and latency decorators forward lent bodies; fault copies one only to
+// truncate or corrupt it. Forgetting a Release loses a buffer to the
+// garbage collector, never data; releasing twice panics. The follower
+// reads every slice this way (follower/buffers.go). Keys are "/"-separated; a key that is a
 // "/"-prefix of another ("a" and "a/b") cannot be stored by file-backed
 // stores (fsstore, versitygw), so kwal never writes such pairs.
 //

@@ -53,11 +53,16 @@
 //	EpochAnswered(now, log, e, ans)  ─► [Truncate] (again SendEpochQuery until complete)
 //	Fetched(now, log, answer)        ─► Append | SetHW | TruncateFully | ObserveLeaderLogEnd | Backoff
 //	AppendDone(now, log, err)        ─► SetHW, or back to truncation on divergence
+//	Report(log)                      ─► SendLogEndReport (RemoteWAL, a fetch in flight, the log end grew)
+//	Reported(log, answer)            ─► [ObserveLeaderLogEnd] [SetHW]
 //
 // In Classic mode fetched records are appended; in RemoteWAL mode the fetch
 // carries offsets, the HW and the leader's log end, and StartRemote hands
-// the log to the remote-WAL reader (package follower). A follower's HW is
-// min(leader HW, its log end).
+// the log to the remote-WAL reader (package follower). That reader appends
+// while the fetch long-polls, so each growth of the log end is reported at
+// once beside the fetch (Report), and the answer's HW applied (Reported):
+// the follower learns the HW one round trip after its append, not one
+// fetch round later. A follower's HW is min(leader HW, its log end).
 //
 // # Remote-WAL follower
 //

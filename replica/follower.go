@@ -51,14 +51,22 @@ type (
 		Epoch int32
 		Req   uint64
 	}
-	// SendFetch: fetch from the leader at Offset (the log end).
+	// SendFetch: fetch from the leader at Offset (the log end). The
+	// fetch long-polls: the leader answers it when it appends, when its
+	// HW moves, or when the wait is up.
 	SendFetch struct {
 		Req              uint64
 		Offset, LogStart int64
-		// ShortPoll: the leader holds bytes this remote-WAL follower
-		// lacks; poll with the short wait so the next log end report
-		// leaves soon after the append.
-		ShortPoll bool
+	}
+	// SendLogEndReport: a remote-WAL follower's log end grew past every
+	// offset its fetches reported while one is in flight (its log grows
+	// from object storage, not from that fetch). Report Offset to the
+	// leader now with a fetch that does not wait, beside the one in
+	// flight: the leader advances the HW at once, and the answer (see
+	// Reported) brings it back one round trip after the append rather
+	// than when the long poll ends.
+	SendLogEndReport struct {
+		Offset, LogStart int64
 	}
 	// Truncate: cut the log (and what derives from it) to To.
 	Truncate struct{ To int64 }
@@ -82,6 +90,7 @@ type (
 
 func (SendEpochQuery) action()      {}
 func (SendFetch) action()           {}
+func (SendLogEndReport) action()    {}
 func (Truncate) action()            {}
 func (TruncateFully) action()       {}
 func (Append) action()              {}
@@ -94,11 +103,10 @@ func (a SendEpochQuery) String() string {
 	return fmt.Sprintf("send-epoch-query %d req=%d", a.Epoch, a.Req)
 }
 func (a SendFetch) String() string {
-	s := fmt.Sprintf("send-fetch offset=%d log-start=%d req=%d", a.Offset, a.LogStart, a.Req)
-	if a.ShortPoll {
-		s += " short-poll"
-	}
-	return s
+	return fmt.Sprintf("send-fetch offset=%d log-start=%d req=%d", a.Offset, a.LogStart, a.Req)
+}
+func (a SendLogEndReport) String() string {
+	return fmt.Sprintf("send-log-end-report offset=%d log-start=%d", a.Offset, a.LogStart)
 }
 func (a Truncate) String() string            { return fmt.Sprintf("truncate %d", a.To) }
 func (a TruncateFully) String() string       { return fmt.Sprintf("truncate-fully %d", a.StartAt) }
@@ -118,19 +126,20 @@ type Follower struct {
 	backoff   time.Duration
 	truncated bool
 	started   bool   // remotewal: StartRemote given
-	leaderLEO int64  // remotewal: the leader's log end last seen, -1
 	seq       uint64 // the last request's Req
 	inflight  uint64 // Req of the request in flight, 0 none
 	asked     int32  // epoch of the query in flight, -1
 	fetching  bool   // the request in flight is a fetch
 	pendingHW int64  // the leader HW of the fetch whose append is in flight, -1
+	reported  int64  // remotewal: the highest log end a fetch or report in flight carried, -1
+	leaderLEO int64  // remotewal: the highest leader log end heard (it only grows within an epoch), -1
 	retryAt   time.Time
 }
 
 // NewFollower follows the leader at leaderEpoch; errors back off for
 // backoff.
 func NewFollower(mode Mode, leaderEpoch int32, backoff time.Duration) *Follower {
-	return &Follower{mode: mode, epoch: leaderEpoch, backoff: backoff, leaderLEO: -1, asked: -1, pendingHW: -1}
+	return &Follower{mode: mode, epoch: leaderEpoch, backoff: backoff, asked: -1, pendingHW: -1, reported: -1, leaderLEO: -1}
 }
 
 // LeaderEpoch is the epoch followed.
@@ -161,7 +170,38 @@ func (f *Follower) Next(now time.Time, v LogView) []Action {
 		acts = f.truncationDone(acts)
 	}
 	f.fetching, f.inflight = true, f.seq
-	return append(acts, SendFetch{Req: f.seq, Offset: v.LEO, LogStart: v.LogStart, ShortPoll: f.mode == RemoteWAL && f.leaderLEO > v.LEO})
+	f.reported = v.LEO // lower after a truncation
+	return append(acts, SendFetch{Req: f.seq, Offset: v.LEO, LogStart: v.LogStart})
+}
+
+// Report says, for a remote-WAL follower whose log end v.LEO grew while
+// a fetch is in flight, to report it now (SendLogEndReport; once per
+// growth, whatever the number of calls). Without a fetch in flight the
+// next Next sends one at the log end, so nothing is to report.
+func (f *Follower) Report(v LogView) (SendLogEndReport, bool) {
+	if f.mode != RemoteWAL || !f.truncated || !f.fetching || f.inflight == 0 || v.LEO <= f.reported {
+		return SendLogEndReport{}, false
+	}
+	f.reported = v.LEO
+	return SendLogEndReport{Offset: v.LEO, LogStart: v.LogStart}, true
+}
+
+// Reported applies the leader's answer to a SendLogEndReport: its high
+// watermark, as Fetched would (min(leader HW, log end), never lower), and
+// its log end when higher than any heard (answers of the two connections
+// may cross: an older one never lowers what the reader was told). It does
+// not touch the fetch in flight, and an error is left to that fetch to
+// meet: the report only made the news come earlier.
+func (f *Follower) Reported(v LogView, r FetchPartition) []Action {
+	if f.mode != RemoteWAL || r.Err != nil {
+		return nil
+	}
+	var acts []Action
+	if r.LeaderLEO > f.leaderLEO {
+		f.leaderLEO = r.LeaderLEO
+		acts = append(acts, ObserveLeaderLogEnd{LEO: r.LeaderLEO})
+	}
+	return append(acts, f.followHW(v, r.HighWatermark)...)
 }
 
 func (f *Follower) truncationDone(acts []Action) []Action {
@@ -247,8 +287,9 @@ func (f *Follower) Fetched(now time.Time, v LogView, req uint64, r FetchPartitio
 	}
 	var acts []Action
 	if f.mode == RemoteWAL && r.LeaderLEO >= 0 {
-		f.leaderLEO = r.LeaderLEO
-		acts = append(acts, ObserveLeaderLogEnd{LEO: r.LeaderLEO})
+		// A report's answer may have brought a later one first.
+		f.leaderLEO = max(f.leaderLEO, r.LeaderLEO)
+		acts = append(acts, ObserveLeaderLogEnd{LEO: f.leaderLEO})
 	}
 	if f.mode == Classic && len(r.Records) > 0 {
 		f.pendingHW = r.HighWatermark

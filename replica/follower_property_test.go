@@ -134,3 +134,85 @@ func TestFollowerEventsProperty(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoteLogEndReportsProperty feeds a remote-WAL Follower seeded
+// random events: fetches and their answers (live, stale, duplicated),
+// reader appends, reports and their answers in any order, dropped
+// connections. Whatever the order: a report goes out only while a fetch
+// is in flight, carries the log end, and only once per growth past what
+// the fetch and the earlier reports carried; answers to reports never end
+// the fetch in flight; SetHW only raises the HW, never past the log end.
+func TestRemoteLogEndReportsProperty(t *testing.T) {
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		f := NewFollower(RemoteWAL, 3, time.Millisecond)
+		v := LogView{LEO: 10, HW: 4}
+		now := t0
+		if acts := f.Next(now, v); len(acts) != 2 { // no epochs: start-remote and a fetch
+			t.Fatalf("seed %d: first actions %v", seed, acts)
+		}
+		inflight, req := true, uint64(1)
+		carried := v.LEO // the highest log end a fetch or report in flight carried
+		var answers []int64
+		hws := func(step int, acts []Action) {
+			for _, a := range acts {
+				if a, ok := a.(SetHW); ok {
+					if a.HW <= v.HW || a.HW > v.LEO {
+						t.Fatalf("seed %d step %d: set HW %d with HW %d, log end %d", seed, step, a.HW, v.HW, v.LEO)
+					}
+					v.HW = a.HW
+				}
+			}
+		}
+		for step := range 400 {
+			now = now.Add(time.Millisecond)
+			switch k := rng.IntN(10); {
+			case k < 3: // the reader appends
+				v.LEO += int64(1 + rng.IntN(3))
+			case k < 5:
+				r, ok := f.Report(v)
+				want := inflight && v.LEO > carried
+				if ok != want {
+					t.Fatalf("seed %d step %d: report %v (%+v) with fetch in flight %v, log end %d, carried %d", seed, step, ok, r, inflight, v.LEO, carried)
+				}
+				if ok {
+					if r.Offset != v.LEO {
+						t.Fatalf("seed %d step %d: report at %d, log end %d", seed, step, r.Offset, v.LEO)
+					}
+					carried = v.LEO
+					answers = append(answers, r.Offset)
+				}
+			case k < 7 && len(answers) > 0: // a report's answer, maybe stale or repeated
+				hw := answers[rng.IntN(len(answers))] - int64(rng.IntN(3))
+				var err *kerr.Error
+				if rng.IntN(6) == 0 {
+					err = kerr.FencedLeaderEpoch
+				}
+				acts := f.Reported(v, FetchPartition{HighWatermark: hw, Err: err, LeaderLEO: -1})
+				hws(step, acts)
+				if inflight && len(f.Next(now, v)) > 0 {
+					t.Fatalf("seed %d step %d: a report's answer ended the fetch in flight", seed, step)
+				}
+			case k < 9 && inflight: // the fetch's answer
+				acts := f.Fetched(now, v, req, FetchPartition{HighWatermark: v.LEO - int64(rng.IntN(2)), LeaderLEO: v.LEO + 5})
+				hws(step, acts)
+				inflight = false
+			default:
+				if inflight && rng.IntN(2) == 0 {
+					f.RequestFailed(req)
+					inflight = false
+				}
+				if !inflight {
+					for _, a := range f.Next(now, v) {
+						if a, ok := a.(SendFetch); ok {
+							if a.Offset != v.LEO {
+								t.Fatalf("seed %d step %d: fetch at %d, log end %d", seed, step, a.Offset, v.LEO)
+							}
+							inflight, req, carried = true, a.Req, v.LEO
+						}
+					}
+				}
+			}
+		}
+	}
+}

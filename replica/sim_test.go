@@ -210,6 +210,8 @@ func carry(t *testing.T, b *strings.Builder, f *Follower, fl *simLog, name strin
 //	epoch-answer [req=N] answer=E@END [err=fenced|unknown]
 //	fetched [req=N] [hw=N] [leader-leo=N] [records=N] [err=out-of-range|fenced|unknown] [log-start=N] [t=DUR]
 //	append-done [err=overlap|gap|regression|stale|io] [t=DUR]
+//	report                                 a remote-WAL reader appended: Report
+//	reported [hw=N] [leader-leo=N] [err=...] the leader's answer to the report
 //	failed                                 the connection dropped the last request
 //	judge epoch=E last=N leader-epoch=E local-epoch=E [answer=E@END]
 func TestFollowerScripts(t *testing.T) {
@@ -260,6 +262,12 @@ func TestFollowerScripts(t *testing.T) {
 				}
 				appending = 0
 				acts = f.AppendDone(now, v, err)
+			case "report":
+				if r, ok := f.Report(v); ok {
+					acts = []Action{r}
+				}
+			case "reported":
+				acts = f.Reported(v, FetchPartition{Err: argErr(t, d), HighWatermark: argInt(t, d, "hw", 0), LeaderLEO: argInt(t, d, "leader-leo", -1)})
 			case "failed":
 				f.RequestFailed(lastReq)
 				return "ok\n"

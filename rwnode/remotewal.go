@@ -120,7 +120,8 @@ type followView struct {
 	tp     broker.TopicPartition
 	leader int32
 	epoch  int32
-	leo    int64 // leader's log end, from TagLeaderLogEnd
+	leo    int64  // leader's log end, from TagLeaderLogEnd
+	rack   string // the leader's rack when the follow started (for the ledger)
 	h      broker.FollowerReplica
 }
 
@@ -280,8 +281,11 @@ func (r *RemoteWALReplicator) StopLeader(tp broker.TopicPartition) {
 func (r *RemoteWALReplicator) StartFollower(h broker.FollowerReplica) error {
 	tp := h.TopicPartition()
 	m := mtp(tp)
+	// The leader is read once: the follower asks for it at every step of
+	// every partition, and it is fixed for the follow.
+	l := h.Leader()
 	r.mu.Lock()
-	r.mu.follows[m] = &followView{tp: tp, leader: h.Leader().ID, epoch: h.LeaderEpoch(), leo: -1, h: h}
+	r.mu.follows[m] = &followView{tp: tp, leader: l.ID, epoch: h.LeaderEpoch(), leo: -1, rack: l.Rack, h: h}
 	r.mu.Unlock()
 	err := r.fol.AddPartition(m, &partitionFollowerLog{h: h})
 	if errors.Is(err, follower.ErrPartitionExists) {
@@ -445,7 +449,10 @@ type partitionFollowerLog struct {
 	h broker.FollowerReplica
 }
 
-var _ follower.Log = (*partitionFollowerLog)(nil)
+var (
+	_ follower.Log         = (*partitionFollowerLog)(nil)
+	_ follower.RunAppender = (*partitionFollowerLog)(nil)
+)
 
 func (l *partitionFollowerLog) LogEndOffset() int64                 { return l.h.LogEndOffset() }
 func (l *partitionFollowerLog) LatestEpoch() (int32, bool)          { return l.h.LatestEpoch() }
@@ -457,6 +464,10 @@ func (l *partitionFollowerLog) AppendAsFollower(b []byte) (kafkalog.AppendInfo, 
 
 func (l *partitionFollowerLog) AppendVerifiedAsFollower(b []byte) (kafkalog.AppendInfo, error) {
 	return l.notified(l.h.AppendVerifiedAsFollower(b))
+}
+
+func (l *partitionFollowerLog) AppendVerifiedRunAsFollower(parts [][]byte) (kafkalog.AppendInfo, error) {
+	return l.notified(l.h.AppendVerifiedRunAsFollower(parts))
 }
 
 func (l *partitionFollowerLog) notified(info kafkalog.AppendInfo, err error) (kafkalog.AppendInfo, error) {
@@ -482,7 +493,7 @@ func (s *leaderState) Leader(tp metadata.TopicPartition) (follower.LeaderInfo, b
 	v, ok := r.mu.follows[tp]
 	var info follower.LeaderInfo
 	if ok {
-		info = follower.LeaderInfo{Epoch: v.epoch, LogEnd: v.leo}
+		info = follower.LeaderInfo{Epoch: v.epoch, LogEnd: v.leo, Rack: v.rack}
 	}
 	r.mu.Unlock()
 	if !ok {
@@ -493,7 +504,10 @@ func (s *leaderState) Leader(tp metadata.TopicPartition) (follower.LeaderInfo, b
 		// so no gap is assumed before the first fetch answers.
 		info.LogEnd = v.h.LogEndOffset()
 	}
-	info.Rack = v.h.Leader().Rack
+	if info.Rack == "" {
+		// The controller did not know the leader's broker yet.
+		info.Rack = v.h.Leader().Rack
+	}
 	return info, true
 }
 

@@ -207,7 +207,10 @@ type storeRouter struct {
 	warned sync.Map // store id → struct{}
 }
 
-var _ objstore.Store = (*storeRouter)(nil)
+var (
+	_ objstore.Store      = (*storeRouter)(nil)
+	_ objstore.BodyGetter = (*storeRouter)(nil)
+)
 
 func (r *storeRouter) resolve(k string) (objstore.Store, string, error) {
 	id, key := splitRouteKey(k)
@@ -235,6 +238,16 @@ func (r *storeRouter) GetRange(ctx context.Context, k string, off, length int64)
 		return nil, err
 	}
 	return st.GetRange(ctx, key, off, length)
+}
+
+// GetRangeBody routes a lent-body GET (objstore.GetBody), so the
+// follower's reads keep the store's pooled buffers.
+func (r *storeRouter) GetRangeBody(ctx context.Context, k string, off, length int64) (*objstore.Body, error) {
+	st, key, err := r.resolve(k)
+	if err != nil {
+		return nil, err
+	}
+	return objstore.GetBody(ctx, st, key, off, length)
 }
 
 func (r *storeRouter) Head(ctx context.Context, k string) (objstore.ObjectInfo, error) {

@@ -77,9 +77,18 @@ func TestStoreRouterRoutesByID(t *testing.T) {
 		if got, err := r.GetRange(ctx, k, 0, -1); err != nil || string(got) != c.id+"!" {
 			t.Fatalf("routed read %q: %q %v", k, got, err)
 		}
+		// The follower's lent-body read takes the same route.
+		if b, err := objstore.GetBody(ctx, r, k, 0, -1); err != nil || string(b.Bytes()) != c.id+"!" {
+			t.Fatalf("routed body %q: %v", k, err)
+		} else {
+			b.Release()
+		}
 	}
 	if _, err := r.GetRange(ctx, routeKey("az9", "wal/a"), 0, -1); !errors.Is(err, ErrUnknownStore) {
 		t.Fatalf("unknown store id: %v", err)
+	}
+	if _, err := objstore.GetBody(ctx, r, routeKey("az9", "wal/a"), 0, -1); !errors.Is(err, ErrUnknownStore) {
+		t.Fatalf("unknown store id, body: %v", err)
 	}
 }
 

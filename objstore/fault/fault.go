@@ -152,7 +152,10 @@ type Store struct {
 	reqs  atomic.Int64
 }
 
-var _ objstore.Store = (*Store)(nil)
+var (
+	_ objstore.Store      = (*Store)(nil)
+	_ objstore.BodyGetter = (*Store)(nil)
+)
 
 // New wraps inner.
 func New(inner objstore.Store, cfg Config) (*Store, error) {
@@ -327,6 +330,29 @@ func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]
 	if err != nil || len(b) == 0 {
 		return b, err
 	}
+	return s.damage(d, b), nil // the slice is ours to change
+}
+
+// GetRangeBody implements objstore.BodyGetter with GetRange's faults. A
+// lent body is read-only, so a truncated or corrupted one is a copy the
+// fault changes (the inner body is released at once).
+func (s *Store) GetRangeBody(ctx context.Context, key string, off, length int64) (*objstore.Body, error) {
+	d, err := s.before(ctx, OpGet, key)
+	if err != nil {
+		return nil, err
+	}
+	body, err := objstore.GetBody(ctx, s.inner, key, off, length)
+	if err != nil || body.Len() == 0 || (d.Fault != Truncate && d.Fault != Corrupt) {
+		return body, err
+	}
+	b := append([]byte(nil), body.Bytes()...)
+	body.Release()
+	return objstore.NewBody(s.damage(d, b), nil), nil
+}
+
+// damage applies a Truncate or Corrupt decision to b, which is the
+// caller's to change.
+func (s *Store) damage(d Decision, b []byte) []byte {
 	switch d.Fault {
 	case Truncate:
 		s.n[Truncate].Add(1)
@@ -334,9 +360,9 @@ func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]
 	case Corrupt:
 		s.n[Corrupt].Add(1)
 		i := d.Rand % uint64(len(b))
-		b[i] ^= byte(1 << (d.Rand >> 61)) // the slice is ours to change
+		b[i] ^= byte(1 << (d.Rand >> 61))
 	}
-	return b, nil
+	return b
 }
 
 // Head implements objstore.Store.

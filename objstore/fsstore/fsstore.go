@@ -21,9 +21,13 @@ const tmpDir = ".kwal-tmp"
 // Store is a directory-backed object store.
 type Store struct {
 	root string
+	pool objstore.BufferPool // GetRangeBody's buffers
 }
 
-var _ objstore.Store = (*Store)(nil)
+var (
+	_ objstore.Store      = (*Store)(nil)
+	_ objstore.BodyGetter = (*Store)(nil)
+)
 
 // New returns a store rooted at dir, creating dir if needed.
 func New(dir string) (*Store, error) {
@@ -148,6 +152,21 @@ func syncDir(dir string) error {
 // GetRange implements objstore.Store: ErrNotFound for a missing key (or a
 // directory), ErrInvalidRange for off at or past the end.
 func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]byte, error) {
+	return s.get(ctx, key, off, length, func(n int) []byte { return make([]byte, n) })
+}
+
+// GetRangeBody implements objstore.BodyGetter: GetRange, read into a pooled
+// buffer that Release hands back for the next read.
+func (s *Store) GetRangeBody(ctx context.Context, key string, off, length int64) (*objstore.Body, error) {
+	b, err := s.get(ctx, key, off, length, s.pool.Get)
+	if err != nil {
+		return nil, err
+	}
+	return s.pool.Body(b), nil
+}
+
+// get is GetRange reading into a buffer from alloc.
+func (s *Store) get(ctx context.Context, key string, off, length int64, alloc func(int) []byte) ([]byte, error) {
 	p, err := s.path("get", key)
 	if err != nil {
 		return nil, err
@@ -171,7 +190,7 @@ func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]
 	if err != nil {
 		return nil, fmt.Errorf("fsstore: get %q [off=%d len=%d]: %w", key, off, length, err)
 	}
-	buf := make([]byte, end-start)
+	buf := alloc(int(end - start))
 	if _, err := f.ReadAt(buf, start); err != nil && !(errors.Is(err, io.EOF) && len(buf) == 0) {
 		return nil, fmt.Errorf("fsstore: get %q: %w", key, err)
 	}

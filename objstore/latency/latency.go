@@ -97,7 +97,10 @@ type Store struct {
 	}
 }
 
-var _ objstore.Store = (*Store)(nil)
+var (
+	_ objstore.Store      = (*Store)(nil)
+	_ objstore.BodyGetter = (*Store)(nil)
+)
 
 // New wraps inner with model, waiting on c and drawing from a source seeded
 // with seed.
@@ -157,6 +160,22 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts objstore.
 func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]byte, error) {
 	b, err := s.inner.GetRange(ctx, key, off, length)
 	if werr := s.wait(ctx, s.model.Get, len(b)); werr != nil {
+		return nil, fmt.Errorf("latency: get %q: %w", key, werr)
+	}
+	return b, err
+}
+
+// GetRangeBody is GetRange for a lent body (objstore.GetBody).
+func (s *Store) GetRangeBody(ctx context.Context, key string, off, length int64) (*objstore.Body, error) {
+	b, err := objstore.GetBody(ctx, s.inner, key, off, length)
+	n := 0
+	if err == nil {
+		n = b.Len()
+	}
+	if werr := s.wait(ctx, s.model.Get, n); werr != nil {
+		if b != nil {
+			b.Release()
+		}
 		return nil, fmt.Errorf("latency: get %q: %w", key, werr)
 	}
 	return b, err

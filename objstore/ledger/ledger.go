@@ -239,7 +239,10 @@ type Store struct {
 	ledger *Ledger
 }
 
-var _ objstore.Store = (*Store)(nil)
+var (
+	_ objstore.Store      = (*Store)(nil)
+	_ objstore.BodyGetter = (*Store)(nil)
+)
 
 // Wrap returns inner recording into l.
 func Wrap(inner objstore.Store, l *Ledger) *Store { return &Store{inner: inner, ledger: l} }
@@ -260,6 +263,18 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts objstore.
 func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]byte, error) {
 	b, err := s.inner.GetRange(ctx, key, off, length)
 	s.ledger.RecordRequest(Get, objstore.TagsFrom(ctx), 0, int64(len(b)), err != nil)
+	return b, err
+}
+
+// GetRangeBody forwards (objstore.GetBody: a lent body when the inner
+// store lends one) and records a GET of the bytes returned.
+func (s *Store) GetRangeBody(ctx context.Context, key string, off, length int64) (*objstore.Body, error) {
+	b, err := objstore.GetBody(ctx, s.inner, key, off, length)
+	n := int64(0)
+	if err == nil {
+		n = int64(b.Len())
+	}
+	s.ledger.RecordRequest(Get, objstore.TagsFrom(ctx), 0, n, err != nil)
 	return b, err
 }
 

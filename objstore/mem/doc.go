@@ -3,7 +3,9 @@
 // that want I/O replaced by memory.
 //
 // It owns its objects and copies every body in (Put) and out (GetRange), so
-// callers may reuse their slices. It does not model latency or faults; wrap
+// callers may reuse their slices. GetRangeBody (objstore.BodyGetter) lends
+// a read-only view of a stored object instead, with no copy: a stored
+// object is never changed, only replaced, so the view stays valid. It does not model latency or faults; wrap
 // it with objstore/latency and objstore/fault for that.
 //
 // Concurrency: safe for concurrent use; one mutex guards the key map and the

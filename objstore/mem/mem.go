@@ -22,7 +22,10 @@ type Store struct {
 	}
 }
 
-var _ objstore.Store = (*Store)(nil)
+var (
+	_ objstore.Store      = (*Store)(nil)
+	_ objstore.BodyGetter = (*Store)(nil)
+)
 
 type object struct {
 	data    []byte
@@ -73,6 +76,27 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts objstore.
 // GetRange implements objstore.Store: ErrNotFound for a missing key,
 // ErrInvalidRange for off at or past the end.
 func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]byte, error) {
+	b, err := s.view(ctx, key, off, length)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(b), nil
+}
+
+// GetRangeBody implements objstore.BodyGetter without a copy: the Body is
+// a view of the stored object, which Put never changes (it replaces the
+// slice), so it stays valid however long the caller keeps it; Release
+// does nothing. The caller must not modify it (the BodyGetter contract).
+func (s *Store) GetRangeBody(ctx context.Context, key string, off, length int64) (*objstore.Body, error) {
+	b, err := s.view(ctx, key, off, length)
+	if err != nil {
+		return nil, err
+	}
+	return objstore.NewBody(b, nil), nil
+}
+
+// view returns the stored bytes of the range.
+func (s *Store) view(ctx context.Context, key string, off, length int64) ([]byte, error) {
 	if err := check(ctx, "get", key); err != nil {
 		return nil, err
 	}
@@ -88,7 +112,7 @@ func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]
 	if err != nil {
 		return nil, fmt.Errorf("mem: get %q [off=%d len=%d]: %w", key, off, length, err)
 	}
-	return slices.Clone(o.data[start:end:end]), nil
+	return o.data[start:end:end], nil
 }
 
 // Head implements objstore.Store: ErrNotFound for a missing key.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -70,9 +71,13 @@ type Store struct {
 	cfg    Config
 	client *minio.Client
 	core   minio.Core
+	pool   objstore.BufferPool // GetRangeBody's buffers
 }
 
-var _ objstore.Store = (*Store)(nil)
+var (
+	_ objstore.Store      = (*Store)(nil)
+	_ objstore.BodyGetter = (*Store)(nil)
+)
 
 // New builds the client. It makes no request unless cfg.CreateBucket is set.
 func New(ctx context.Context, cfg Config) (*Store, error) {
@@ -137,11 +142,34 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts objstore.
 // GetRange implements objstore.Store: ErrNotFound for a missing key,
 // ErrInvalidRange for off at or past the end of a non-empty object.
 func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]byte, error) {
+	b, err := s.get(ctx, key, off, length, func(r io.Reader, size int64) (*objstore.Body, error) {
+		b, err := objstore.ReadBody(r, size)
+		if err != nil {
+			return nil, err
+		}
+		return objstore.NewBody(b, nil), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// GetRangeBody implements objstore.BodyGetter: GetRange, with the body
+// read into a pooled buffer that Release hands back for the next GET.
+func (s *Store) GetRangeBody(ctx context.Context, key string, off, length int64) (*objstore.Body, error) {
+	return s.get(ctx, key, off, length, func(r io.Reader, size int64) (*objstore.Body, error) {
+		return objstore.ReadBodyPooled(r, size, &s.pool)
+	})
+}
+
+// get is GetRange with the body read by read.
+func (s *Store) get(ctx context.Context, key string, off, length int64, read func(io.Reader, int64) (*objstore.Body, error)) (*objstore.Body, error) {
 	if key == "" {
 		return nil, fmt.Errorf("miniostore: get: empty key: %w", objstore.ErrInvalidKey)
 	}
 	if length == 0 && off >= 0 {
-		return s.emptyRange(ctx, key, off, length)
+		return s.emptyBody(ctx, key, off, length)
 	}
 	var gopts minio.GetObjectOptions
 	var err error
@@ -161,16 +189,24 @@ func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]
 	if err != nil {
 		err = mapError(err)
 		if errors.Is(err, objstore.ErrInvalidRange) && off <= 0 {
-			return s.emptyRange(ctx, key, off, length)
+			return s.emptyBody(ctx, key, off, length)
 		}
 		return nil, fmt.Errorf("miniostore: get %q [off=%d len=%d]: %w", key, off, length, err)
 	}
 	defer rc.Close()
-	b, err := objstore.ReadBody(rc, info.Size)
+	b, err := read(rc, info.Size)
 	if err != nil {
 		return nil, fmt.Errorf("miniostore: get %q: read body: %w", key, err)
 	}
 	return b, nil
+}
+
+func (s *Store) emptyBody(ctx context.Context, key string, off, length int64) (*objstore.Body, error) {
+	b, err := s.emptyRange(ctx, key, off, length)
+	if err != nil {
+		return nil, err
+	}
+	return objstore.NewBody(b, nil), nil
 }
 
 func (s *Store) emptyRange(ctx context.Context, key string, off, length int64) ([]byte, error) {

@@ -72,6 +72,8 @@ func Run(t *testing.T, newStore func(t *testing.T) objstore.Store) {
 		{"InvalidKey", testInvalidKey},
 		{"Cancelled", testCancelled},
 		{"ConcurrentPuts", testConcurrentPuts},
+		{"Bodies", testBodies},
+		{"ConcurrentBodies", testConcurrentBodies},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}
@@ -180,6 +182,102 @@ func testRanges(t *testing.T, s objstore.Store) {
 	}
 	if _, err := s.GetRange(ctx, "ranges/missing", 0, 1); !errors.Is(err, objstore.ErrNotFound) {
 		t.Errorf("GetRange(missing) error = %v, want ErrNotFound", err)
+	}
+}
+
+// testBodies: objstore.GetBody (GetRangeBody for a BodyGetter) keeps
+// GetRange's range rules and errors, and a body lent before an overwrite
+// still holds the bytes it was read from.
+func testBodies(t *testing.T, s objstore.Store) {
+	ctx := ctxT(t)
+	const n = 1000
+	body := pattern(n)
+	mustPut(t, s, "bodies/obj", body)
+	mustPut(t, s, "bodies/empty", nil)
+	for _, r := range []struct {
+		key         string
+		off, length int64
+	}{
+		{"bodies/obj", 0, 1}, {"bodies/obj", n - 1, 1}, {"bodies/obj", 100, 200}, {"bodies/obj", 990, -1},
+		{"bodies/obj", 0, n}, {"bodies/obj", 900, 500}, {"bodies/obj", n, 1}, {"bodies/obj", n + 10, -1},
+		{"bodies/obj", -10, 0}, {"bodies/obj", -5000, 3}, {"bodies/obj", 5, 0}, {"bodies/empty", 0, -1},
+		{"bodies/empty", -4, 0}, {"bodies/empty", 1, 1}, {"bodies/missing", 0, 1},
+	} {
+		want, werr := s.GetRange(ctx, r.key, r.off, r.length)
+		got, err := objstore.GetBody(ctx, s, r.key, r.off, r.length)
+		switch {
+		case werr != nil:
+			for _, sentinel := range []error{objstore.ErrInvalidRange, objstore.ErrNotFound} {
+				if errors.Is(werr, sentinel) != errors.Is(err, sentinel) {
+					t.Errorf("GetBody(%s, off=%d, len=%d) error = %v, GetRange's %v", r.key, r.off, r.length, err, werr)
+				}
+			}
+		case err != nil:
+			t.Errorf("GetBody(%s, off=%d, len=%d): %v", r.key, r.off, r.length, err)
+		default:
+			if !bytes.Equal(got.Bytes(), want) {
+				t.Errorf("GetBody(%s, off=%d, len=%d) = %d bytes, GetRange %d", r.key, r.off, r.length, got.Len(), len(want))
+			}
+			got.Release()
+		}
+	}
+	lent, err := objstore.GetBody(ctx, s, "bodies/obj", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, s, "bodies/obj", pattern(2 * n)[n:])
+	if !bytes.Equal(lent.Bytes(), body) {
+		t.Errorf("a body lent before an overwrite changed with it")
+	}
+	lent.Release()
+}
+
+// testConcurrentBodies reads bodies of different objects concurrently,
+// releasing each after checking it, so that pooled buffers are reused
+// across goroutines: a buffer handed out twice, or reused before its
+// release, shows as wrong bytes.
+func testConcurrentBodies(t *testing.T, s objstore.Store) {
+	ctx := ctxT(t)
+	const objects, workers, rounds = 6, 4, 12
+	bodies := make([][]byte, objects)
+	for i := range bodies {
+		bodies[i] = pattern(3000 + 7919*i)[i:]
+		mustPut(t, s, fmt.Sprintf("cbodies/%d", i), bodies[i])
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var held []*objstore.Body
+			var heldWant [][]byte
+			for r := range rounds {
+				i := (w + r) % objects
+				off := int64(r * 13 % 100)
+				b, err := objstore.GetBody(ctx, s, fmt.Sprintf("cbodies/%d", i), off, -1)
+				if err != nil {
+					errs <- err
+					return
+				}
+				held, heldWant = append(held, b), append(heldWant, bodies[i][off:])
+				if len(held) == 3 || r == rounds-1 { // keep a few alive while others are read
+					for k, h := range held {
+						if !bytes.Equal(h.Bytes(), heldWant[k]) {
+							errs <- fmt.Errorf("worker %d: a held body changed before its release", w)
+							return
+						}
+						h.Release()
+					}
+					held, heldWant = held[:0], heldWant[:0]
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -91,9 +92,13 @@ func (c *Config) Validate() error {
 type Store struct {
 	cfg    Config
 	client *s3.Client
+	pool   objstore.BufferPool // GetRangeBody's buffers
 }
 
-var _ objstore.Store = (*Store)(nil)
+var (
+	_ objstore.Store      = (*Store)(nil)
+	_ objstore.BodyGetter = (*Store)(nil)
+)
 
 // New builds the SDK client for cfg. It makes no request unless
 // cfg.CreateBucket is set.
@@ -199,12 +204,35 @@ func rangeHeader(off, length int64) string {
 // GetRange implements objstore.Store: ErrNotFound for a missing key,
 // ErrInvalidRange for off at or past the end of a non-empty object.
 func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]byte, error) {
+	b, err := s.get(ctx, key, off, length, func(r io.Reader, size int64) (*objstore.Body, error) {
+		b, err := objstore.ReadBody(r, size)
+		if err != nil {
+			return nil, err
+		}
+		return objstore.NewBody(b, nil), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// GetRangeBody implements objstore.BodyGetter: GetRange, with the body
+// read into a pooled buffer that Release hands back for the next GET.
+func (s *Store) GetRangeBody(ctx context.Context, key string, off, length int64) (*objstore.Body, error) {
+	return s.get(ctx, key, off, length, func(r io.Reader, size int64) (*objstore.Body, error) {
+		return objstore.ReadBodyPooled(r, size, &s.pool)
+	})
+}
+
+// get is GetRange with the body read by read.
+func (s *Store) get(ctx context.Context, key string, off, length int64, read func(io.Reader, int64) (*objstore.Body, error)) (*objstore.Body, error) {
 	if key == "" {
 		return nil, fmt.Errorf("s3store: get: empty key: %w", objstore.ErrInvalidKey)
 	}
 	if length == 0 && off >= 0 {
 		// HTTP cannot express an empty range; check existence and bounds.
-		return s.emptyRange(ctx, key, off, length)
+		return s.emptyBody(ctx, key, off, length)
 	}
 	in := &s3.GetObjectInput{Bucket: &s.cfg.Bucket, Key: aws.String(s.key(key))}
 	if r := rangeHeader(off, length); r != "" {
@@ -216,7 +244,7 @@ func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]
 		if errors.Is(err, objstore.ErrInvalidRange) && off <= 0 {
 			// S3 answers 416 to any range on an empty object; the contract
 			// returns an empty body for off 0 and for suffix ranges.
-			return s.emptyRange(ctx, key, off, length)
+			return s.emptyBody(ctx, key, off, length)
 		}
 		return nil, fmt.Errorf("s3store: get %q [off=%d len=%d]: %w", key, off, length, err)
 	}
@@ -225,11 +253,19 @@ func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]
 	if out.ContentLength != nil {
 		size = *out.ContentLength
 	}
-	b, err := objstore.ReadBody(out.Body, size)
+	b, err := read(out.Body, size)
 	if err != nil {
 		return nil, fmt.Errorf("s3store: get %q: read body: %w", key, err)
 	}
 	return b, nil
+}
+
+func (s *Store) emptyBody(ctx context.Context, key string, off, length int64) (*objstore.Body, error) {
+	b, err := s.emptyRange(ctx, key, off, length)
+	if err != nil {
+		return nil, err
+	}
+	return objstore.NewBody(b, nil), nil
 }
 
 func (s *Store) emptyRange(ctx context.Context, key string, off, length int64) ([]byte, error) {

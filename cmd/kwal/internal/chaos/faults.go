@@ -171,7 +171,10 @@ type StoreSwitch struct {
 	cur   atomic.Pointer[objstore.Store]
 }
 
-var _ objstore.Store = (*StoreSwitch)(nil)
+var (
+	_ objstore.Store      = (*StoreSwitch)(nil)
+	_ objstore.BodyGetter = (*StoreSwitch)(nil)
+)
 
 // NewStoreSwitch wraps inner; seed seeds the fault decorators.
 func NewStoreSwitch(inner objstore.Store, seed uint64) (*StoreSwitch, error) {
@@ -222,6 +225,11 @@ func (s *StoreSwitch) Put(ctx context.Context, key string, body []byte, opts obj
 // GetRange implements objstore.Store.
 func (s *StoreSwitch) GetRange(ctx context.Context, key string, off, length int64) ([]byte, error) {
 	return s.store().GetRange(ctx, key, off, length)
+}
+
+// GetRangeBody implements objstore.BodyGetter.
+func (s *StoreSwitch) GetRangeBody(ctx context.Context, key string, off, length int64) (*objstore.Body, error) {
+	return objstore.GetBody(ctx, s.store(), key, off, length)
 }
 
 // Head implements objstore.Store.
@@ -339,7 +347,10 @@ type gatedStore struct {
 	g     *StoreGate
 }
 
-var _ objstore.Store = gatedStore{}
+var (
+	_ objstore.Store      = gatedStore{}
+	_ objstore.BodyGetter = gatedStore{}
+)
 
 func (s gatedStore) check(op, key string) error {
 	if s.g.cut.Load() {
@@ -360,6 +371,13 @@ func (s gatedStore) GetRange(ctx context.Context, key string, off, length int64)
 		return nil, err
 	}
 	return s.inner.GetRange(ctx, key, off, length)
+}
+
+func (s gatedStore) GetRangeBody(ctx context.Context, key string, off, length int64) (*objstore.Body, error) {
+	if err := s.check("get", key); err != nil {
+		return nil, err
+	}
+	return objstore.GetBody(ctx, s.inner, key, off, length)
 }
 
 func (s gatedStore) Head(ctx context.Context, key string) (objstore.ObjectInfo, error) {

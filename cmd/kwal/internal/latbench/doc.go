@@ -9,7 +9,12 @@
 // the combiner interval and object size), the plan that alternates the two
 // modes over repetitions, the network model between racks, and the
 // report: markdown, JSON and PNG plots (latency CDFs per mode; cost
-// against p99 latency).
+// against p99 latency). For the end-to-end workloads it also splits each
+// record's latency where its offset reached the leader's log, the
+// follower's log and the follower's high watermark (trace.go: one watcher
+// per broker on its change feed), times the store's PUTs and GETs
+// (timedStore, under the latency model), and states issue 14's target 1
+// for acks=1 from those figures of the same run (TargetOf).
 //
 // It does not own the cluster (localcluster.Start), the object-store
 // latency model (objstore/latency), the counts (objstore/ledger) or the
@@ -32,7 +37,8 @@
 //
 // Concurrency: Run is sequential, one step at a time; inside a step the
 // producer's callbacks and one consumer goroutine share only atomics and a
-// result channel. A delayConn has one delivering goroutine, stopped by
+// result channel; an end-to-end step's offsetTracer has one watcher per
+// broker watched, stopped by its Close. A delayConn has one delivering goroutine, stopped by
 // Close; the progress display has one redrawing goroutine, stopped at the
 // end of Run.
 package latbench

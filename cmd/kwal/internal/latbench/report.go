@@ -118,6 +118,14 @@ type RunResult struct {
 	CostLines  map[string]float64 `json:"cost_lines"`
 	Duplicates int64              `json:"duplicates"`
 	OutOfOrder int64              `json:"out_of_order"`
+	// Stages splits the end-to-end latency of E2E, E2EAll and Stream
+	// records at the leader's log, the follower's log and the follower's
+	// high watermark (E2EStages).
+	Stages map[string]Summary `json:"stages,omitempty"`
+	// StorePut and StoreGet are the object store's PUTs and GETs during
+	// the run as the brokers saw them (latency model and backend).
+	StorePut Summary `json:"store_put"`
+	StoreGet Summary `json:"store_get"`
 }
 
 // Row is the medians over the repetitions of one (phase, workload, mode).
@@ -144,16 +152,29 @@ type Row struct {
 	CostLines      map[string]float64 `json:"cost_lines"`
 	Duplicates     int64              `json:"duplicates"`
 	OutOfOrder     int64              `json:"out_of_order"`
+	// StageP50 and StageP99: medians over the runs of each stage's p50
+	// and p99 (RunResult.Stages), for the end-to-end workloads.
+	StageP50 map[string]time.Duration `json:"stage_p50_ns,omitempty"`
+	StageP99 map[string]time.Duration `json:"stage_p99_ns,omitempty"`
+	// PutP50 ... GetP99: medians over the runs of the store's PUT and GET
+	// percentiles (zero without requests).
+	PutP50 time.Duration `json:"put_p50_ns"`
+	PutP99 time.Duration `json:"put_p99_ns"`
+	GetP50 time.Duration `json:"get_p50_ns"`
+	GetP99 time.Duration `json:"get_p99_ns"`
 }
 
 // Report is everything a run measured.
 type Report struct {
-	Env     Env           `json:"env"`
-	Config  ReportConfig  `json:"config"`
-	Phases  []Phase       `json:"phases"`
-	Link    []LinkFigures `json:"link"`
-	Runs    []RunResult   `json:"runs"`
-	Rows    []Row         `json:"rows"`
+	Env    Env           `json:"env"`
+	Config ReportConfig  `json:"config"`
+	Phases []Phase       `json:"phases"`
+	Link   []LinkFigures `json:"link"`
+	Runs   []RunResult   `json:"runs"`
+	Rows   []Row         `json:"rows"`
+	// Target is issue 14's target 1 from the headline rows (TargetOf),
+	// nil without them.
+	Target  *Target       `json:"target_e2e_acks1,omitempty"`
 	Elapsed time.Duration `json:"elapsed_ns"`
 }
 
@@ -220,6 +241,36 @@ func (r *Report) Aggregate() {
 		for it := range items {
 			row.CostLines[it] = med(func(x RunResult) float64 { return x.CostLines[it] })
 		}
+		for _, st := range E2EStages {
+			var p50, p99 []time.Duration
+			for _, run := range runs {
+				if sm, ok := run.Stages[st]; ok && sm.N > 0 {
+					p50, p99 = append(p50, sm.P50), append(p99, sm.P99)
+				}
+			}
+			if len(p50) == 0 {
+				continue
+			}
+			if row.StageP50 == nil {
+				row.StageP50, row.StageP99 = map[string]time.Duration{}, map[string]time.Duration{}
+			}
+			row.StageP50[st], row.StageP99[st] = MedianDuration(p50), MedianDuration(p99)
+		}
+		storeMed := func(f func(RunResult) Summary, pick func(Summary) time.Duration) time.Duration {
+			var ds []time.Duration
+			for _, run := range runs {
+				if sm := f(run); sm.N > 0 {
+					ds = append(ds, pick(sm))
+				}
+			}
+			return MedianDuration(ds)
+		}
+		put := func(x RunResult) Summary { return x.StorePut }
+		get := func(x RunResult) Summary { return x.StoreGet }
+		p50 := func(sm Summary) time.Duration { return sm.P50 }
+		p99 := func(sm Summary) time.Duration { return sm.P99 }
+		row.PutP50, row.PutP99 = storeMed(put, p50), storeMed(put, p99)
+		row.GetP50, row.GetP99 = storeMed(get, p50), storeMed(get, p99)
 		r.Rows = append(r.Rows, row)
 	}
 	wi := func(w Workload) int {
@@ -231,6 +282,10 @@ func (r *Report) Aggregate() {
 	slices.SortStableFunc(r.Rows, func(a, b Row) int {
 		return cmp.Or(cmp.Compare(a.Phase, b.Phase), cmp.Compare(wi(a.Workload), wi(b.Workload)), cmp.Compare(a.Mode, b.Mode))
 	})
+	r.Target = nil
+	if t, ok := TargetOf(r.rowsFor(true)); ok {
+		r.Target = &t
+	}
 }
 
 // rowsFor returns the rows of the headline phase or of the sweep.
@@ -386,6 +441,8 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		}
 		b.WriteString("\n")
 		r.writeCostLines(&b, head)
+		r.writeTarget(&b, head)
+		writeStages(&b, head)
 	}
 
 	sweep := r.rowsFor(false)
@@ -435,6 +492,111 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// TargetSlack is the allowance of issue 14's target 1 on top of the
+// classic latency, the combiner's wait and the store's PUT and GET.
+const TargetSlack = 3 * time.Millisecond
+
+// Target is issue 14's target 1 for the remote WAL's end-to-end latency at
+// acks=1, from figures measured in one run: p50 ≤ classic p50 + I/2 + PUT
+// p50 + GET p50 + 3 ms, and p99 ≤ classic p99 + I + PUT p99 + GET p99 +
+// 3 ms, I the combiner interval and PUT/GET the store's requests as the
+// brokers timed them.
+type Target struct {
+	Interval    time.Duration `json:"interval_ns"`
+	ClassicP50  time.Duration `json:"classic_p50_ns"`
+	ClassicP99  time.Duration `json:"classic_p99_ns"`
+	PutP50      time.Duration `json:"put_p50_ns"`
+	PutP99      time.Duration `json:"put_p99_ns"`
+	GetP50      time.Duration `json:"get_p50_ns"`
+	GetP99      time.Duration `json:"get_p99_ns"`
+	BoundP50    time.Duration `json:"bound_p50_ns"`
+	BoundP99    time.Duration `json:"bound_p99_ns"`
+	MeasuredP50 time.Duration `json:"measured_p50_ns"`
+	MeasuredP99 time.Duration `json:"measured_p99_ns"`
+	RatioP50    float64       `json:"ratio_p50"`
+	RatioP99    float64       `json:"ratio_p99"`
+	MetP50      bool          `json:"met_p50"`
+	MetP99      bool          `json:"met_p99"`
+}
+
+// TargetOf computes the target from the E2E rows of one phase; ok is
+// false without both modes' rows or without timed PUTs and GETs.
+func TargetOf(rows []Row) (Target, bool) {
+	var (
+		t            Target
+		c, rw        Row
+		haveC, haveR bool
+	)
+	for _, row := range rows {
+		if row.Workload != E2E {
+			continue
+		}
+		switch row.Mode {
+		case Classic:
+			c, haveC = row, true
+		case RemoteWAL:
+			rw, haveR = row, true
+		}
+	}
+	if !haveC || !haveR || rw.PutP50 == 0 || rw.GetP50 == 0 {
+		return t, false
+	}
+	t.Interval = rw.Setting.Interval
+	t.PutP50, t.PutP99, t.GetP50, t.GetP99, t.ClassicP50, t.ClassicP99 = rw.PutP50, rw.PutP99, rw.GetP50, rw.GetP99, c.P50, c.P99
+	t.BoundP50 = c.P50 + t.Interval/2 + rw.PutP50 + rw.GetP50 + TargetSlack
+	t.BoundP99 = c.P99 + t.Interval + rw.PutP99 + rw.GetP99 + TargetSlack
+	t.MeasuredP50, t.MeasuredP99 = rw.P50, rw.P99
+	t.RatioP50 = float64(rw.P50) / float64(t.BoundP50)
+	t.RatioP99 = float64(rw.P99) / float64(t.BoundP99)
+	t.MetP50, t.MetP99 = rw.P50 <= t.BoundP50, rw.P99 <= t.BoundP99
+	return t, true
+}
+
+func (r *Report) writeTarget(b *strings.Builder, rows []Row) {
+	t, ok := TargetOf(rows)
+	if !ok {
+		return
+	}
+	met := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "missed"
+	}
+	fmt.Fprintf(b, "### Target: remote-WAL end-to-end latency at acks=1 (`%s`)\n\n", E2E)
+	fmt.Fprintf(b, "The bound is computed from this run's own figures: the classic row above, the combiner interval I = %v, and the store's PUT and GET latencies as the brokers timed them during the remote-WAL runs (medians over the runs of each run's percentile; the model's nominal figures are PUT %v / %v, GET %v / %v).\n\n",
+		t.Interval, r.Config.LatencyModel.Put.Median, r.Config.LatencyModel.Put.P99, r.Config.LatencyModel.Get.Median, r.Config.LatencyModel.Get.P99)
+	fmt.Fprintf(b, "| | remotewal measured | bound | bound made of | measured / bound | |\n|---|--:|--:|---|--:|---|\n")
+	fmt.Fprintf(b, "| p50 | %s | %s | classic %s + I/2 %s + PUT %s + GET %s + %s | %.2f | %s |\n",
+		fmtMs(t.MeasuredP50), fmtMs(t.BoundP50), fmtMs(t.ClassicP50), fmtMs(t.Interval/2), fmtMs(t.PutP50), fmtMs(t.GetP50), fmtMs(TargetSlack), t.RatioP50, met(t.MetP50))
+	fmt.Fprintf(b, "| p99 | %s | %s | classic %s + I %s + PUT %s + GET %s + %s | %.2f | %s |\n\n",
+		fmtMs(t.MeasuredP99), fmtMs(t.BoundP99), fmtMs(t.ClassicP99), fmtMs(t.Interval), fmtMs(t.PutP99), fmtMs(t.GetP99), fmtMs(TargetSlack), t.RatioP99, met(t.MetP99))
+}
+
+// writeStages prints the end-to-end workloads' stages.
+func writeStages(b *strings.Builder, rows []Row) {
+	var with []Row
+	for _, row := range rows {
+		if len(row.StageP50) > 0 {
+			with = append(with, row)
+		}
+	}
+	if len(with) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "### Where the end-to-end time goes\n\n")
+	fmt.Fprintf(b, "Each record's latency split where its offset first reached the leader's log, the follower's log and the follower's high watermark (watchers on the brokers' change feeds): `produce` created → leader's log, `replicate` → follower's log, `hw` → below the follower's HW, `deliver` → consumed. p50 / p99 in ms, medians over the runs; the stage percentiles do not add up to the total's.\n\n")
+	fmt.Fprintf(b, "| workload | mode | %s | total |\n|---|---|%s--:|\n", strings.Join(E2EStages, " | "), strings.Repeat("--:|", len(E2EStages)))
+	for _, row := range with {
+		fmt.Fprintf(b, "| %s | %s |", row.Workload, row.Mode)
+		for _, st := range E2EStages {
+			fmt.Fprintf(b, " %s / %s |", fmtMs(row.StageP50[st]), fmtMs(row.StageP99[st]))
+		}
+		fmt.Fprintf(b, " %s / %s |\n", fmtMs(row.P50), fmtMs(row.P99))
+	}
+	b.WriteString("\n")
 }
 
 // writeCostLines prints, for the headline workloads, the priced line items.

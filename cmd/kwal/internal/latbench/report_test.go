@@ -126,3 +126,95 @@ func TestWriteFiles(t *testing.T) {
 		t.Errorf("JSON round trip: %d rows, %d runs", len(back.Rows), len(back.Runs))
 	}
 }
+
+// TestTargetFromTheRunsOwnFigures: the bound is built from the classic
+// row, the interval and the timed PUTs and GETs of the remote-WAL runs,
+// not from the model's nominal figures; a run without timed requests has
+// no target, and one slower than the bound misses it.
+func TestTargetFromTheRunsOwnFigures(t *testing.T) {
+	r := syntheticReport()
+	if _, ok := TargetOf(r.rowsFor(true)); ok {
+		t.Fatal("a target without timed PUTs and GETs")
+	}
+	ms := time.Millisecond
+	for i := range r.Runs {
+		run := &r.Runs[i]
+		if run.Mode == RemoteWAL && run.Headline {
+			k := time.Duration(run.Rep)
+			run.StorePut = Summary{N: 10, P50: 5*ms + k*ms, P99: 20 * ms}
+			run.StoreGet = Summary{N: 10, P50: 2 * ms, P99: 9*ms + k*ms}
+			run.Stages = map[string]Summary{StageHW: {N: 1, P50: ms + k*ms, P99: 3 * ms}}
+		}
+	}
+	r.Aggregate()
+	tg, ok := TargetOf(r.rowsFor(true))
+	if !ok {
+		t.Fatal("no target")
+	}
+	var c, rw Row
+	for _, row := range r.rowsFor(true) {
+		if row.Mode == Classic {
+			c = row
+		} else {
+			rw = row
+		}
+	}
+	// Medians over the three runs: PUT p50 6 ms, GET p99 10 ms.
+	if want := c.P50 + 5*ms + 6*ms + 2*ms + TargetSlack; tg.BoundP50 != want {
+		t.Errorf("p50 bound %v, want %v", tg.BoundP50, want)
+	}
+	if want := c.P99 + 10*ms + 20*ms + 10*ms + TargetSlack; tg.BoundP99 != want {
+		t.Errorf("p99 bound %v, want %v", tg.BoundP99, want)
+	}
+	if tg.MeasuredP50 != rw.P50 || tg.RatioP50 != float64(rw.P50)/float64(tg.BoundP50) || tg.MetP50 != (rw.P50 <= tg.BoundP50) {
+		t.Errorf("p50: %+v against row p50 %v", tg, rw.P50)
+	}
+	if r.Target == nil || *r.Target != tg {
+		t.Errorf("report's target %+v, want %+v", r.Target, tg)
+	}
+	if rw.StageP50[StageHW] != 2*ms {
+		t.Errorf("hw stage p50 %v, want the median 2ms", rw.StageP50[StageHW])
+	}
+	var b bytes.Buffer
+	if err := r.WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"### Target", "| p50 | " + fmtMs(rw.P50) + " | " + fmtMs(tg.BoundP50), "### Where the end-to-end time goes"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+// TestTracerStages splits a record at its marks and leaves out records
+// whose marks are missing or out of order.
+func TestTracerStages(t *testing.T) {
+	tr := &offsetTracer{}
+	tr.mu.marks = map[int64]*offsetMarks{}
+	t0 := time.Unix(100, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	seen := int64(5)
+	tr.mark(&seen, 8, at(1), func(m *offsetMarks) *time.Time { return &m.leaderLog })
+	seen = 5
+	tr.mark(&seen, 7, at(10), func(m *offsetMarks) *time.Time { return &m.followerLog })
+	seen = 5
+	tr.mark(&seen, 6, at(12), func(m *offsetMarks) *time.Time { return &m.followerHW })
+	tr.mark(&seen, 7, at(13), func(m *offsetMarks) *time.Time { return &m.followerHW })
+	tr.mark(&seen, 7, at(99), func(m *offsetMarks) *time.Time { return &m.followerHW }) // nothing new
+	got := tr.stages([]consumedRecord{
+		{offset: 5, created: at(0), consumed: at(14)},
+		{offset: 6, created: at(0), consumed: at(15)},
+		{offset: 7, created: at(0), consumed: at(20)}, // not in the follower's log
+		{offset: 4, created: at(0), consumed: at(20)}, // before the watchers
+	})
+	want := map[string][2]time.Duration{ // min, max
+		StageProduce: {time.Millisecond, time.Millisecond}, StageReplicate: {9 * time.Millisecond, 9 * time.Millisecond},
+		StageHW: {2 * time.Millisecond, 3 * time.Millisecond}, StageDeliver: {2 * time.Millisecond, 2 * time.Millisecond},
+	}
+	for s, w := range want {
+		sm := got[s]
+		if sm.N != 2 || sm.P50 != w[0] || sm.Max != w[1] {
+			t.Errorf("%s: %+v, want 2 samples from %v to %v", s, sm, w[0], w[1])
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/cost"
 	"github.com/kwal/kwal/localcluster"
+	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/latency"
 	"github.com/kwal/kwal/objstore/ledger"
 )
@@ -113,6 +114,7 @@ type phase struct {
 	set   Setting
 	lc    *localcluster.Cluster
 	net   *netModel
+	store *timedStore // times the store's PUTs and GETs
 	admin *kgo.Client
 	price pricer
 	prog  *progress
@@ -122,6 +124,7 @@ type phase struct {
 
 func runPhase(ctx context.Context, cfg Config, index int, ph Phase, dir string, prog *progress, price pricer) (runs []RunResult, link LinkFigures, err error) {
 	nm := newNetModel(cfg.CrossAZ)
+	timed := &timedStore{}
 	defer func() {
 		mean, n := nm.measured()
 		link = LinkFigures{Phase: index, ConfiguredOneWay: cfg.CrossAZ, MeasuredMeanOneWay: mean, DelayedWrites: n}
@@ -132,6 +135,7 @@ func runPhase(ctx context.Context, cfg Config, index int, ph Phase, dir string, 
 		StorageURL: cfg.StorageURL, MetadataBootstrap: cfg.MetadataBootstrap,
 		RemoteWAL: broker.RemoteWALConfig{CombinerTaskInterval: ph.Setting.Interval, CombinerTaskUploadBytes: ph.Setting.UploadBytes},
 		Tweak:     func(bc *broker.Config) { bc.Dial = nm.brokerDial(bc.Rack) },
+		WrapStore: func(s objstore.Store) objstore.Store { timed.Store = s; return timed },
 		Logger:    cfg.Logger,
 	})
 	if err != nil {
@@ -146,7 +150,7 @@ func runPhase(ctx context.Context, cfg Config, index int, ph Phase, dir string, 
 		return nil, link, err
 	}
 	defer admin.Close()
-	p := &phase{cfg: cfg, index: index, set: ph.Setting, lc: lc, net: nm, admin: admin, price: price, prog: prog,
+	p := &phase{cfg: cfg, index: index, set: ph.Setting, lc: lc, net: nm, store: timed, admin: admin, price: price, prog: prog,
 		produced: map[[2]string]string{}}
 	for _, st := range ph.Steps {
 		prog.begin(fmt.Sprintf("%v | %s %s rep %d/%d", ph.Setting, st.Workload, st.Mode, st.Rep+1, cfg.Reps))
@@ -322,6 +326,12 @@ func (p *phase) endToEnd(ctx context.Context, r *RunResult, n, rate int, linger 
 	}
 	r.Records = n
 
+	leader, follower, err := p.replicas(r.Topic)
+	if err != nil {
+		return err
+	}
+	tracer := traceOffsets(leader, follower, broker.TopicPartition{Topic: r.Topic})
+	defer tracer.Close()
 	before := p.snapshots()
 	start := time.Now()
 	got := make(chan consumeResult, 1)
@@ -362,11 +372,13 @@ func (p *phase) endToEnd(ctx context.Context, r *RunResult, n, rate int, linger 
 	}
 	r.Samples, r.Duplicates, r.OutOfOrder = res.latencies, res.duplicates, res.outOfOrder
 	r.Elapsed = res.last.Sub(start)
+	r.Stages = tracer.stages(res.records)
 	return p.finish(ctx, r, before, start)
 }
 
 type consumeResult struct {
 	latencies              []time.Duration
+	records                []consumedRecord
 	duplicates, outOfOrder int64
 	last                   time.Time
 	err                    error
@@ -426,6 +438,7 @@ func consumeIndexed(ctx context.Context, cons *kgo.Client, n int, count *atomic.
 			seen[i] = true
 			created := time.Unix(0, int64(binary.BigEndian.Uint64(rec.Value[8:])))
 			res.latencies = append(res.latencies, now.Sub(created))
+			res.records = append(res.records, consumedRecord{offset: rec.Offset, created: created, consumed: now})
 			got++
 			count.Add(1)
 		})
@@ -540,7 +553,7 @@ func (p *phase) consume(ctx context.Context, r *RunResult) error {
 
 // finish waits for the followers, closes the ledger window and fills the
 // run's figures.
-func (p *phase) finish(ctx context.Context, r *RunResult, before []ledger.Snapshot, start time.Time) error {
+func (p *phase) finish(ctx context.Context, r *RunResult, before window, start time.Time) error {
 	if err := p.waitCaughtUp(ctx, broker.TopicPartition{Topic: r.Topic}); err != nil {
 		return err
 	}
@@ -552,7 +565,8 @@ func (p *phase) finish(ctx context.Context, r *RunResult, before []ledger.Snapsh
 		r.RecordsPerSec = float64(r.Records) / r.Elapsed.Seconds()
 		r.MBPerSec = float64(r.Bytes) / 1e6 / r.Elapsed.Seconds()
 	}
-	merged := mergeDeltas(before, after)
+	merged := mergeDeltas(before.ledgers, after.ledgers)
+	r.StorePut, r.StoreGet = p.store.since(before.store)
 	r.Ledger = ledgerFigures(merged, window)
 	u := cost.UsageFromLedger(merged, window, brokersForCost, 0)
 	b, err := p.price.model.MonthlyCost(u, p.price.sheet)
@@ -597,12 +611,40 @@ func (p *phase) waitCaughtUp(ctx context.Context, tp broker.TopicPartition) erro
 	}
 }
 
-func (p *phase) snapshots() []ledger.Snapshot {
+// window is where a run's counts start: every broker's ledger and the
+// timed store.
+type window struct {
+	ledgers []ledger.Snapshot
+	store   [2]int
+}
+
+func (p *phase) snapshots() window {
 	out := make([]ledger.Snapshot, len(p.lc.Ledgers))
 	for i, l := range p.lc.Ledgers {
 		out[i] = l.Snapshot()
 	}
-	return out
+	return window{ledgers: out, store: p.store.mark()}
+}
+
+// replicas returns the leader of topic's partition 0 and the follower the
+// consumer reads from: the lowest broker id in the consumer's rack, as
+// the leader's preferred read replica picks it.
+func (p *phase) replicas(topic string) (leader, follower *broker.Broker, err error) {
+	ts, ok := p.lc.Controller.Topic(topic)
+	if !ok || len(ts.Partitions) == 0 {
+		return nil, nil, fmt.Errorf("%s: unknown topic", topic)
+	}
+	ps := ts.Partitions[0]
+	best := int32(-1)
+	for _, id := range ps.Replicas {
+		if id != ps.Leader && p.lc.Broker(id).Info().Rack == consumerRack && (best < 0 || id < best) {
+			best = id
+		}
+	}
+	if best < 0 {
+		return nil, nil, fmt.Errorf("%s: no follower in %s", topic, consumerRack)
+	}
+	return p.lc.Broker(ps.Leader), p.lc.Broker(best), nil
 }
 
 // mergeDeltas sums what every broker's ledger recorded between before and

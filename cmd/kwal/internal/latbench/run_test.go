@@ -36,6 +36,16 @@ func TestRunTiny(t *testing.T) {
 		if run.Records != want || run.Latency.N == 0 || run.RecordsPerSec <= 0 || run.Window <= 0 {
 			t.Errorf("%s %s rep %d: %d records (want %d), latency %+v, %v rec/s", run.Workload, run.Mode, run.Rep, run.Records, want, run.Latency, run.RecordsPerSec)
 		}
+		if run.Workload == E2E {
+			for _, st := range E2EStages {
+				if sm := run.Stages[st]; sm.N < run.Records/2 {
+					t.Errorf("%s %s rep %d: stage %s has %d of %d records", run.Workload, run.Mode, run.Rep, st, sm.N, run.Records)
+				}
+			}
+			if run.Mode == RemoteWAL && (run.StorePut.N == 0 || run.StoreGet.N == 0 || run.StorePut.P50 <= 0) {
+				t.Errorf("remotewal e2e rep %d: store timings %+v / %+v", run.Rep, run.StorePut, run.StoreGet)
+			}
+		}
 		switch {
 		case run.Workload == Consume:
 			// Reads from the follower in its own rack: nothing to upload.

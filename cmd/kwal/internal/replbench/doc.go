@@ -14,6 +14,7 @@
 //	put       PUT start → PUT done
 //	publish   PUT done → metadata acknowledged by Kafka
 //	delivery  metadata acknowledged → the follower's index holds it
-//	get       in the index → the follower's ranged GET returned
+//	issue     in the index → the follower's ranged GET started
+//	get       GET started → returned (the store's latency model)
 //	append    GET returned → the follower appended the batches
 package replbench

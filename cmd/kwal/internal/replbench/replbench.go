@@ -41,7 +41,7 @@ type Config struct {
 }
 
 // Stages in order.
-var Stages = []string{"cut", "queue", "put", "publish", "delivery", "get", "append", "total"}
+var Stages = []string{"cut", "queue", "put", "publish", "delivery", "issue", "get", "append", "total"}
 
 // Result is what one run measured.
 type Result struct {
@@ -78,6 +78,7 @@ type recorder struct {
 	putStart  map[string]time.Time
 	putEnd    map[string]time.Time
 	delivered map[string]time.Time
+	getStart  map[string]time.Time
 	getEnd    map[string]time.Time
 	followed  map[sliceKey]time.Time // follower append of the batch at base
 }
@@ -86,7 +87,7 @@ func newRecorder() *recorder {
 	return &recorder{
 		appended: map[sliceKey]time.Time{}, submitted: map[sliceKey]time.Time{}, keyOf: map[sliceKey]string{},
 		published: map[string]time.Time{}, putStart: map[string]time.Time{}, putEnd: map[string]time.Time{},
-		delivered: map[string]time.Time{}, getEnd: map[string]time.Time{}, followed: map[sliceKey]time.Time{},
+		delivered: map[string]time.Time{}, getStart: map[string]time.Time{}, getEnd: map[string]time.Time{}, followed: map[sliceKey]time.Time{},
 	}
 }
 
@@ -142,9 +143,11 @@ func (s store) Put(ctx context.Context, key string, body []byte, o objstore.PutO
 }
 
 func (s store) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	t0 := time.Now()
 	b, err := s.Store.GetRange(ctx, key, off, n)
 	if err == nil {
 		s.r.mu.Lock()
+		setOnce(s.r.getStart, key, t0)
 		setOnce(s.r.getEnd, key, time.Now())
 		s.r.mu.Unlock()
 	}
@@ -388,8 +391,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		if !ok || !okA || !okF {
 			continue
 		}
-		p0, p1, pub, del, get := rec.putStart[key], rec.putEnd[key], rec.published[key], rec.delivered[key], rec.getEnd[key]
-		if p0.IsZero() || p1.IsZero() || pub.IsZero() || del.IsZero() || get.IsZero() {
+		p0, p1, pub, del, get0, get := rec.putStart[key], rec.putEnd[key], rec.published[key], rec.delivered[key], rec.getStart[key], rec.getEnd[key]
+		if p0.IsZero() || p1.IsZero() || pub.IsZero() || del.IsZero() || get0.IsZero() || get.IsZero() {
 			continue
 		}
 		res.Slices++
@@ -399,7 +402,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		add("put", p0, p1)
 		add("publish", p1, pub)
 		add("delivery", pub, del)
-		add("get", laterOf(del, pub), get)
+		add("issue", laterOf(del, pub), laterOf(get0, laterOf(del, pub)))
+		add("get", laterOf(get0, laterOf(del, pub)), get)
 		add("append", get, f)
 		add("total", a, f)
 	}
