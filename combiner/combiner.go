@@ -154,6 +154,9 @@ type Metrics struct {
 	// byte ranges are dead bytes no metadata references.
 	ObjectsPartial int64
 	SlicesGivenUp  int64 // slices that got Done(err), whole objects included
+	// Announced: tasks holding bytes back until called (Announce);
+	// Called: tasks called for them that have not answered yet.
+	Announced, Called int
 }
 
 // batch holds slices in queue order, as the encoder and the Done callbacks
@@ -236,7 +239,9 @@ type Combiner struct {
 		// queued, for which its interval timer is armed; zero when it left
 		// nothing. An older slice pokes the cutter so the interval holds
 		// for it too.
-		armedFor   time.Time
+		armedFor time.Time
+		// ann counts the tasks holding bytes back until asked (Announce).
+		ann        announcements
 		heldSlices int
 		heldBytes  int64
 		// heldBy is the held amount per partition, bounded by
@@ -324,7 +329,13 @@ func (c *Combiner) Submit(ctx context.Context, s Slice) error {
 		}
 		space := c.mu.space
 		c.mu.waiting = true
+		// The cutter may be waiting for called tasks to answer, and this
+		// may be one of them: tell it to cut without them.
+		callsOut := c.mu.ann.called > 0
 		c.mu.Unlock()
+		if callsOut {
+			c.poke()
+		}
 		if !blocked {
 			blocked = true
 			c.m.submitsBlocked.Add(1)
@@ -407,7 +418,8 @@ func (c *Combiner) poke() {
 // Metrics returns a snapshot.
 func (c *Combiner) Metrics() Metrics {
 	c.mu.Lock()
-	m := Metrics{QueuedSlices: len(c.mu.queue.in), QueuedBytes: c.mu.queuedBytes, HeldSlices: c.mu.heldSlices, HeldBytes: c.mu.heldBytes}
+	m := Metrics{QueuedSlices: len(c.mu.queue.in), QueuedBytes: c.mu.queuedBytes, HeldSlices: c.mu.heldSlices, HeldBytes: c.mu.heldBytes,
+		Announced: c.mu.ann.count, Called: c.mu.ann.called}
 	c.mu.Unlock()
 	m.SubmitsBlocked = c.m.submitsBlocked.Load()
 	m.ObjectsCut = c.m.cut.Load()
@@ -469,7 +481,11 @@ func (c *Combiner) cutter() {
 		c.mu.Lock()
 		closing := c.mu.closed
 		now := c.clock.Now()
-		plan := Pack(c.mu.view, now, c.policy, closing)
+		c.mu.ann.answered(now, c.cfg.Interval/2)
+		plan := PackWith(c.mu.view, c.mu.ann.pending(now, c.mu.waiting), now, c.policy, closing)
+		if plan.Call {
+			c.mu.ann.callAll(now)
+		}
 		cut = cut[:0]
 		n := 0
 		q := &c.mu.queue

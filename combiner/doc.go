@@ -46,6 +46,19 @@
 //	object n:  [ P@10 | Q@0 | R@4 ]   P@0 given up earlier, not re-submitted
 //	published:   ----   Q@0   R@4      P@10: ErrEarlierSliceFailed, for P only
 //
+// # Held bytes
+//
+// A remote-WAL task below the upload size does not submit its bytes: it
+// announces them (Announce, with the time of its oldest byte) and holds
+// them in its log. The interval runs from the oldest byte, queued or
+// announced (PackWith's Pending). When it is up (less the measured time
+// tasks take to answer, at most half the interval), the cutter closes the
+// announced tickets' Called channel and waits until every called task has
+// submitted and withdrawn, for at most half an interval; then it cuts, so
+// the object carries one slice per partition (a late one goes in the next
+// object). A Submit that has to wait for room ends that wait (a called
+// task may be the one blocked), and the queue is cut without it.
+//
 // # Keys
 //
 //	<prefix>wal/<broker-id>/<yyyymmddhh UTC>/<uuid>.kwal

@@ -148,7 +148,11 @@ type part struct {
 	retryAt    time.Time
 	stuckSince time.Time
 
-	fallbackUntil   int64
+	fallbackUntil int64
+	// bytesPerOffset is the log bytes per offset of the latest append (0
+	// before the first): it sizes a leader fetch for a range whose end is
+	// known (fallbackMaxBytes).
+	bytesPerOffset  float64
 	fallbackCause   Cause
 	fallbackBusy    bool
 	fallbackRetryAt time.Time
@@ -939,6 +943,9 @@ func (f *Follower) appendSlice(p *part, key string, entry metadata.SliceEntry, r
 // advanced updates the partition after an append.
 func (f *Follower) advanced(p *part, info kafkalog.AppendInfo, maxTs int64, now time.Time) {
 	wasFallback := p.fallbackUntil > p.leo
+	if n := info.LastOffset + 1 - info.FirstOffset; n > 0 && info.Bytes > 0 {
+		p.bytesPerOffset = float64(info.Bytes) / float64(n)
+	}
 	p.leo = info.LastOffset + 1
 	if info.LastEpoch >= 0 {
 		p.localEpoch = max(p.localEpoch, info.LastEpoch)
@@ -1069,13 +1076,33 @@ func (f *Follower) startFallback(p *part) {
 	p.leaderFetches++
 	f.c.leaderFetches.Add(1)
 	tp, epoch, from, rack := p.tp, p.leader.Epoch, p.leo, p.leader.Rack
+	maxBytes := fallbackMaxBytes(p.fallbackUntil-p.leo, p.bytesPerOffset, f.cfg.FallbackMaxBytes)
 	f.spawn(func() func() {
-		raw, err := f.cfg.LeaderClient.Fetch(f.ctx, tp, epoch, from, f.cfg.FallbackMaxBytes)
+		raw, err := f.cfg.LeaderClient.Fetch(f.ctx, tp, epoch, from, maxBytes)
 		if len(raw) > 0 && f.cfg.Transfers != nil {
 			f.cfg.Transfers.RecordTransfer("follower", rack, f.cfg.Rack, ledger.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, int64(len(raw)))
 		}
 		return func() { f.fallbackDone(tp, epoch, from, raw, err) }
 	})
+}
+
+// fallbackMaxBytes sizes one leader fetch for the offsets still wanted
+// from the leader: what they take at bytesPerOffset, with a quarter more
+// for batches of other sizes, at most limit. Every byte the leader sends
+// crosses racks, and the follower appends only up to the range's end, so
+// a fetch of limit for a range of a few batches would pay for bytes that
+// object storage serves anyway. The leader returns at least one batch
+// whatever the bound, so a low estimate costs round trips, not progress.
+// Without an estimate, or with no end known, it is limit.
+func fallbackMaxBytes(offsets int64, bytesPerOffset float64, limit int) int {
+	if offsets <= 0 || bytesPerOffset <= 0 {
+		return limit
+	}
+	est := float64(offsets) * bytesPerOffset * 1.25
+	if est >= float64(limit) {
+		return limit
+	}
+	return max(int(est), 1)
 }
 
 func (f *Follower) fallbackDone(tp metadata.TopicPartition, epoch int32, from int64, raw []byte, err error) {

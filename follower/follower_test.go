@@ -331,6 +331,12 @@ func TestDuplicatedAndReorderedIndex(t *testing.T) {
 func TestFallbackToLeader(t *testing.T) {
 	r := newRig(t)
 	defer r.stop()
+	// The causes under test are the missing object and the unpublished
+	// slice. waitCaughtUp pumps the manual clock for the gap timeout, so
+	// under load it can also pass a read's time budget while the read is
+	// on its way; that would degrade the partition (a read timeout) and
+	// the leader would serve everything, which is another test's case.
+	r.cfg = func(c *Config) { c.FallbackAfter = time.Hour }
 	rng := rand.New(rand.NewPCG(21, 22))
 	leader := r.addLeader(tp0, 5)
 	fillLeader(t, leader, rng, 200, 5)
@@ -543,5 +549,27 @@ func TestCorruptBatchUnderValidSliceCRC(t *testing.T) {
 	m := r.f.Metrics()
 	if m.CorruptSlices < 1 || m.Fallbacks != 1 || m.LeaderBytes == 0 {
 		t.Fatalf("want the corrupt batch refused and one fallback: %+v", m)
+	}
+}
+
+// TestFallbackMaxBytes: a leader fetch for a range of known end asks for
+// about what the range takes; with no estimate or no end, the limit.
+func TestFallbackMaxBytes(t *testing.T) {
+	for _, tc := range []struct {
+		offsets int64
+		bpo     float64
+		limit   int
+		want    int
+	}{
+		{6, 1000, 1 << 20, 7500},
+		{6, 0, 1 << 20, 1 << 20},      // nothing appended yet
+		{0, 1000, 1 << 20, 1 << 20},   // no end known
+		{-3, 1000, 1 << 20, 1 << 20},  // below the log end
+		{1e6, 1000, 1 << 20, 1 << 20}, // more than the limit
+		{1, 0.1, 1 << 20, 1},          // never 0: the leader sends a batch anyway
+	} {
+		if got := fallbackMaxBytes(tc.offsets, tc.bpo, tc.limit); got != tc.want {
+			t.Errorf("fallbackMaxBytes(%d, %v, %d) = %d, want %d", tc.offsets, tc.bpo, tc.limit, got, tc.want)
+		}
 	}
 }

@@ -994,6 +994,18 @@ func (l *Log) PositionOf(offset int64) (SegmentPosition, error) {
 	return SegmentPosition{SegmentBaseOffset: s.base, Position: pos}, nil
 }
 
+// EndPosition returns the log end offset and where it lies: the active
+// segment's base offset and size. It costs one read lock, no I/O and no
+// allocation, so a caller that remembers where its own offset lies (a
+// remote-WAL task after each Slice) can tell how many bytes were appended
+// since without PositionOf.
+func (l *Log) EndPosition() (leo int64, end SegmentPosition) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	act := l.active()
+	return l.mu.leo, SegmentPosition{SegmentBaseOffset: act.base, Position: act.size}
+}
+
 // Slice returns whole batches starting with the batch whose base offset is
 // fromOffset, all in one segment and with one partition leader epoch, up
 // to maxBytes but at least one batch. fromOffset == LogEndOffset gives an
@@ -1006,12 +1018,7 @@ func (l *Log) Slice(fromOffset int64, maxBytes int) (SegmentSlice, error) {
 		return SegmentSlice{}, err
 	}
 	if fromOffset == l.mu.leo {
-		act := l.active()
-		return SegmentSlice{
-			SegmentBaseOffset: act.base, BasePosition: act.size, EndPosition: act.size,
-			FirstOffset: fromOffset, LastOffset: fromOffset - 1, LeaderEpoch: UndefinedEpoch,
-			Data: []byte{}, NextOffset: fromOffset,
-		}, nil
+		return l.emptySlice(fromOffset), nil
 	}
 	s := l.segmentFor(fromOffset)
 	r := l.reader(s)
@@ -1027,7 +1034,69 @@ func (l *Log) Slice(fromOffset int64, maxBytes int) (SegmentSlice, error) {
 	if err != nil {
 		return SegmentSlice{}, fmt.Errorf("kafkalog: slice from %d: %w", fromOffset, err)
 	}
-	last := h.last
+	return sliceOf(s, pos, h, data), nil
+}
+
+// SliceAt is Slice for a caller that knows where fromOffset's batch
+// starts (the end of its previous slice): it reads from at without the
+// index lookup, in one read, and checks that a batch with base offset
+// fromOffset starts there. Errors as Slice; ErrNotBatchBoundary also when
+// at is not where that batch starts (the caller then uses Slice).
+func (l *Log) SliceAt(at SegmentPosition, fromOffset int64, maxBytes int) (SegmentSlice, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if err := l.checkRange(fromOffset); err != nil {
+		return SegmentSlice{}, err
+	}
+	if fromOffset == l.mu.leo {
+		return l.emptySlice(fromOffset), nil
+	}
+	i := sort.Search(len(l.mu.segs), func(i int) bool { return l.mu.segs[i].base >= at.SegmentBaseOffset })
+	if i == len(l.mu.segs) || l.mu.segs[i].base != at.SegmentBaseOffset || at.Position < 0 || at.Position+liteHeaderSize > l.mu.segs[i].size {
+		return SegmentSlice{}, fmt.Errorf("kafkalog: slice from %d at %+v: %w", fromOffset, at, ErrNotBatchBoundary)
+	}
+	s := l.mu.segs[i]
+	n := min(int64(max(maxBytes, liteHeaderSize)), s.size-at.Position)
+	data := make([]byte, n)
+	if _, err := s.file.ReadAt(data, at.Position); err != nil && !errors.Is(err, io.EOF) {
+		return SegmentSlice{}, fmt.Errorf("kafkalog: slice from %d: %w", fromOffset, err)
+	}
+	h := parseLite(data)
+	if h.base != fromOffset || h.size < BatchHeaderSize || at.Position+int64(h.size) > s.size {
+		return SegmentSlice{}, fmt.Errorf("kafkalog: slice from %d at %+v: batch there starts at %d: %w", fromOffset, at, h.base, ErrNotBatchBoundary)
+	}
+	if h.size > len(data) {
+		// maxBytes is below the first batch: it goes whole, as in Slice.
+		whole, err := readBatches(nil, s, at.Position, h, maxBytes, true)
+		if err != nil {
+			return SegmentSlice{}, fmt.Errorf("kafkalog: slice from %d: %w", fromOffset, err)
+		}
+		return sliceOf(s, at.Position, h, whole), nil
+	}
+	end := h.size
+	for end+liteHeaderSize <= len(data) {
+		nh := parseLite(data[end:])
+		if nh.size < BatchHeaderSize || end+nh.size > len(data) || nh.epoch != h.epoch {
+			break
+		}
+		end += nh.size
+	}
+	return sliceOf(s, at.Position, h, data[:end:end]), nil
+}
+
+// emptySlice is the slice at the log end. Caller holds mu.
+func (l *Log) emptySlice(fromOffset int64) SegmentSlice {
+	act := l.active()
+	return SegmentSlice{
+		SegmentBaseOffset: act.base, BasePosition: act.size, EndPosition: act.size,
+		FirstOffset: fromOffset, LastOffset: fromOffset - 1, LeaderEpoch: UndefinedEpoch,
+		Data: []byte{}, NextOffset: fromOffset,
+	}
+}
+
+// sliceOf describes data, whole batches of s from pos whose first is first.
+func sliceOf(s *segment, pos int64, first liteHeader, data []byte) SegmentSlice {
+	last := first.last
 	for p := 0; p < len(data); {
 		lh := parseLite(data[p:])
 		last = lh.last
@@ -1035,9 +1104,9 @@ func (l *Log) Slice(fromOffset int64, maxBytes int) (SegmentSlice, error) {
 	}
 	return SegmentSlice{
 		SegmentBaseOffset: s.base, BasePosition: pos, EndPosition: pos + int64(len(data)),
-		FirstOffset: fromOffset, LastOffset: last, LeaderEpoch: h.epoch,
+		FirstOffset: first.base, LastOffset: last, LeaderEpoch: first.epoch,
 		Data: data, NextOffset: last + 1,
-	}, nil
+	}
 }
 
 // Segments describes the segments, oldest first.

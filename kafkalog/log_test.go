@@ -330,9 +330,23 @@ func TestSliceStopsAtEpochAndSegment(t *testing.T) {
 		if !bytes.Equal(raw, s.Data) {
 			t.Fatalf("Slice(%d) data differs from the file", tt.from)
 		}
+		// SliceAt from the known position gives the same slice.
+		at, err := e.log.SliceAt(SegmentPosition{SegmentBaseOffset: s.SegmentBaseOffset, Position: s.BasePosition}, tt.from, int(tt.max))
+		if err != nil || !reflect.DeepEqual(at, s) {
+			t.Fatalf("SliceAt(%d,%d) = %+v, %v; Slice gave %+v", tt.from, tt.max, at, err, s)
+		}
 	}
 	if s, err := e.log.Slice(5, 100); err != nil || len(s.Data) != 0 || s.NextOffset != 5 {
 		t.Fatalf("Slice(LEO) = %+v, %v", s, err)
+	}
+	if s, err := e.log.SliceAt(SegmentPosition{SegmentBaseOffset: 4, Position: int64(one)}, 5, 100); err != nil || len(s.Data) != 0 || s.NextOffset != 5 {
+		t.Fatalf("SliceAt(LEO) = %+v, %v", s, err)
+	}
+	// A position that is not where the offset's batch starts is refused.
+	for _, bad := range []SegmentPosition{{0, int64(one)}, {0, 1}, {4, 0}, {7, 0}, {0, int64(4 * one)}, {0, -1}} {
+		if _, err := e.log.SliceAt(bad, 0, 1<<20); !errors.Is(err, ErrNotBatchBoundary) {
+			t.Fatalf("SliceAt(%+v, 0): %v, want ErrNotBatchBoundary", bad, err)
+		}
 	}
 	mustAppendLeader(t, e.log, batch(3, 5), 2)
 	if _, err := e.log.Slice(6, 100); !errors.Is(err, ErrNotBatchBoundary) {
@@ -717,4 +731,22 @@ func testBatchP(tb testing.TB, pid int64, epoch int16, seq int32, n int) []byte 
 	return kafkalogtest.Encode(kafkalogtest.BatchSpec{
 		BaseTimestamp: t0.UnixMilli(), ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, Records: recs,
 	})
+}
+
+// TestEndPositionMatchesPositionOf: EndPosition is PositionOf(LogEndOffset)
+// without the lookup, across appends and segment rolls.
+func TestEndPositionMatchesPositionOf(t *testing.T) {
+	one := len(batch(1, 100))
+	e := newEnv(t, Config{SegmentBytes: int64(3 * one)})
+	for i := 0; i < 8; i++ {
+		leo, end := e.log.EndPosition()
+		pos, err := e.log.PositionOf(leo)
+		if err != nil || leo != e.log.LogEndOffset() || pos != end {
+			t.Fatalf("after %d appends: EndPosition %d %+v, PositionOf %+v, %v", i, leo, end, pos, err)
+		}
+		mustAppendLeader(t, e.log, batch(1, 100), 0)
+	}
+	if n := len(e.log.Segments()); n < 3 {
+		t.Fatalf("%d segments; the test needs rolls", n)
+	}
 }

@@ -11,14 +11,23 @@
 //	            │ b0 b1 b2 │ b3 b4 │ b5 (e=7)││ b6 b7 b8 ...              │
 //	            └──────────┴───────┴─────────┘└───────────────────────────┘
 //	slices         [b0..b2]  [b3,b4]  [b5]      [b6..b8]
-//	               size cut  time cut epoch     segment roll
+//	               size cut  called   epoch     segment roll
 //
-// A task cuts when the bytes pending past its last cut reach UploadBytes, or
-// when the oldest pending byte has waited Interval. Tasks run on a pool of
-// ThreadPoolSize workers (remote.wal.log.manager.thread.pool.size): a task
-// waits on its log's append notification or its interval timer, then takes a
-// worker slot to read and submit. Submit blocks when the combiner's queue is
-// full; that back-pressure holds the task, which is what bounds memory.
+// A task cuts when the bytes pending past its last cut reach UploadBytes,
+// at a segment roll or leader-epoch change, or when the combiner calls for
+// them. Below UploadBytes a task holds its bytes in the log and announces
+// them to the combiner (PackCaller: Combiner.Announce), whose interval
+// counts them as if queued; when an object is due the combiner calls every
+// announced task (Ticket.Called), each cuts what it holds and withdraws,
+// and the object goes out with one slice per partition. So no task runs a
+// timer, an idle task only waits on its log's append notification, and a
+// task knows where its next offset lies in the log after each cut
+// (kafkalog.Log.EndPosition gives the bytes pending without a lookup). With
+// a Sink that is not a PackCaller a task cuts after Interval instead.
+// Tasks run on a pool of ThreadPoolSize workers
+// (remote.wal.log.manager.thread.pool.size): a task takes a worker slot to
+// read and submit. Submit blocks when the combiner's queue is full; that
+// back-pressure holds the task, which is what bounds memory.
 //
 // The package also assembles the leader's write path (NewWritePath: tasks,
 // combiner and metadata publisher). What KIP-1176 names the

@@ -19,9 +19,13 @@ import (
 // implements it.
 type Log interface {
 	LogEndOffset() int64
-	Segments() []kafkalog.SegmentInfo
+	// EndPosition is the log end offset and where it lies (the active
+	// segment's base offset and size), without I/O.
+	EndPosition() (int64, kafkalog.SegmentPosition)
 	PositionOf(offset int64) (kafkalog.SegmentPosition, error)
 	Slice(fromOffset int64, maxBytes int) (kafkalog.SegmentSlice, error)
+	// SliceAt is Slice from a known position, without the index lookup.
+	SliceAt(at kafkalog.SegmentPosition, fromOffset int64, maxBytes int) (kafkalog.SegmentSlice, error)
 	AppendNotify() <-chan struct{}
 }
 
@@ -33,6 +37,19 @@ type Sink interface {
 	Submit(ctx context.Context, s combiner.Slice) error
 }
 
+// PackCaller is a Sink that cuts objects on an interval of its own and asks
+// the tasks for what they hold when one is due; *combiner.Combiner
+// implements it. A task whose sink is a PackCaller holds bytes below
+// UploadBytes in its log, announced (Announce), until the sink calls for
+// them (Ticket.Called), then submits them and withdraws: a partition gives
+// each object one slice, and no task runs a timer. With any other Sink a
+// task cuts such bytes after Interval.
+type PackCaller interface {
+	Sink
+	Announce(since time.Time) combiner.Ticket
+	Withdraw(combiner.Ticket)
+}
+
 // Config configures a Manager.
 type Config struct {
 	// ThreadPoolSize is remote.wal.log.manager.thread.pool.size: how many
@@ -41,7 +58,8 @@ type Config struct {
 	// UploadBytes cuts a slice once this many bytes are pending. Default 256 KiB.
 	UploadBytes int
 	// Interval cuts a slice once the oldest pending byte has waited this
-	// long. Default 5 ms.
+	// long, when the sink is not a PackCaller (which calls for the bytes
+	// itself); it is also the retry delay after a failed cut. Default 5 ms.
 	Interval time.Duration
 	// MaxSliceBytes caps one slice. Default 1 MiB; must be ≥ UploadBytes.
 	MaxSliceBytes int
@@ -91,7 +109,7 @@ type CutReason int
 
 const (
 	CutSize     CutReason = iota // pending bytes reached UploadBytes
-	CutInterval                  // the oldest pending byte waited Interval
+	CutInterval                  // the oldest pending byte waited Interval, or the combiner called for it
 	CutBoundary                  // a segment roll or an epoch change ends the slice
 )
 
@@ -112,9 +130,10 @@ var ErrStopped = errors.New("remotewal: partition task not running")
 
 // Manager runs one task per leader partition.
 type Manager struct {
-	cfg  Config
-	sink Sink
-	pool chan struct{}
+	cfg    Config
+	sink   Sink
+	caller PackCaller // sink, if it calls for held bytes; else nil
+	pool   chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -137,6 +156,7 @@ func NewManager(cfg Config, sink Sink) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{cfg: cfg, sink: sink, pool: make(chan struct{}, cfg.ThreadPoolSize)}
+	m.caller, _ = sink.(PackCaller)
 	m.mu.tasks = make(map[metadata.TopicPartition]*task)
 	m.mu.stopped = make(map[metadata.TopicPartition]stoppedTask)
 	return m, nil
@@ -290,10 +310,22 @@ type task struct {
 	// pendingSince is when the task first saw bytes past next; zero when
 	// nothing is pending.
 	pendingSince time.Time
+	// nextPos is where next lies in the log, when nextPosKnown: after a
+	// cut it is the slice's end, so the bytes pending are the active
+	// segment's size minus it (EndPosition), without a lookup per append.
+	// Owned by the task goroutine.
+	nextPos      kafkalog.SegmentPosition
+	nextPosKnown bool
+	// ticket is the task's announcement to a PackCaller sink while it
+	// holds bytes below UploadBytes; called is set once the sink called
+	// for them. Owned by the task goroutine.
+	ticket combiner.Ticket
+	called bool
 }
 
 func (t *task) run(ctx context.Context) {
 	defer close(t.done)
+	defer t.withdraw()
 	cfg := &t.m.cfg
 	timer := cfg.Clock.NewTimer(time.Hour)
 	timer.Stop()
@@ -309,11 +341,16 @@ func (t *task) run(ctx context.Context) {
 		var err error
 		if t.rewind < 0 {
 			wait, err = t.step(ctx)
+		} else {
+			// Nothing is cut until the rewind: hold nothing announced.
+			t.withdraw()
 		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
+			t.withdraw()
+			t.nextPosKnown = false
 			t.m.errs.Add(1)
 			cfg.Logger.Error("remotewal: cutting slice failed; will retry", "partition", t.tp.String(), "offset", t.next.Load(), "err", err)
 			wait = cfg.Interval
@@ -331,30 +368,47 @@ func (t *task) run(ctx context.Context) {
 			return
 		case <-notify:
 		case <-timerC:
+			timerC = nil // fired: nothing to stop
+		case <-t.ticket.Called():
+			t.called = true
 		case <-t.failWake:
 			t.takeFailed(ctx)
 		case <-t.idle:
 		}
-		timer.Stop()
+		if timerC != nil {
+			timer.Stop()
+		}
 	}
 }
 
+// withdraw ends the task's announcement, if any.
+func (t *task) withdraw() {
+	if t.ticket.Live() {
+		t.m.caller.Withdraw(t.ticket)
+		t.ticket = combiner.Ticket{}
+	}
+	t.called = false
+}
+
 // step cuts every slice that is due and returns how long to wait before the
-// oldest pending byte comes due (0: wait for the next append only).
+// oldest pending byte comes due (0: wait for the next append, or for the
+// sink to call for the bytes, only).
 func (t *task) step(ctx context.Context) (time.Duration, error) {
 	cfg := &t.m.cfg
 	for {
 		next := t.next.Load()
-		leo := t.log.LogEndOffset()
+		leo, end := t.log.EndPosition()
 		if next >= leo {
 			t.pendingSince = time.Time{}
+			// Caught up: a called task has answered.
+			t.withdraw()
 			return 0, nil
 		}
 		now := cfg.Clock.Now()
 		if t.pendingSince.IsZero() {
 			t.pendingSince = now
 		}
-		pending, boundary, err := t.pendingBytes(next)
+		pending, boundary, err := t.pendingBytes(next, end)
 		if err != nil {
 			return 0, err
 		}
@@ -365,6 +419,14 @@ func (t *task) step(ctx context.Context) (time.Duration, error) {
 			reason = CutSize
 		case boundary:
 			reason = CutBoundary
+		case t.called:
+			reason = CutInterval
+		case t.m.caller != nil:
+			// Hold the bytes until the sink calls for them.
+			if !t.ticket.Live() {
+				t.ticket = t.m.caller.Announce(t.pendingSince)
+			}
+			return 0, nil
 		case age >= cfg.Interval:
 			reason = CutInterval
 		default:
@@ -380,27 +442,25 @@ func (t *task) step(ctx context.Context) (time.Duration, error) {
 	}
 }
 
-// pendingBytes returns the bytes appended at or after offset next and
-// whether they span a segment roll (so a cut is due regardless of size).
-func (t *task) pendingBytes(next int64) (int64, bool, error) {
-	pos, err := t.log.PositionOf(next)
-	if err != nil {
-		return 0, false, fmt.Errorf("position of offset %d: %w", next, err)
-	}
-	var pending int64
-	segs := 0
-	for _, s := range t.log.Segments() {
-		if s.BaseOffset < pos.SegmentBaseOffset {
-			continue
+// pendingBytes returns the bytes appended at or after offset next, whose
+// log end lies at end, and whether they span a segment roll (so a cut is
+// due regardless of size). Where next lies is known after a cut; it is
+// looked up (PositionOf) only at the start, after a rewind or error, and
+// once after each roll.
+func (t *task) pendingBytes(next int64, end kafkalog.SegmentPosition) (int64, bool, error) {
+	if !t.nextPosKnown || t.nextPos.SegmentBaseOffset != end.SegmentBaseOffset {
+		pos, err := t.log.PositionOf(next)
+		if err != nil {
+			return 0, false, fmt.Errorf("position of offset %d: %w", next, err)
 		}
-		segs++
-		if s.BaseOffset == pos.SegmentBaseOffset {
-			pending += s.Size - pos.Position
-		} else {
-			pending += s.Size
-		}
+		t.nextPos, t.nextPosKnown = pos, true
 	}
-	return pending, segs > 1, nil
+	if t.nextPos.SegmentBaseOffset != end.SegmentBaseOffset {
+		// next lies in an older segment than the active one: what is
+		// left of it ends at the roll.
+		return 0, true, nil
+	}
+	return end.Position - t.nextPos.Position, false, nil
 }
 
 func (t *task) cut(ctx context.Context, next int64, reason CutReason) error {
@@ -412,7 +472,19 @@ func (t *task) cut(ctx context.Context, next int64, reason CutReason) error {
 	}
 	defer func() { <-t.m.pool }()
 
-	s, err := t.log.Slice(next, cfg.MaxSliceBytes)
+	var s kafkalog.SegmentSlice
+	var err error
+	if t.nextPosKnown {
+		s, err = t.log.SliceAt(t.nextPos, next, cfg.MaxSliceBytes)
+		if errors.Is(err, kafkalog.ErrNotBatchBoundary) {
+			// The remembered position is stale (the log changed under
+			// us): look it up.
+			t.nextPosKnown = false
+		}
+	}
+	if !t.nextPosKnown {
+		s, err = t.log.Slice(next, cfg.MaxSliceBytes)
+	}
 	if err != nil {
 		return fmt.Errorf("slice from offset %d: %w", next, err)
 	}
@@ -432,6 +504,8 @@ func (t *task) cut(ctx context.Context, next int64, reason CutReason) error {
 		return err
 	}
 	t.next.Store(s.NextOffset)
+	t.nextPos = kafkalog.SegmentPosition{SegmentBaseOffset: s.SegmentBaseOffset, Position: s.EndPosition}
+	t.nextPosKnown = true
 	t.m.slices.Add(1)
 	t.m.bytes.Add(int64(len(s.Data)))
 	switch reason {
@@ -541,6 +615,7 @@ func (t *task) rewindNow() {
 	t.m.cfg.Logger.Warn("remotewal: re-cutting from the first slice the combiner gave up on", "partition", t.tp.String(),
 		"from_offset", from, "submitted_offset", t.next.Load(), "cause", t.rewindCause)
 	t.next.Store(from)
+	t.nextPosKnown = false
 	t.rewind, t.rewindCause = -1, nil
 	t.pendingSince = time.Time{}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/combiner"
@@ -114,7 +115,7 @@ func NewWritePath(cfg WritePathConfig) (*WritePath, error) {
 	if tc.Clock == nil {
 		tc.Clock = cc.Clock
 	}
-	var sink Sink = comb
+	var sink PackCaller = comb
 	if cfg.Observer != nil {
 		sink = timedSink{next: comb, clock: cc.Clock, obs: cfg.Observer}
 	}
@@ -137,10 +138,15 @@ func (w *WritePath) Close(ctx context.Context) error {
 // (UploadedObject.UploadedAt) and from there to its metadata published
 // (Done). Both on the combiner's clock.
 type timedSink struct {
-	next  Sink
+	next  PackCaller
 	clock clock.Clock
 	obs   stagehist.Observer
 }
+
+var _ PackCaller = timedSink{}
+
+func (t timedSink) Announce(since time.Time) combiner.Ticket { return t.next.Announce(since) }
+func (t timedSink) Withdraw(tk combiner.Ticket)              { t.next.Withdraw(tk) }
 
 func (t timedSink) Submit(ctx context.Context, s combiner.Slice) error {
 	submitted := t.clock.Now()

@@ -43,6 +43,8 @@ func runBenchLatency(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "directory for the cluster's logs and objects (default: a temporary one, removed)")
 	verbose := fs.Bool("v", false, "broker logs on stderr")
 	quiet := fs.Bool("q", false, "no progress line on stderr")
+	workloads := fs.String("workloads", "", "headline workloads to run, comma-separated (default all: e2e-acks1,produce-acks1,consume,e2e-acksall,produce-acksall)")
+	cpuprofile := fs.String("cpuprofile", "", "profile each headline step into PREFIX-<workload>-<mode>-rep<N>.pprof")
 	bootstrap := fs.String("bootstrap", "", "not supported: the benchmark needs the brokers' ledgers, so it runs its own in-process cluster")
 	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
@@ -53,7 +55,12 @@ func runBenchLatency(args []string, stdout, stderr io.Writer) error {
 	cfg := latbench.Config{
 		Quick: *quick, Reps: *reps, OutDir: *out, Dir: *dir, LatencyModel: model, StorageURL: *storeURL, MetadataBootstrap: *metaBootstrap, CrossAZ: *crossAZ,
 		NoCrossAZ: *crossAZ == 0, Sheet: *sheet, NoSweep: *noSweep, ReplicationFactor: int16(*rf), PerfRecords: *perf,
-		Logger: slog.New(slog.DiscardHandler),
+		CPUProfile: *cpuprofile, Logger: slog.New(slog.DiscardHandler),
+	}
+	for _, w := range strings.Split(*workloads, ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			cfg.Workloads = append(cfg.Workloads, latbench.Workload(w))
+		}
 	}
 	if *verbose {
 		cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

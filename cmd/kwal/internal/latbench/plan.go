@@ -140,6 +140,12 @@ type Config struct {
 	PerfRecordBytes int // 2,000
 	StreamRate      int // records/s of the sweep's stream
 	StreamDuration  time.Duration
+	// CPUProfile, if set, is a file prefix: each step of the headline
+	// phase is profiled on its own into
+	// <prefix>-<workload>-<mode>-rep<N>.pprof, so the two modes' produce
+	// paths can be compared (the profile is process-wide: brokers,
+	// store model and clients).
+	CPUProfile string
 	// Progress, if set, receives a one-line progress display.
 	Progress io.Writer
 	Logger   *slog.Logger

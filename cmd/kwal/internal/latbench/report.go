@@ -52,6 +52,8 @@ type ReportConfig struct {
 	HoursPerMonth           float64 `json:"hours_per_month"`
 	CrossAZDirectionsBilled int     `json:"cross_az_directions_billed"`
 	Brokers                 int     `json:"brokers_priced"`
+	// Producers are each workload's producer properties.
+	Producers map[Workload][]ProducerSetting `json:"producers"`
 }
 
 func reportConfig(c Config, lat latency.Model, sheet cost.Sheet, m cost.Model) ReportConfig {
@@ -63,7 +65,47 @@ func reportConfig(c Config, lat latency.Model, sheet cost.Sheet, m cost.Model) R
 		StreamRate: c.StreamRate, StreamDuration: c.StreamDuration,
 		StoreSheet: sheet.Name, StoreSheetTitle: sheet.Title, NetworkSheet: m.Network.Name,
 		HoursPerMonth: m.HoursPerMonth, CrossAZDirectionsBilled: m.CrossAZDirectionsBilled, Brokers: brokersForCost,
+		Producers: producerSettingsByWorkload(),
 	}
+}
+
+// producerWorkloads are the workloads with a producer, in report order.
+func producerWorkloads() []Workload { return []Workload{E2E, Produce, E2EAll, ProduceAll, Stream} }
+
+func producerSettingsByWorkload() map[Workload][]ProducerSetting {
+	out := map[Workload][]ProducerSetting{}
+	for _, w := range producerWorkloads() {
+		out[w] = producerConfigFor(w).settings()
+	}
+	return out
+}
+
+// writeProducerTable renders the producers' properties, one column per
+// workload, each value marked with where it comes from.
+func writeProducerTable(b *strings.Builder, ps map[Workload][]ProducerSetting) {
+	ws := producerWorkloads()
+	mark := map[string]string{SourceKIP: "K", SourceJava: "J", SourceSweep: "S"}
+	fmt.Fprintf(b, "Producer properties (franz-go set to behave as the Java client; K: %s, J: %s, S: %s):\n\n| property |", SourceKIP, SourceJava, SourceSweep)
+	for _, w := range ws {
+		fmt.Fprintf(b, " `%s` |", w)
+	}
+	b.WriteString("\n|---|")
+	for range ws {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for i, s := range ps[ws[0]] {
+		fmt.Fprintf(b, "| %s |", s.Key)
+		for _, w := range ws {
+			if i < len(ps[w]) {
+				fmt.Fprintf(b, " %s (%s) |", ps[w][i].Value, mark[ps[w][i].Source])
+			} else {
+				b.WriteString(" |")
+			}
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
 }
 
 // LinkFigures compare the configured cross-rack delay with what the
@@ -417,7 +459,10 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		c.CrossAZOneWay, 2*c.CrossAZOneWay, r.linkSentence())
 	fmt.Fprintf(&b, "- **Costs:** the ledger delta of each run (object-store requests and bytes from every broker's ledger, bytes that crossed racks), extrapolated by `cost.Model.MonthlyCost` to %v hours and divided by %d brokers, priced with the `%s` object-store sheet (%s) and the `%s` network sheet, cross-AZ bytes billed in %d direction(s). Storage at rest and instances are not included (the run does not measure how long objects are kept; instances are equal in both modes). Produce bytes are attributed to the producer's rack (az1), so they do not cross racks.\n",
 		c.HoursPerMonth, c.Brokers, c.StoreSheet, c.StoreSheetTitle, c.NetworkSheet, c.CrossAZDirectionsBilled)
-	fmt.Fprintf(&b, "- **Clients:** franz-go, idempotence off in every run (acks is the only difference between workloads 1/2 and 4), 2 retries, one warm-up record per topic before the clock starts.\n\n")
+	fmt.Fprintf(&b, "- **Clients:** franz-go, one warm-up record per topic before the clock starts. Producers use the properties the KIP states for its runs and the Java client's defaults for the rest (table below). Consumers: fetch max wait %v, client.rack=%s, otherwise franz-go's defaults.\n\n", consumeMaxWait, consumerRack)
+	if len(c.Producers) > 0 {
+		writeProducerTable(&b, c.Producers)
+	}
 
 	fmt.Fprintf(&b, "## Workloads\n\n")
 	fmt.Fprintf(&b, "| # | workload | what | latency column measures |\n|---|---|---|---|\n")

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,7 +156,13 @@ func runPhase(ctx context.Context, cfg Config, index int, ph Phase, dir string, 
 	for _, st := range ph.Steps {
 		prog.begin(fmt.Sprintf("%v | %s %s rep %d/%d", ph.Setting, st.Workload, st.Mode, st.Rep+1, cfg.Reps))
 		sctx, cancel := context.WithTimeout(ctx, stepTimeout)
+		stopProf, err := startProfile(cfg.CPUProfile, ph.Headline, st)
+		if err != nil {
+			cancel()
+			return runs, link, err
+		}
 		r, err := p.run(sctx, st)
+		stopProf()
 		cancel()
 		if err != nil {
 			return runs, link, fmt.Errorf("%s %s rep %d: %w", st.Workload, st.Mode, st.Rep, err)
@@ -165,6 +172,39 @@ func runPhase(ctx context.Context, cfg Config, index int, ph Phase, dir string, 
 		prog.end()
 	}
 	return runs, link, nil
+}
+
+// startProfile starts a CPU profile of one headline step if prefix is set,
+// and samples mutex contention and blocking for the same step; the
+// returned func stops them and writes <name>.pprof, <name>.mutex.pprof and
+// <name>.block.pprof.
+func startProfile(prefix string, headline bool, st Step) (func(), error) {
+	if prefix == "" || !headline {
+		return func() {}, nil
+	}
+	name := fmt.Sprintf("%s-%s-%s-rep%d", prefix, st.Workload, st.Mode, st.Rep)
+	f, err := os.Create(name + ".pprof")
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	runtime.SetMutexProfileFraction(5)
+	runtime.SetBlockProfileRate(int(100 * time.Microsecond))
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		for _, kind := range []string{"mutex", "block"} {
+			if out, err := os.Create(name + "." + kind + ".pprof"); err == nil {
+				pprof.Lookup(kind).WriteTo(out, 0)
+				out.Close()
+			}
+		}
+		runtime.SetMutexProfileFraction(0)
+		runtime.SetBlockProfileRate(0)
+	}, nil
 }
 
 func (p *phase) run(ctx context.Context, st Step) (RunResult, error) {
@@ -184,10 +224,10 @@ func (p *phase) run(ctx context.Context, st Step) (RunResult, error) {
 	r.Topic = topic
 	switch st.Workload {
 	case E2E, E2EAll:
-		return r, p.endToEnd(ctx, &r, p.cfg.E2ERecords, p.cfg.E2ERate, 0, e2eMaxBatch)
+		return r, p.endToEnd(ctx, &r, p.cfg.E2ERecords, p.cfg.E2ERate)
 	case Stream:
 		n := int(float64(p.cfg.StreamRate) * p.cfg.StreamDuration.Seconds())
-		return r, p.endToEnd(ctx, &r, max(n, 1), p.cfg.StreamRate, streamLinger, 0)
+		return r, p.endToEnd(ctx, &r, max(n, 1), p.cfg.StreamRate)
 	case Produce, ProduceAll:
 		err := p.producePerf(ctx, &r)
 		if err == nil {
@@ -253,22 +293,11 @@ func (p *phase) createTopic(ctx context.Context, prefix, mode string) (string, e
 	return name, nil
 }
 
-func (p *phase) producer(topic string, acks int16, linger time.Duration, batchMax int32) (*kgo.Client, error) {
-	a := kgo.LeaderAck()
-	if acks == -1 {
-		a = kgo.AllISRAcks()
-	}
-	opts := []kgo.Opt{
+func (p *phase) producer(topic string, w Workload) (*kgo.Client, error) {
+	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(p.lc.Bootstrap()...), kgo.Dialer(p.net.clientDial(producerRack)),
-		kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(a), kgo.DisableIdempotentWrite(),
-		kgo.ProducerLinger(linger), kgo.RecordRetries(2), kgo.RecordDeliveryTimeout(300 * time.Second),
-		kgo.ProduceRequestTimeout(30 * time.Second),
-		// Kafka's producer default, and the perf test's: no compression.
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
-	}
-	if batchMax > 0 {
-		opts = append(opts, kgo.ProducerBatchMaxBytes(batchMax))
-	}
+		kgo.DefaultProduceTopic(topic),
+	}, producerConfigFor(w).opts()...)
 	return kgo.NewClient(opts...)
 }
 
@@ -293,8 +322,8 @@ func warmUp(ctx context.Context, prod *kgo.Client) error {
 // PerfRecordBytes) to a producer beside the leader and measures, for each,
 // the time from its creation to its consumption by a consumer in the
 // follower's rack.
-func (p *phase) endToEnd(ctx context.Context, r *RunResult, n, rate int, linger time.Duration, batchMax int32) error {
-	prod, err := p.producer(r.Topic, r.Workload.Acks(), linger, batchMax)
+func (p *phase) endToEnd(ctx context.Context, r *RunResult, n, rate int) error {
+	prod, err := p.producer(r.Topic, r.Workload)
 	if err != nil {
 		return err
 	}
@@ -452,7 +481,7 @@ func consumeIndexed(ctx context.Context, cons *kgo.Client, n int, count *atomic.
 // from just before Produce is called to its acknowledgement, so it
 // includes time queued in the client, as in the Java tool.
 func (p *phase) producePerf(ctx context.Context, r *RunResult) error {
-	prod, err := p.producer(r.Topic, r.Workload.Acks(), perfLinger, 0)
+	prod, err := p.producer(r.Topic, r.Workload)
 	if err != nil {
 		return err
 	}

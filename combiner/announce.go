@@ -1,0 +1,136 @@
+package combiner
+
+import "time"
+
+// Ticket is one announcement of held bytes (Combiner.Announce). Its zero
+// value is no announcement.
+type Ticket struct {
+	gen  uint64
+	call <-chan struct{}
+	live bool
+}
+
+// Live reports whether t is an announcement not yet withdrawn.
+func (t Ticket) Live() bool { return t.live }
+
+// Called returns a channel closed when the combiner asks for the bytes:
+// an object is about to be cut because their interval is up. The task then
+// submits what it holds and calls Withdraw. Nil for the zero Ticket.
+func (t Ticket) Called() <-chan struct{} { return t.call }
+
+// announcements is the combiner's side of Announce and Withdraw; it lives
+// under Combiner.mu.
+type announcements struct {
+	gen    uint64        // generation of the announcements not yet called
+	count  int           // announcements of gen
+	oldest time.Time     // oldest since among them (conservative after a Withdraw)
+	call   chan struct{} // closed when gen is called
+	called int           // announcements of earlier generations, called, not withdrawn
+	// calledAt is when the outstanding call went out (zero: none); lead
+	// is the smoothed time called tasks took to answer (Pending.Lead).
+	calledAt time.Time
+	lead     time.Duration
+}
+
+// pending is what Pack needs to know. A Submit blocked for room means the
+// queue must be cut, so called tasks are not waited for then: a called
+// task may be the one blocked.
+func (a *announcements) pending(now time.Time, submitWaiting bool) Pending {
+	p := Pending{Announced: a.count, Oldest: a.oldest, Called: a.called, Lead: a.lead}
+	if !a.calledAt.IsZero() {
+		p.CalledFor = now.Sub(a.calledAt)
+	}
+	if submitWaiting {
+		p.Called = 0
+	}
+	return p
+}
+
+// callAll asks every announcement of the current generation for its bytes
+// and starts the next generation.
+func (a *announcements) callAll(now time.Time) {
+	if a.calledAt.IsZero() {
+		a.calledAt = now
+	}
+	close(a.call)
+	a.call = make(chan struct{})
+	a.called += a.count
+	a.count, a.oldest = 0, time.Time{}
+	a.gen++
+}
+
+// answered notes, once every called task has answered, how long that
+// took, for the next call's lead (halved toward the newest, at most
+// maxLead).
+func (a *announcements) answered(now time.Time, maxLead time.Duration) {
+	if a.called > 0 || a.calledAt.IsZero() {
+		return
+	}
+	took := now.Sub(a.calledAt)
+	a.lead = min((a.lead+took)/2, maxLead)
+	a.calledAt = time.Time{}
+}
+
+// Announce tells the combiner that a partition holds bytes appended since
+// since, below the size at which it would submit them, so that its
+// interval counts them as if queued: when they are Interval old, or an
+// object that could take them is about to be cut for its interval, the
+// combiner closes the ticket's Called channel, waits for the task to
+// Submit what it holds and Withdraw, and then cuts. A task with a live
+// ticket needs no timer of its own. Every ticket must be withdrawn once,
+// also by a task that stops without submitting. After Close, Called is
+// closed at once.
+func (c *Combiner) Announce(since time.Time) Ticket {
+	c.mu.Lock()
+	a := &c.mu.ann
+	if a.call == nil {
+		a.call = make(chan struct{})
+	}
+	if c.mu.closed {
+		c.mu.Unlock()
+		done := make(chan struct{})
+		close(done)
+		return Ticket{gen: ^uint64(0), call: done, live: true}
+	}
+	a.count++
+	older := a.oldest.IsZero() || since.Before(a.oldest)
+	if older {
+		a.oldest = since
+	}
+	t := Ticket{gen: a.gen, call: a.call, live: true}
+	// The cutter arms its timer for the oldest it knows of; tell it only
+	// when this is older.
+	wake := older && (c.mu.armedFor.IsZero() || since.Before(c.mu.armedFor))
+	c.mu.Unlock()
+	if wake {
+		c.poke()
+	}
+	return t
+}
+
+// Withdraw ends an announcement: the task submitted what it held (or
+// holds nothing, or stops). The last called task to withdraw lets the
+// cutter cut. Withdrawing the zero Ticket does nothing.
+func (c *Combiner) Withdraw(t Ticket) {
+	if !t.live {
+		return
+	}
+	c.mu.Lock()
+	a := &c.mu.ann
+	wake := false
+	switch {
+	case t.gen == ^uint64(0): // announced after Close
+	case t.gen == a.gen:
+		a.count--
+		if a.count == 0 {
+			a.oldest = time.Time{}
+		}
+	default:
+		a.called--
+		wake = a.called == 0
+	}
+	c.mu.Unlock()
+	if wake {
+		c.poke()
+	}
+}
