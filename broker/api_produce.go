@@ -230,7 +230,7 @@ func (b *Broker) producePartition(req *kmsg.ProduceRequest, tp TopicPartition, r
 	if p.maybeAdvanceHW() {
 		b.wake(tp)
 	}
-	if req.Acks == -1 {
+	if req.Acks == -1 && !b.cfg.AcksAllOnLeaderAppend {
 		st, _ := p.snapshot()
 		*waits = append(*waits, produceWait{tp: tp, p: p, epoch: st.LeaderEpoch, required: res.lastOffset + 1, ti: ti, pi: pi})
 	}

@@ -237,6 +237,12 @@ type Config struct {
 	// of issue 11 item 8, where an idempotent producer gets duplicates
 	// after a restart. Only for tests that show that; never in production.
 	ProducerStateRebuildDisabled bool
+	// AcksAllOnLeaderAppend answers acks=all produce requests once the
+	// leader has appended, without waiting for the ISR: a planted bug
+	// (acknowledged records a leader change then loses) that the chaos
+	// harness's self-test must catch (cmd/kwal/internal/chaos). Only for
+	// that test; never in production.
+	AcksAllOnLeaderAppend bool
 	// ZeroCopyFetchDisabled sends fetched record bytes through user space
 	// on plaintext TCP listeners too, as TLS listeners always do; by
 	// default those bytes go from the segment file to the socket with

@@ -314,12 +314,20 @@ func (f *replicaFetcher) run() {
 			f.mu.conn.close()
 			f.mu.conn = nil
 		}
+		var started []TopicPartition
 		for tp, st := range f.mu.parts {
 			if st.started && f.b.cfg.Replicator != nil {
-				f.b.cfg.Replicator.StopFollower(tp)
+				started = append(started, tp)
 			}
 		}
 		f.mu.Unlock()
+		// Not under f.mu: StopFollower waits for the remote-WAL
+		// follower's loop, which may be appending, and an append's
+		// Notify takes f.mu (wakeReport): chaos seeds 121 and 277 hung
+		// there in Broker.Close for minutes.
+		for _, tp := range started {
+			f.b.cfg.Replicator.StopFollower(tp)
+		}
 	}()
 	backoff := f.b.cfg.ReplicaFetchBackoff
 	for !f.stopped() {

@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kwal/kwal/cmd/kwal/internal/chaos"
@@ -29,13 +31,16 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 	first := fs.Uint64("first", 1, "first seed of a run of many")
 	seeds := fs.Int("seeds", 10, "how many seeds to run")
 	runner := fs.String("runner", chaos.RunnerInProcess, "where the brokers run: inprocess (one process, fast) or process (kwal broker processes, versitygw, loopback proxies, real signals)")
-	length := fs.Duration("length", 0, "how long each schedule runs the workload with faults (0: 3s in process, 10s across processes)")
+	length := fs.Duration("length", 0, "how long each schedule runs the workload with faults (0: 1s in process, with every timeout scaled to it, 10s across processes)")
 	kinds := fs.String("kinds", "", "comma-separated fault kinds (default all): "+kindList())
 	uploadTimeout := fs.Duration("upload-timeout", 0, "the combiner's upload timeout (0: its default, one minute); shorter than the store outages reaches the give-up and resubmit path")
 	strictGaps := fs.Bool("strict-failover-gaps", true, "fail a schedule for a remote-WAL range a leader change left out of the store (=false: only report it)")
 	printOnly := fs.Bool("print", false, "print the schedules, run nothing")
 	keepGoing := fs.Bool("keep-going", false, "run every seed even after one fails")
 	verbose := fs.Bool("v", false, "log the cluster (INFO) to stderr")
+	phases := fs.Bool("phases", false, "print where each schedule's wall time went")
+	logDir := fs.String("log-dir", "", "write each schedule's cluster log (INFO) to DIR/seed-N.log, kept only for the seeds that fail")
+	parallel := fs.Int("parallel", 1, "run this many schedules at once, each with its own cluster, ports and directory (in process only)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,49 +77,120 @@ func runChaos(args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
+	if *logDir != "" {
+		if err := os.MkdirAll(*logDir, 0o755); err != nil {
+			return err
+		}
+	}
+	if *parallel < 1 {
+		return fmt.Errorf("--parallel %d: at least 1", *parallel)
+	}
+	if *parallel > 1 && *runner == chaos.RunnerProcess {
+		return fmt.Errorf("--parallel is for the in-process runner only (the process runner's versitygw and proxies are one set)")
+	}
 	var tot totals
 	tot.faults = map[chaos.Kind]int{}
 	start := time.Now()
-	var failed []uint64
-	for _, s := range list {
-		dir, err := os.MkdirTemp("", "kwal-chaos-")
-		if err != nil {
-			return err
-		}
-		cfg.Seed, cfg.Dir = s, dir
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		rep, err := chaos.Run(ctx, cfg)
-		cancel()
-		os.RemoveAll(dir)
-		if err != nil {
-			replay := fmt.Sprintf("go run ./cmd/kwal chaos --seed %d --runner %s", s, *runner)
-			if !*keepGoing {
-				return fmt.Errorf("seed %d: %w (replay: %s)", s, err, replay)
+	var (
+		mu       sync.Mutex // tot, failed, stop and stdout
+		failed   []uint64
+		stop     bool
+		firstErr error
+	)
+	next := make(chan uint64)
+	var wg sync.WaitGroup
+	for range *parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range next {
+				c := cfg // each schedule has its own cluster, ports and directory
+				rep, err := runOne(c, s, *logDir)
+				mu.Lock()
+				replay := fmt.Sprintf("go run ./cmd/kwal chaos --seed %d --runner %s", s, *runner)
+				switch {
+				case err != nil && !*keepGoing:
+					if firstErr == nil {
+						firstErr = fmt.Errorf("seed %d: %w (replay: %s)", s, err, replay)
+					}
+					stop = true
+				case err != nil:
+					// A cluster that did not start is counted, not a
+					// reason to stop a long run.
+					fmt.Fprintf(stdout, "seed %d NOT RUN: %v (replay: %s)\n", s, err, replay)
+					tot.notRun++
+					failed = append(failed, s)
+				default:
+					if len(list) == 1 {
+						fmt.Fprint(stdout, rep.Schedule)
+					}
+					fmt.Fprint(stdout, rep.Summary())
+					if *phases {
+						fmt.Fprintf(stdout, "  phases: %s\n", rep.PhaseString())
+					}
+					tot.add(rep)
+					if !rep.OK() {
+						failed = append(failed, s)
+						stop = stop || !*keepGoing
+					}
+				}
+				mu.Unlock()
 			}
-			// A cluster that did not start is counted, not a reason to
-			// stop a long run.
-			fmt.Fprintf(stdout, "seed %d NOT RUN: %v (replay: %s)\n", s, err, replay)
-			tot.notRun++
-			failed = append(failed, s)
-			continue
-		}
-		if len(list) == 1 {
-			fmt.Fprint(stdout, rep.Schedule)
-		}
-		fmt.Fprint(stdout, rep.Summary())
-		tot.add(rep)
-		if !rep.OK() {
-			failed = append(failed, s)
-			if !*keepGoing {
-				break
-			}
-		}
+		}()
 	}
-	tot.print(stdout, time.Since(start))
+	for _, s := range list {
+		mu.Lock()
+		done := stop
+		mu.Unlock()
+		if done {
+			break
+		}
+		next <- s
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	tot.print(stdout, time.Since(start), *parallel)
 	if len(failed) > 0 {
+		slices.Sort(failed)
 		return fmt.Errorf("%d schedules broke an invariant: seeds %v", len(failed), failed)
 	}
 	return nil
+}
+
+// runOne runs seed s of cfg in a directory of its own; with logDir, its
+// cluster log goes to logDir/seed-N.log, removed if the seed passes.
+func runOne(cfg chaos.Config, s uint64, logDir string) (_ *chaos.Report, err error) {
+	dir, err := os.MkdirTemp("", "kwal-chaos-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	cfg.Seed, cfg.Dir = s, dir
+	if logDir != "" {
+		name := filepath.Join(logDir, fmt.Sprintf("seed-%d.log", s))
+		f, err := os.Create(name)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		var rep *chaos.Report
+		defer func() {
+			f.Close()
+			if err == nil && rep.OK() {
+				os.Remove(name)
+			}
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		rep, err = chaos.Run(ctx, cfg)
+		return rep, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	return chaos.Run(ctx, cfg)
 }
 
 func kindList() string {
@@ -164,8 +240,10 @@ func (t *totals) add(r *chaos.Report) {
 	}
 }
 
-func (t *totals) print(w io.Writer, wall time.Duration) {
-	fmt.Fprintf(w, "\n%d schedules, %d passed, %d not run (the cluster did not start), wall %v\n", t.schedules, t.ok, t.notRun, wall.Round(time.Second))
+func (t *totals) print(w io.Writer, wall time.Duration, parallel int) {
+	n := t.schedules + t.notRun
+	fmt.Fprintf(w, "\n%d schedules, %d passed, %d not run (the cluster did not start), wall %v (%d at once: %.1f schedules/min)\n",
+		t.schedules, t.ok, t.notRun, wall.Round(time.Second), parallel, float64(n)/wall.Minutes())
 	fmt.Fprint(w, "faults:")
 	for _, k := range chaos.AllKinds {
 		fmt.Fprintf(w, " %s %d", k, t.faults[k])

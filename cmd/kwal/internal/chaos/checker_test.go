@@ -117,7 +117,7 @@ func TestCheckerCatches(t *testing.T) {
 func TestCoveredTellsFailoverGapsFromShortStores(t *testing.T) {
 	tp := metadata.TopicPartition{Topic: "remotewal", Partition: 0}
 	btp := broker.TopicPartition{Topic: "remotewal", Partition: 0}
-	state := func(deadStart int64) *metadata.State {
+	state := func(deadStart int64, newer ...int64) *metadata.State {
 		st := metadata.NewState()
 		om := &metadata.ObjectMetadata{ID: metadata.ObjectID{1}, Bucket: "wal", Key: "wal/1", BrokerID: 1,
 			State: metadata.CopySegmentFinished, EventTimestampMs: 1,
@@ -131,21 +131,32 @@ func TestCoveredTellsFailoverGapsFromShortStores(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		for i, start := range newer {
+			if err := st.Apply(&metadata.DeadRange{TopicPartition: tp, LeaderEpoch: int32(2 + i), StartOffset: start, BrokerID: 1, EventTimestampMs: int64(3 + i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		return st
 	}
 	for _, c := range []struct {
 		name        string
 		deadStart   int64
+		newer       []int64
 		hw          int64
 		short, gaps int
 	}{
-		{"covered", -1, 26, 0, 0},
-		{"short, no leader change", -1, 40, 1, 0},
-		{"gap before the new epoch", 40, 40, 0, 1},
-		{"the new epoch wrote past its start and did not upload", 40, 50, 1, 0},
-		{"new epoch starts right after the last slice", 26, 40, 1, 0},
+		{"covered", -1, nil, 26, 0, 0},
+		{"short, no leader change", -1, nil, 40, 1, 0},
+		{"gap before the new epoch", 40, nil, 40, 0, 1},
+		{"the new epoch wrote past its start and did not upload", 40, nil, 50, 1, 0},
+		{"new epoch starts right after the last slice", 26, nil, 40, 1, 0},
+		// Seed 652: the next epoch began right after the last slice and
+		// appended nothing; the old leader, holding the range, led the
+		// newer epochs from its log end.
+		{"empty epoch, then the old leader again from its log end", 26, []int64{40, 40}, 40, 0, 1},
+		{"empty epoch, then a newer one that wrote and did not upload", 26, []int64{30}, 40, 1, 0},
 	} {
-		short, gaps := covered(state(c.deadStart), map[broker.TopicPartition]int64{btp: c.hw})
+		short, gaps := covered(state(c.deadStart, c.newer...), map[broker.TopicPartition]int64{btp: c.hw})
 		if len(short) != c.short || len(gaps) != c.gaps {
 			t.Errorf("%s: short %q, gaps %q; want %d and %d", c.name, short, gaps, c.short, c.gaps)
 		}

@@ -38,6 +38,20 @@
 //     every connection. Replicas are compared from their log files once
 //     the brokers have stopped.
 //
+// In process, a schedule's time is compressed: its Length (default 1 s)
+// sets every fault's length and gap, and the session timeout (4/15 of
+// it), from which heartbeats, replica.lag.time.max.ms, the
+// leader-imbalance check and the pauses follow, so a pause still outlasts
+// the session timeout and a fault still outlasts the lag limit. Brokers
+// listen on ports below the kernel's ephemeral range (ports.go), handed
+// out per process, so that several clusters run at once (`kwal chaos
+// --parallel N`) and a killed broker's port stays free for its restart.
+// Report.Phases says where a run's wall time went.
+//
+// The self-test (TestHarnessCatchesAcksAllBeforeISR) plants a bug, acks=all
+// answered at the leader's append, and requires the runs to report the
+// acknowledged records lost.
+//
 // Fault kinds are grouped in lanes (schedule.go): faults of one lane never
 // overlap, and each lane is injected on its own goroutine, so a slow
 // recovery in one (a broker that cannot start while the metadata Kafka is

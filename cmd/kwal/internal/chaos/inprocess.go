@@ -70,8 +70,14 @@ func startInProcess(ctx context.Context, cfg Config) (_ *inproc, err error) {
 		return 0, false
 	})
 	heartbeat := cfg.SessionTimeout / 8
+	addrs, err := listenPorts(len(cfg.Racks))
+	if err != nil {
+		return nil, err
+	}
 	lc, err := localcluster.Start(ctx, localcluster.Config{
 		Racks: cfg.Racks, Dir: cfg.Dir, LatencyModel: "none", Logger: cfg.Logger,
+		// The store is in memory: its bytes never touch the file system.
+		StorageURL:        "mem://",
 		MetadataBootstrap: strings.Join(r.emb.Bootstrap(), ","),
 		RemoteWAL:         broker.RemoteWALConfig{CombinerTaskInterval: 5 * time.Millisecond, UploadTimeout: cfg.UploadTimeout},
 		WrapStore: func(s objstore.Store) objstore.Store {
@@ -90,16 +96,20 @@ func startInProcess(ctx context.Context, cfg Config) (_ *inproc, err error) {
 			pc := &PausableController{Controller: bc.Controller}
 			r.ctrls[bc.BrokerID] = pc
 			bc.Controller = pc
+			bc.Listener = net.JoinHostPort("127.0.0.1", strconv.Itoa(addrs[bc.BrokerID-1]))
 			bc.Dial = r.net.Dialer(bc.BrokerID)
 			bc.LogFS = r.disks[bc.BrokerID]
 			bc.BrokerHeartbeatInterval = heartbeat
 			bc.BrokerSessionTimeout = cfg.SessionTimeout
-			bc.LeaderImbalanceCheckInterval = time.Second
+			bc.LeaderImbalanceCheckInterval = cfg.SessionTimeout * 5 / 4
 			bc.ReplicaLagTimeMax = cfg.SessionTimeout
 			bc.ReplicaFetchWaitMax = 50 * time.Millisecond
 			bc.ReplicaFetchBackoff = 20 * time.Millisecond
 			bc.MinInsyncReplicas = 2
 			bc.DefaultReplicationFactor = int16(len(cfg.Racks))
+			if cfg.tweakBroker != nil {
+				cfg.tweakBroker(bc)
+			}
 		},
 		Liveness: &broker.LivenessConfig{SessionTimeout: cfg.SessionTimeout, Logger: cfg.Logger},
 	})
