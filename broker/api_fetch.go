@@ -121,8 +121,8 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 		b.reqs.fetchConsumer.Add(1)
 	}
 	var expand []struct {
-		p   *partition
-		isr []int32
+		p    *partition
+		prop *isrProposal
 	}
 	for ti, rt := range req.Topics {
 		name, idErr := rt.Topic, (*kerr.Error)(nil)
@@ -160,15 +160,15 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 				if part.err = checkEpoch(part.epoch, st.LeaderEpoch); part.err != nil {
 					break
 				}
-				var isr []int32
+				var prop *isrProposal
 				if part.p.followerLogStartFetched(replica, rp.LogStartOffset) {
 					b.produceWait.CheckAndComplete(part.tp) // DeleteRecords waits there
 				}
-				if part.err, isr = part.p.followerFetched(replica, rp.FetchOffset, now); isr != nil {
+				if part.err, prop = part.p.followerFetched(replica, rp.FetchOffset, now); prop != nil {
 					expand = append(expand, struct {
-						p   *partition
-						isr []int32
-					}{part.p, isr})
+						p    *partition
+						prop *isrProposal
+					}{part.p, prop})
 				}
 			default:
 				st, leader := part.p.snapshot()
@@ -201,9 +201,9 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 				e.p.isrDone()
 				continue
 			}
-			b.logger.Info("expanding ISR", "partition", e.p.tp, "isr", e.isr)
+			b.logger.Info("expanding ISR", "partition", e.p.tp, "isr", e.prop.ISR)
 			b.events.isrExpands.Add(1)
-			b.alterISR(e.p, e.isr)
+			b.alterISR(e.p, e.prop)
 		}
 	}
 	op.Timeout = time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond

@@ -517,10 +517,10 @@ func (b *Broker) shrinkISRs() {
 	}
 	now := b.clock.Now()
 	for _, p := range b.partitionsSnapshot() {
-		if isr := p.shrinkProposal(now); isr != nil {
-			b.logger.Info("shrinking ISR", "partition", p.tp, "isr", isr)
+		if prop := p.shrinkProposal(now); prop != nil {
+			b.logger.Info("shrinking ISR", "partition", p.tp, "isr", prop.ISR)
 			b.events.isrShrinks.Add(1)
-			b.alterISR(p, isr)
+			b.alterISR(p, prop)
 		}
 	}
 }
@@ -537,11 +537,12 @@ func (b *Broker) brokerIneligible(id int32) bool {
 	return false
 }
 
-// alterISR asks the controller for a new ISR; the subscription applies it.
-func (b *Broker) alterISR(p *partition, isr []int32) {
-	st, _ := p.snapshot()
-	if _, err := b.ctrl.AlterISR(p.tp, st.LeaderEpoch, st.PartitionEpoch, isr); err != nil {
-		b.logger.Warn("alter ISR refused", "partition", p.tp, "isr", isr, "err", err)
+// alterISR asks the controller for the ISR the leader machine proposed,
+// at the epochs it proposed it in (a stale proposal is refused); the
+// subscription applies the answer.
+func (b *Broker) alterISR(p *partition, prop *isrProposal) {
+	if _, err := b.ctrl.AlterISR(p.tp, prop.LeaderEpoch, prop.PartitionEpoch, prop.ISR); err != nil {
+		b.logger.Warn("alter ISR refused", "partition", p.tp, "isr", prop.ISR, "err", err)
 		p.isrDone()
 	}
 }

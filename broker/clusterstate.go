@@ -168,6 +168,13 @@ func (s *clusterState) apply(rec stateRecord, offset int64) (applied, applyResul
 		switch rec.Kind {
 		case kindAlterISR:
 			err = applyISR(tp, &next, rec.ISR)
+			if err == nil && next.Leader != NoLeader && !slices.Contains(next.ISR, next.Leader) {
+				// Only the leader proposes its ISR, and never without
+				// itself: such a proposal was made for another leader
+				// (chaos seed 249, a deposed leader's shrink sent at the
+				// new leader's epochs).
+				err = fmt.Errorf("%w: ISR %v of %s lacks its leader %d", ErrLeaderNotInISR, rec.ISR, tp, next.Leader)
+			}
 			for _, r := range next.ISR {
 				if reg, ok := s.regs[r]; err == nil && ok && !reg.eligible() && !slices.Contains(ps.ISR, r) {
 					err = fmt.Errorf("%w: %d joining the ISR of %s is fenced or its log dir is offline", ErrIneligibleReplica, r, tp)

@@ -63,6 +63,7 @@ var (
 	ErrInvalidReplicationFactor = errors.New("broker: invalid replication factor")
 	ErrInvalidPartitions        = errors.New("broker: invalid number of partitions")
 	ErrStaleEpoch               = errors.New("broker: stale leader or partition epoch")
+	ErrLeaderNotInISR           = errors.New("broker: proposed ISR lacks the partition's leader")
 	ErrNotReplica               = errors.New("broker: broker is not a replica")
 )
 

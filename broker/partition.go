@@ -110,16 +110,20 @@ func (p *partition) applyState(ps PartitionState) roleChange {
 	return roleISR
 }
 
+// isrProposal is an ISR the leader machine proposed, with the epochs it
+// proposed it at.
+type isrProposal = replica.ProposeISR
+
 // leaderActions sorts a leader machine's actions: the HW to publish (-1:
 // none) and the ISR to propose (nil: none).
-func leaderActions(acts []replica.Action) (hw int64, propose []int32) {
+func leaderActions(acts []replica.Action) (hw int64, propose *isrProposal) {
 	hw = -1
 	for _, a := range acts {
 		switch a := a.(type) {
 		case replica.AdvanceHW:
 			hw = max(hw, a.HW)
 		case replica.ProposeISR:
-			propose = a.ISR
+			propose = &a
 		}
 	}
 	return hw, propose
@@ -386,7 +390,7 @@ func (p *partition) maybeAdvanceHW() bool {
 // log end). It returns the error for the response and the ISR to propose
 // when the follower caught up outside the ISR (nil otherwise); the caller
 // then calls maybeAdvanceHW.
-func (p *partition) followerFetched(replicaID int32, fetchOffset int64, now time.Time) (*kerr.Error, []int32) {
+func (p *partition) followerFetched(replicaID int32, fetchOffset int64, now time.Time) (*kerr.Error, *isrProposal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.leader == nil {
@@ -402,7 +406,7 @@ func (p *partition) followerFetched(replicaID int32, fetchOffset int64, now time
 
 // shrinkProposal ticks the leader machine's ISR expiration: it returns
 // the ISR without lagging followers, or nil.
-func (p *partition) shrinkProposal(now time.Time) []int32 {
+func (p *partition) shrinkProposal(now time.Time) *isrProposal {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.leader == nil {

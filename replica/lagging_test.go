@@ -31,3 +31,27 @@ func TestLaggingReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestProposalsCarryTheirEpochs: an ISR proposal names the epochs the
+// machine decided it at, so the driver cannot send it at later ones (a
+// deposed leader's shrink sent at its successor's epochs would take the
+// successor out of its own ISR).
+func TestProposalsCarryTheirEpochs(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := NewLeader(LeaderState{Self: 1, LeaderEpoch: 4, PartitionEpoch: 9, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}}, 10, 10, now, time.Second, 1)
+	_, acts := l.FollowerFetch(now, 3, 4, 10, 10)
+	if len(acts) != 1 {
+		t.Fatalf("actions %v, want one expansion", acts)
+	}
+	if p := acts[0].(ProposeISR); !p.Expand || p.LeaderEpoch != 4 || p.PartitionEpoch != 9 {
+		t.Fatalf("expansion %+v, want epochs 4/9", p)
+	}
+	l.ISRChanged(10, []int32{1, 2, 3}, []int32{1, 2, 3}, 10, now)
+	acts = l.Tick(now.Add(time.Hour), 20) // both followers behind the log end for an hour
+	if len(acts) != 1 {
+		t.Fatalf("actions %v, want one shrink", acts)
+	}
+	if p := acts[0].(ProposeISR); p.Expand || p.LeaderEpoch != 4 || p.PartitionEpoch != 10 {
+		t.Fatalf("shrink %+v, want epochs 4/10", p)
+	}
+}

@@ -24,6 +24,11 @@ type AdvanceHW struct{ HW int64 }
 type ProposeISR struct {
 	ISR    []int32
 	Expand bool // a follower caught up; else lagging followers leave
+	// LeaderEpoch and PartitionEpoch are the machine's when it decided:
+	// the controller must judge the proposal at these epochs, never at
+	// ones the driver reads later (by then the partition may have a new
+	// leader, which the proposal would take out of its own ISR).
+	LeaderEpoch, PartitionEpoch int32
 }
 
 func (AdvanceHW) action()  {}
@@ -230,7 +235,7 @@ func (l *Leader) FollowerFetch(now time.Time, replica int32, epoch int32, fetchO
 	if l.pending == nil && !slices.Contains(l.st.ISR, replica) && fetchOffset >= l.hw && fetchOffset >= l.epochStart {
 		isr := append(slices.Clone(l.st.ISR), replica)
 		slices.Sort(isr)
-		l.pending = &ProposeISR{ISR: isr, Expand: true}
+		l.pending = &ProposeISR{ISR: isr, Expand: true, LeaderEpoch: l.st.LeaderEpoch, PartitionEpoch: l.st.PartitionEpoch}
 		acts = append(acts, *l.pending)
 	}
 	return nil, acts
@@ -308,7 +313,7 @@ func (l *Leader) Tick(now time.Time, leo int64) []Action {
 			isr = append(isr, r)
 		}
 	}
-	l.pending = &ProposeISR{ISR: isr}
+	l.pending = &ProposeISR{ISR: isr, LeaderEpoch: l.st.LeaderEpoch, PartitionEpoch: l.st.PartitionEpoch}
 	return []Action{*l.pending}
 }
 
