@@ -202,3 +202,13 @@ func ReadBodyPooled(r io.Reader, size int64, pool *BufferPool) (*Body, error) {
 	}
 	return pool.Body(buf), nil
 }
+
+// ReadBodyOwned is ReadBody into a Body whose bytes belong to the caller
+// (no pool: the last Release hands nothing back).
+func ReadBodyOwned(r io.Reader, size int64) (*Body, error) {
+	b, err := ReadBody(r, size)
+	if err != nil {
+		return nil, err
+	}
+	return NewBody(b, nil), nil
+}

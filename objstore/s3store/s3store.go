@@ -204,13 +204,7 @@ func rangeHeader(off, length int64) string {
 // GetRange implements objstore.Store: ErrNotFound for a missing key,
 // ErrInvalidRange for off at or past the end of a non-empty object.
 func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]byte, error) {
-	b, err := s.get(ctx, key, off, length, func(r io.Reader, size int64) (*objstore.Body, error) {
-		b, err := objstore.ReadBody(r, size)
-		if err != nil {
-			return nil, err
-		}
-		return objstore.NewBody(b, nil), nil
-	})
+	b, err := s.get(ctx, key, off, length, objstore.ReadBodyOwned)
 	if err != nil {
 		return nil, err
 	}
