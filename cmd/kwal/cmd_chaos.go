@@ -250,6 +250,6 @@ func (t *totals) print(w io.Writer, wall time.Duration, parallel int) {
 	}
 	fmt.Fprintf(w, "\nrecords: sent %d, acks=all acknowledged %d (lost %d, unread by a stalled consumer %d, duplicated %d, reordered %d, phantom %d), acks=1 acknowledged %d (lost %d, unread %d, duplicated %d), unknown outcome %d\n",
 		t.sent, t.ackedAll, t.lost, t.unread, t.dup, t.reordered, t.phan, t.ackedOne, t.lostOne, t.unreadOne, t.dupOne, t.unknown)
-	fmt.Fprintf(w, "records read while faults ran %d; object events published twice %d; known bug, remote-WAL gaps left by a leader change: %d in %d schedules\n",
+	fmt.Fprintf(w, "records read while faults ran %d; object events published twice %d; remote-WAL gaps left by a leader change: %d in %d schedules\n",
 		t.readsDuring, t.dupEvents, t.gaps, t.gapRuns)
 }

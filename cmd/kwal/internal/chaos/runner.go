@@ -225,7 +225,7 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "seed %d %s in %v (%s): %d faults; %s (%d during the faults); %d follower replicas identical; %d WAL objects, %d orphans, %d object events published twice; %d store faults injected; %d WARN+ log lines\n",
 		r.Schedule.Seed, status, r.Wall.Round(time.Millisecond), r.cfg.Runner, len(r.Schedule.Events), r.Check, r.ReadsDuringFaults, r.Replicas, r.AuditObjects, r.Orphans, r.DuplicateEvents, r.StoreFaults, r.Warnings)
 	for _, g := range r.FailoverGaps {
-		fmt.Fprintf(&b, "  known bug, remote WAL gap left by a leader change: %s\n", g)
+		fmt.Fprintf(&b, "  remote WAL gap left by a leader change (an invariant break unless --strict-failover-gaps=false): %s\n", g)
 	}
 	if !r.OK() {
 		b.WriteString(r.Schedule.String())
