@@ -201,11 +201,14 @@ func TestKafkaControllerTwoProcesses(t *testing.T) {
 	ps0 := mustTopic(t, a, "from-a").Partitions[0]
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
+	// Two different ISRs, both with the leader (one without it is refused
+	// for that, whatever its epochs).
+	isrs := [][]int32{{ps0.Leader}, ps0.Replicas}
 	for i, c := range []*KafkaController{a, b} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = c.AlterISR(tp, ps0.LeaderEpoch, ps0.PartitionEpoch, ps0.Replicas[i:i+1])
+			_, errs[i] = c.AlterISR(tp, ps0.LeaderEpoch, ps0.PartitionEpoch, isrs[i])
 		}()
 	}
 	wg.Wait()
