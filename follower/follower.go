@@ -143,7 +143,11 @@ type part struct {
 	sumLEO   int64
 	fenceVer uint64
 
-	failures   int
+	failures int
+	// readFails counts the reads of p that failed in a row, any slice:
+	// the backoff grows with it, so that slices past the log end do not
+	// retry at the base delay while the one at the log end waits.
+	readFails  int
 	lastCause  Cause
 	retryAt    time.Time
 	stuckSince time.Time
@@ -608,7 +612,7 @@ func (f *Follower) startRead(r Read) {
 func (f *Follower) readDone(res readResult) {
 	f.readsInFlight--
 	now := f.cfg.Clock.Now()
-	var touched []*part
+	var touched, failedParts []*part
 	for i, s := range res.read.Slices {
 		p := f.parts[s.Entry.TopicPartition]
 		if p == nil {
@@ -625,6 +629,9 @@ func (f *Follower) readDone(res readResult) {
 		switch {
 		case res.errs[i] != nil:
 			f.failed(p, s.Entry, causeOf(res.errs[i]), now)
+			if !slices.Contains(failedParts, p) {
+				failedParts = append(failedParts, p)
+			}
 		case s.Entry.LastOffset < p.leo:
 			f.c.duplicates.Add(1)
 			f.storageAnswers(p, now)
@@ -642,18 +649,23 @@ func (f *Follower) readDone(res readResult) {
 			delete(p.byID, id)
 		}
 	}
+	for _, p := range failedParts {
+		p.readFails++ // once per read, however many of its slices failed
+		p.retryAt = now.Add(f.backoff(max(p.failures, p.readFails)))
+	}
 	for _, p := range touched {
 		f.applyReady(p, now)
 	}
 }
 
-// failed records a failed read or append of entry.
+// failed records a failed read or append of entry: a failure of the
+// slice at the log end counts towards MaxReadAttempts.
 func (f *Follower) failed(p *part, e metadata.SliceEntry, cause Cause, now time.Time) {
 	if e.BaseOffset <= p.leo && p.leo <= e.LastOffset {
 		p.failures++
 		p.lastCause = cause
 	}
-	p.retryAt = now.Add(f.backoff(p.failures))
+	p.retryAt = now.Add(f.backoff(max(p.failures, p.readFails)))
 }
 
 // backoff is the wait after n consecutive failures.
@@ -954,7 +966,7 @@ func (f *Follower) advanced(p *part, info kafkalog.AppendInfo, maxTs int64, now 
 	if f.cfg.Observer != nil && maxTs > 0 {
 		f.cfg.Observer.Observe(stagehist.ReplicationLag, now.Sub(time.UnixMilli(maxTs)))
 	}
-	p.failures = 0
+	p.failures, p.readFails = 0, 0
 	p.retryAt = time.Time{}
 	p.stuckSince = time.Time{}
 	p.wantedSince = time.Time{}
@@ -1057,7 +1069,7 @@ func (f *Follower) epochDone(tp metadata.TopicPartition, epoch int32, truncate b
 			}
 		}
 		p.stale = true // the slots start at the old log end
-		p.failures, p.fallbackUntil = 0, 0
+		p.failures, p.readFails, p.fallbackUntil = 0, 0, 0
 		p.wantedSince = time.Time{}
 		p.lastMaxTs = -1
 		if f.cfg.Reporter != nil {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/internal/retry"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
@@ -26,6 +28,35 @@ type downStore struct {
 	hang  bool
 	up    atomic.Bool
 	calls atomic.Int64
+	// clk, when set, has the failed reads (GETs longer than a probe's
+	// one byte) recorded in reads.
+	clk   *clock.Manual
+	mu    sync.Mutex
+	reads []failedRead
+}
+
+type failedRead struct {
+	at  time.Time
+	key string
+	off int64
+}
+
+// mostReadsOfOne is the largest number of instants before until at which
+// reads of one range failed (a read and a read-ahead of the same range
+// at one instant count once).
+func (s *downStore) mostReadsOfOne(until time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen, n, most := map[failedRead]bool{}, map[failedRead]int{}, 0
+	for _, r := range s.reads {
+		if r.at.Before(until) && !seen[r] {
+			seen[r] = true
+			k := failedRead{key: r.key, off: r.off}
+			n[k]++
+			most = max(most, n[k])
+		}
+	}
+	return most
 }
 
 func (s *downStore) GetRange(ctx context.Context, key string, off, length int64) ([]byte, error) {
@@ -33,6 +64,11 @@ func (s *downStore) GetRange(ctx context.Context, key string, off, length int64)
 		return s.Store.GetRange(ctx, key, off, length)
 	}
 	s.calls.Add(1)
+	if s.clk != nil && length > 1 {
+		s.mu.Lock()
+		s.reads = append(s.reads, failedRead{s.clk.Now(), key, off})
+		s.mu.Unlock()
+	}
 	if s.hang {
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -220,11 +256,13 @@ func TestOutageLogsStateChanges(t *testing.T) {
 			rng := rand.New(rand.NewPCG(111, 112))
 			leader := r.addLeader(tp0, 0)
 			fillLeader(t, leader, rng, 60, 0)
+			nSlices := 0
 			for _, o := range packObjects(t, r.put, "", cutSlices(t, tp0, leader, 0, leader.LogEndOffset(), rng, 4<<10), rng, 1, metadata.CodecNone) {
 				r.ix.publish(o.key, o.entries...)
+				nSlices += len(o.entries)
 			}
 			fl := &flakyLeader{fakeLeader: r.leader}
-			store := &downStore{Store: r.put}
+			store := &downStore{Store: r.put, clk: r.clk}
 			var full atomic.Bool
 			var appends atomic.Int64
 			switch kind {
@@ -248,19 +286,35 @@ func TestOutageLogsStateChanges(t *testing.T) {
 				}
 			}
 			total, most, all := lines.warns()
-			attempts := fl.calls.Load() + appends.Load() + store.calls.Load()
-			t.Logf("%v of outage: %d WARN+ lines %v; %d failed attempts", outage, total, all, attempts)
+			leaderCalls, appendCalls, storeCalls := fl.calls.Load(), appends.Load(), store.calls.Load()
+			t.Logf("%v of outage: %d WARN+ lines %v; failed attempts: %d leader fetches, %d appends, %d GETs (%d slices)",
+				outage, total, all, leaderCalls, appendCalls, storeCalls, nSlices)
 			// Per message: entered, then at most one per 10 s.
 			if most > 1+int(outage/(10*time.Second)) || total > 12 {
 				t.Fatalf("log flood: %d WARN+ lines, %d of one message: %v", total, most, all)
 			}
-			if attempts == 0 {
+			if leaderCalls+appendCalls+storeCalls == 0 {
 				t.Fatal("nothing was retried during the outage")
 			}
-			// Backoff to a 1 s cap: about 6 doublings then one a second,
-			// per kind of attempt; 20 ms retries would be over 1,000.
-			if attempts > 200 {
-				t.Fatalf("%d failed attempts in %v: not backing off", attempts, outage)
+			// The bounds follow from the backoff alone, whatever the
+			// goroutines' schedule: one chain of retries, each wait at its
+			// shortest (full jitter), fits chain attempts in the outage. 20 ms
+			// retries would be over 1,000 per chain.
+			chain := int64(retriesWithin(outage, DefaultRetryBackoff, DefaultRetryBackoffMax))
+			// GETs: every slice read with the one at the log end until it
+			// has failed MaxReadAttempts times (and once more in flight),
+			// then a probe chain and the reads it lets through.
+			maxGets := int64(nSlices)*(DefaultMaxReadAttempts+1) + 2*chain
+			// Before the fallback, all the slices are read together, and
+			// each failed read backs off (not only the slice at the log end:
+			// the others once retried every 20-40 ms while it waited).
+			reads, maxReads := store.mostReadsOfOne(t0.Add(DefaultFallbackAfter)), retriesWithin(DefaultFallbackAfter, DefaultRetryBackoff, DefaultRetryBackoffMax)
+			if reads > maxReads {
+				t.Fatalf("one range read %d times in the first %v, want at most %d: the retries do not back off", reads, DefaultFallbackAfter, maxReads)
+			}
+			if leaderCalls > chain || appendCalls > chain || storeCalls > maxGets {
+				t.Fatalf("not backing off: %d leader fetches, %d appends (bound %d each), %d GETs (bound %d) in %v",
+					leaderCalls, appendCalls, chain, storeCalls, maxGets, outage)
 			}
 			fl.failing.Store(false)
 			store.up.Store(true)
@@ -272,3 +326,17 @@ func TestOutageLogsStateChanges(t *testing.T) {
 }
 
 func runtimeYield() { runtime.Gosched() }
+
+// retriesWithin is the most attempts one chain of retries can make in d
+// when every wait is at its shortest: the first attempt, then one after
+// each wait of the backoff with the largest jitter taken off.
+func retriesWithin(d, base, maxWait time.Duration) int {
+	b := retry.Backoff{Base: base, Max: maxWait, Jitter: 0.5}
+	n := 1
+	for elapsed := time.Duration(0); ; n++ {
+		elapsed += b.Delay(n, 1)
+		if elapsed > d {
+			return n
+		}
+	}
+}
