@@ -206,7 +206,11 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 			b.alterISR(e.p, e.prop)
 		}
 	}
-	op.Timeout = time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond
+	// The long poll counts from the fetch's arrival, the reading its
+	// follower fetch time was recorded at: a manual clock a test moved
+	// past that fetch's poll while this handler ran would otherwise park
+	// it a whole max.wait.ms more (purgatory.Op.Start).
+	op.Timeout, op.Start = time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, now
 	if cs.noWait {
 		op.Timeout = 0
 	}
