@@ -185,6 +185,7 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 		}
 	}
 	if replica >= 0 {
+		b.changes.Signal() // the leader's view of a follower moved (Changed)
 		for _, part := range op.parts {
 			if part.err == nil && part.p.maybeAdvanceHW() {
 				b.wake(part.tp)
