@@ -365,7 +365,7 @@ func (b *Broker) readPart(o *fetchOp, part *fetchPart, budget int, first bool) (
 	bound := hw
 	if o.replica >= 0 {
 		bound = leo
-		urgent = p.hwChangedFor(o.replica, true)
+		urgent = p.hwChangedFor(o.replica, hw) // the HW this answer carries
 		urgent = p.logStartChangedFor(o.replica, start) || urgent
 		if p.mode == RemoteWAL {
 			rp.UnknownTags.Set(TagLeaderLogEnd, binary.AppendUvarint(nil, uint64(leo)))
