@@ -53,8 +53,9 @@ type slot struct {
 	state slotState
 	raw   []byte         // the verified log bytes, when ready
 	body  *objstore.Body // the GET body raw points into, if any (buffers.go)
-	// batchesOK: raw's batches were validated with its CRC32C (one pass,
-	// kafkalog.ValidateBatchesCRC32C), so the append need not again.
+	// batchesOK: raw's batches' CRCs and headers were validated with its
+	// CRC32C (one pass, kafkalog.ValidateBatchesCRC32C), so the append need
+	// not again.
 	batchesOK bool
 	listed    bool                // in the partition's sorted slots (else kept only while reading)
 	mark      uint64              // the refresh that last saw it in the index

@@ -167,12 +167,14 @@ func (f *Follower) verify(sr *objformat.SliceReader, b *objstore.Body, r Read, r
 }
 
 // verifyPlain checks an uncompressed slice (stored bytes are log bytes):
-// its CRC32C and, in the same pass over the bytes, every batch in it
-// (kafkalog.ValidateBatchesCRC32C), so that the append need not checksum
-// them again (batchesOK). A batch that fails is a corrupt slice even when
-// the slice's CRC32C matches (the bytes were bad before they were cut): a
-// slice holds bytes of the leader's active segment, which compaction never
-// touches, so every batch in it must pass as a leader's append would.
+// its CRC32C and, in the same pass over the bytes, every batch's CRC32C
+// and header (kafkalog.ValidateBatchesCRC32C: what Kafka's follower checks
+// of a replicated batch; the leader walked the records when it appended
+// them), so that the append need not checksum them again (batchesOK). A
+// batch that fails is a corrupt slice even when the slice's CRC32C
+// matches (the bytes were bad before they were cut): a slice holds bytes
+// of the leader's active segment, which compaction never touches, so
+// every batch in it must pass whole.
 func verifyPlain(stored []byte, e metadata.SliceEntry) (raw []byte, batchesOK bool, err error) {
 	if int64(len(stored)) != e.Length || e.RawLength != e.Length {
 		return nil, false, fmt.Errorf("%w: slice of %v at %d: %d bytes, entry says length %d, raw length %d",
