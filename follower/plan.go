@@ -160,7 +160,8 @@ func PlanChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig) []
 // slices that cannot be read yet.
 func firstObjects(keys []string, limit int, ls []*slot, chain []Located) ([]string, []Located) {
 	for _, s := range ls {
-		if !slices.Contains(keys, s.Key) {
+		// Consecutive slices of a chain are mostly in one object.
+		if n := len(keys); (n == 0 || keys[n-1] != s.Key) && !slices.Contains(keys, s.Key) {
 			if len(keys) >= limit {
 				continue
 			}

@@ -3,6 +3,7 @@ package follower
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/kwal/kwal/combiner/objformat"
 	"github.com/kwal/kwal/internal/stagehist"
@@ -41,9 +42,13 @@ func (f *Follower) read(ctx context.Context, r Read) readResult {
 	res := readResult{read: r, raws: make([][]byte, len(r.Slices)), bodies: make([]*objstore.Body, len(r.Slices)),
 		errs: make([]error, len(r.Slices)), batchesOK: make([]bool, len(r.Slices))}
 	// One budget for the whole read, hedge and store-client retries
-	// included: a store that does not answer fails the read in time.
-	ctx, done := f.budgetCtx(ctx)
-	defer done()
+	// included: a store that does not answer fails the read in time. The
+	// read's own loop below watches its timer (no goroutine per read).
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	budget := f.cfg.Clock.NewTimer(f.cfg.FallbackAfter)
+	defer budget.Stop()
+	budgetC := budget.C()
 	if len(r.Slices) > 0 {
 		tp := r.Slices[0].Entry.TopicPartition
 		ctx = objstore.WithTags(ctx, objstore.Tags{Component: "follower", Topic: tp.Topic, Partition: tp.Partition, Rack: f.cfg.Rack})
@@ -69,29 +74,22 @@ func (f *Follower) read(ctx context.Context, r Read) readResult {
 		}()
 	}
 	launch(false)
-	var hedgeC <-chan struct{}
+	var hedgeC <-chan time.Time
 	if f.cfg.HedgeDelay >= 0 {
 		t := f.cfg.Clock.NewTimer(f.cfg.HedgeDelay)
 		defer t.Stop()
-		c := make(chan struct{})
-		hedgeC = c
-		f.wg.Add(1)
-		go func() {
-			defer f.wg.Done()
-			select {
-			case <-t.C():
-				close(c)
-			case <-ctx.Done():
-			}
-		}()
+		hedgeC = t.C()
 	}
 	var sr objformat.SliceReader
 	defer sr.Close()
 	for outstanding > 0 {
 		select {
+		case <-budgetC:
+			budgetC, hedgeC = nil, nil // no hedge once the budget is spent
+			cancel(errReadBudget)      // the GETs in flight answer with it
 		case <-hedgeC:
 			hedgeC = nil
-			if launched < 2 {
+			if launched < 2 && ctx.Err() == nil {
 				f.c.hedges.Add(1)
 				launch(true)
 			}
