@@ -412,12 +412,24 @@ func (f *Follower) step(now time.Time) time.Time {
 			// of slots the log end passed.
 			p.sum, p.sumKey, p.sumLEO = summarize(p.slots, p.leo, p.leader.Epoch, p.localEpoch, p.fence), k, p.leo
 		}
+		// The reads to plan: the first free objects' slices. The first
+		// partition to plan this step (the only one, in a rebuild) walks
+		// its chain only that far; a later one walks it all, as it may
+		// add its slices to the objects already chosen (firstObjects)
+		// wherever they are in its chain. With nothing free, one object
+		// is enough for what the plan decides besides the reads.
+		maxObjects := 0
+		if free <= 0 {
+			maxObjects = 1
+		} else if len(keys) == 0 {
+			maxObjects = free
+		}
 		d := decide(now, partView{
 			LEO: p.leo, Leader: p.leader, LocalEpoch: p.localEpoch,
 			Slots: p.slots, Sum: p.sum, Fence: p.fence, Scratch: p.scratch, ReadIdx: p.readIdx,
 			Failures: p.failures, RetryAt: p.retryAt, StuckSince: p.stuckSince, FallbackUntil: p.fallbackUntil,
 			WantedSince: p.wantedSince, Degraded: p.degraded,
-		}, &f.cfg)
+		}, &f.cfg, maxObjects)
 		p.stuckSince = d.StuckSince
 		p.wantedSince = d.WantedSince
 		p.target = d.Target
