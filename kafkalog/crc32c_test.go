@@ -250,6 +250,7 @@ func TestValidateBatchesCRC32CChecksHeaderNotRecords(t *testing.T) {
 		})
 	}
 }
+
 // BenchmarkSliceCheck: what a follower spends checking one 96 KiB slice
 // of 16-record batches of 1 KiB records: the slice's CRC32C and then every
 // batch (two passes, before), or both in one pass (ValidateBatchesCRC32C).
