@@ -105,6 +105,7 @@ type Follower struct {
 	refreshes    uint64
 	chains       map[metadata.TopicPartition][]Located // scratch for step
 	readKeys     []string                              // scratch for step
+	planScratch  planScratch                           // scratch for step's planChains
 }
 
 // part is the driver's state of one partition.
@@ -474,10 +475,10 @@ func (f *Follower) step(now time.Time) time.Time {
 	}
 	f.readKeys = keys
 	if len(f.chains) > 0 && free > 0 {
-		reads := PlanChains(f.chains, PlanConfig{
+		reads := planChains(f.chains, PlanConfig{
 			MaxRangeBytes: f.cfg.MaxRangeBytes, MergeGapBytes: f.cfg.MergeGapBytes,
 			MaxReads: free,
-		})
+		}, &f.planScratch)
 		for _, r := range reads {
 			if ok, w := f.bucket.take(now, r.Len); !ok {
 				f.c.rateLimited.Add(1)

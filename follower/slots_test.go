@@ -235,10 +235,12 @@ func firstKObjects(read []Located, k int) []Located {
 // TestFirstObjectsKeepsThePlan: planning only the slices of the first
 // MaxReads objects (in PlanChains' order, across partitions) gives the
 // same reads as planning every slice, and PlanChains with MaxReads gives
-// the first reads of the plan without it.
+// the first reads of the plan without it; the driver's planChains, whose
+// scratch outlives each plan, plans the same.
 func TestFirstObjectsKeepsThePlan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	tps := []metadata.TopicPartition{tpA, tpB, {Topic: "b", Partition: 1}}
+	var sc planScratch
 	for i := range 3000 {
 		nkeys := []int{3, 8, 40}[rng.IntN(3)]
 		chains := map[metadata.TopicPartition][]Located{}
@@ -268,6 +270,9 @@ func TestFirstObjectsKeepsThePlan(t *testing.T) {
 		want := all[:min(len(all), cfg.MaxReads)]
 		if got := PlanChains(chains, cfg); !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
 			t.Fatalf("case %d: MaxReads %d:\n got  %v\n want %v", i, cfg.MaxReads, spans(got), spans(want))
+		}
+		if got := planChains(chains, cfg, &sc); !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
+			t.Fatalf("case %d: with the scratch of the cases before:\n got  %v\n want %v", i, spans(got), spans(want))
 		}
 		var keys []string
 		picked := map[metadata.TopicPartition][]Located{}
