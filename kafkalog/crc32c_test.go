@@ -80,7 +80,7 @@ func TestValidateBatchesCRC32C(t *testing.T) {
 // checking offsets: a run starting past the log end is refused.
 func TestAppendVerifiedAsFollower(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	run := append(runOfBatches(rng, 6), producerRun(rng, 4)...)
+	run := append(runOfBatches(rng, 6), producerRun(rng, 4, 300)...)
 	// One run: the producer's batches continue the first six.
 	for pos, next := 0, int64(0); pos < len(run); {
 		h, err := ParseBatchHeader(run[pos:])
@@ -124,9 +124,10 @@ func TestAppendVerifiedAsFollower(t *testing.T) {
 // does not walk.
 func FuzzValidateBatchesCRC32C(f *testing.F) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	f.Add(runOfBatches(rng, 1))
-	f.Add(runOfBatches(rng, 3))
-	f.Add(producerRun(rng, 4))
+	// Small seeds: the fuzzer mutates a 100 KiB seed a few times a minute.
+	f.Add(kafkalogtest.MakeBatchN(0, 1, 2, 10, 0))
+	f.Add(append(kafkalogtest.MakeBatchN(0, 1, 3, 5, 0), kafkalogtest.MakeBatchN(3, 2, 1, 20, 0)...))
+	f.Add(producerRun(rng, 3, 20))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		crc, err := ValidateBatchesCRC32C(b)
@@ -160,14 +161,15 @@ func FuzzValidateBatchesCRC32C(f *testing.F) {
 }
 
 // producerRun is a run of n batches of one idempotent producer, some
-// transactional, with record timestamps that differ.
-func producerRun(rng *rand.Rand, n int) []byte {
+// transactional, with record timestamps that differ and values of up to
+// maxValue bytes.
+func producerRun(rng *rand.Rand, n, maxValue int) []byte {
 	var run []byte
 	off, seq := int64(0), int32(0)
 	for i := range n {
 		recs := make([]kafkalogtest.Record, 1+rng.IntN(5))
 		for j := range recs {
-			recs[j] = kafkalogtest.Record{Value: make([]byte, rng.IntN(300)), TimestampDelta: int64(rng.IntN(1000))}
+			recs[j] = kafkalogtest.Record{Value: make([]byte, rng.IntN(maxValue)), TimestampDelta: int64(rng.IntN(1000))}
 		}
 		attrs := int16(0)
 		if i%2 == 1 {
