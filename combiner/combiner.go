@@ -235,10 +235,10 @@ type Combiner struct {
 		// that came without AppendedAt, zero if none.
 		open      int64
 		openStamp time.Time
-		// armedFor is the AppendedAt of the oldest slice the cutter left
-		// queued, for which its interval timer is armed; zero when it left
-		// nothing. An older slice pokes the cutter so the interval holds
-		// for it too.
+		// armedFor is where the window of the tick the cutter's timer is
+		// armed for begins (that tick less Interval): a slice appended
+		// before it is due at an earlier tick, so it pokes the cutter.
+		// Zero when the cutter left nothing.
 		armedFor time.Time
 		// ann counts the tasks holding bytes back until asked (Announce).
 		ann        announcements
@@ -285,6 +285,8 @@ func New(cfg Config) (*Combiner, error) {
 		results: make(chan result, cfg.ThreadPoolSize),
 		done:    make(chan struct{}),
 	}
+	// The cadence's ticks count from the start.
+	c.policy.Origin = c.clock.Now()
 	c.abort, c.cancel = context.WithCancel(context.Background())
 	c.mu.space = make(chan struct{})
 	c.mu.inFlight = make(map[string]struct{})
@@ -481,7 +483,7 @@ func (c *Combiner) cutter() {
 		c.mu.Lock()
 		closing := c.mu.closed
 		now := c.clock.Now()
-		c.mu.ann.answered(now, c.cfg.Interval/2)
+		c.mu.ann.answered()
 		plan := PackWith(c.mu.view, c.mu.ann.pending(now, c.mu.waiting), now, c.policy, closing)
 		if plan.Call {
 			c.mu.ann.callAll(now)
@@ -510,6 +512,8 @@ func (c *Combiner) cutter() {
 		}
 		c.mu.armedFor = time.Time{}
 		if plan.Wait > 0 {
+			// A wait for called tasks is shorter than a tick away, so
+			// this is at most early: an extra poke, never a missed one.
 			c.mu.armedFor = now.Add(plan.Wait - c.cfg.Interval)
 		}
 		// What Pack left is the open object Submit follows, unless the

@@ -335,26 +335,29 @@ func TestIntervalCountsFromTheOpenObjectsFirstSlice(t *testing.T) {
 	for off := int64(6); off < 9; off++ {
 		submit(off)
 	}
-	clk.Advance(8 * time.Millisecond)
+	// Past the first tick (t0+10ms): a slice stamped t0 would be due at
+	// once, one stamped now waits for the tick at t0+20ms.
+	clk.Advance(12 * time.Millisecond)
 	submit(9)
 	close(gate)
 	waitFor(t, "objects 0-2 published", func() bool { return d.count() == 9 })
 	var at time.Time
 	waitFor(t, "the interval timer armed", func() bool { at = armed(c, clk); return !at.IsZero() })
-	if want := t0.Add(8 * time.Millisecond); !at.Equal(want) {
-		t.Fatalf("the slice submitted at %v is stamped %v", want, at)
+	if want := t0.Add(10 * time.Millisecond); !at.Equal(want) {
+		t.Fatalf("the slice submitted at %v is armed for the tick window from %v, want %v", t0.Add(12*time.Millisecond), at, want)
 	}
 	clk.Advance(5 * time.Millisecond)
 	if clk.Pending() != 1 || d.count() != 9 {
-		t.Fatal("the interval timer fired 5ms after the slice was submitted")
+		t.Fatal("the interval timer fired before the tick after the slice was submitted")
 	}
-	clk.Advance(5 * time.Millisecond)
+	clk.Advance(3 * time.Millisecond)
 	waitFor(t, "the last slice published", func() bool { return d.count() == 10 })
 }
 
 func TestOlderSliceWakesTheCutter(t *testing.T) {
-	// The timer is armed for the oldest slice queued; a slice appended
-	// longer ago must bring the cut forward, not wait for that timer.
+	// The timer is armed for the tick after the oldest slice queued; a
+	// slice appended before that tick's window was due at an earlier tick
+	// and must bring the cut forward, not wait for that timer.
 	c, clk := bareCombiner(t, Config{UploadBytes: 1 << 20, Interval: 10 * time.Millisecond}, nil)
 	done := make(chan struct{}, 2)
 	cb := func(_ UploadedObject, err error) {
@@ -373,10 +376,12 @@ func TestOlderSliceWakesTheCutter(t *testing.T) {
 		AppendedAt: older, Done: cb}); err != nil {
 		t.Fatal(err)
 	}
-	waitArmed(t, c, clk, older)
-	clk.Advance(3 * time.Millisecond) // older + Interval
+	// older was due at the tick t0: both go now, the clock unmoved.
 	<-done
 	<-done
+	if d := clk.Since(t0); d != 2*time.Millisecond {
+		t.Fatalf("cut after %v", d)
+	}
 }
 
 func TestSliceThatDoesNotFitWakesTheCutter(t *testing.T) {
@@ -394,8 +399,12 @@ func TestSliceThatDoesNotFitWakesTheCutter(t *testing.T) {
 	if err := c.Submit(context.Background(), d.slice(1, 60)); err != nil {
 		t.Fatal(err)
 	}
-	// The first object goes 4ms after its slice, not 10ms; the second
-	// slice starts the next object and has its own stamp.
+	// The first object goes 4ms after its slice, not at the tick; the
+	// second slice starts the next object, which waits for the tick
+	// (t0+10ms, whose window starts at t0).
 	waitFor(t, "the first object published", func() bool { return d.count() == 1 })
-	waitArmed(t, c, clk, t0.Add(4*time.Millisecond))
+	waitArmed(t, c, clk, t0)
+	if d.count() != 1 {
+		t.Fatal("the second slice went before its tick")
+	}
 }

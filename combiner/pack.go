@@ -17,9 +17,15 @@ type Queued struct {
 
 // Policy is the packing policy's configuration.
 type Policy struct {
-	UploadBytes    int64         // cut once an object would hold this many bytes
-	MaxObjectBytes int64         // never exceed, except for one oversized slice
-	Interval       time.Duration // cut once the oldest queued slice is this old
+	UploadBytes    int64 // cut once an object would hold this many bytes
+	MaxObjectBytes int64 // never exceed, except for one oversized slice
+	// Interval is the combiner's cadence: what is not cut for size is cut
+	// at the first tick (Origin + k·Interval) after its oldest byte was
+	// appended, so a byte waits Interval/2 on average whatever the rate
+	// (counting from the oldest byte instead makes a lone batch wait the
+	// whole Interval). 0 cuts at once.
+	Interval time.Duration
+	Origin   time.Time // where the ticks start; zero: the Unix epoch
 }
 
 // Pending is what the packing policy knows of bytes that remote-WAL tasks
@@ -39,10 +45,6 @@ type Pending struct {
 	// slices go in the next object.
 	Called    int
 	CalledFor time.Duration
-	// Lead is how long called tasks take to answer (the combiner measures
-	// it): they are called that much before the interval is up, so that
-	// the object goes out about when it is due. At most Interval/2.
-	Lead time.Duration
 }
 
 // Plan is Pack's decision.
@@ -54,13 +56,13 @@ type Plan struct {
 	// within and across objects.
 	Cuts []int
 	// Call asks the Announced tasks for their bytes now: the open object's
-	// interval is up. What is left queued is cut once every called task
+	// tick has come. What is left queued is cut once every called task
 	// has answered (the next Pack with Called == 0), in one object with
 	// their slices.
 	Call bool
-	// Wait is how long until the oldest slice left queued, or the oldest
-	// announced byte, reaches Interval; 0 when there is nothing to wait
-	// for on a timer (nothing left, or called tasks to wait for).
+	// Wait is how long until the tick after the oldest slice left queued,
+	// or the oldest announced byte, or until called tasks are no longer
+	// waited for; 0 when there is nothing to wait for on a timer.
 	Wait time.Duration
 }
 
@@ -76,10 +78,10 @@ func Pack(queue []Queued, now time.Time, p Policy, flush bool) Plan {
 // Greedily, from the head: slices join the current object while it stays
 // within MaxObjectBytes (a slice bigger than that goes alone); the object is
 // cut once it holds UploadBytes. What remains is cut as one last object
-// (split at MaxObjectBytes) if flush is set, or once its oldest byte,
-// queued or announced, is Interval old: then, if any task announced bytes,
-// those tasks are called first (Lead early) and the rest waits for their
-// answers (Called > 0), so each goes out in this object with one slice.
+// (split at MaxObjectBytes) if flush is set, or at the first tick after its
+// oldest queued byte. Announced bytes are called at the tick after their
+// oldest, and what is queued then waits for the answers (Called > 0), so
+// each task's bytes go out in this object with one slice.
 func PackWith(queue []Queued, pend Pending, now time.Time, p Policy, flush bool) Plan {
 	var plan Plan
 	start, open := 0, emptyObject
@@ -110,36 +112,62 @@ func PackWith(queue []Queued, pend Pending, now time.Time, p Policy, flush bool)
 			return plan
 		}
 	}
-	if len(rest) == 0 && pend.Announced == 0 {
-		return plan
-	}
-	// The interval of the open object runs from its oldest byte, queued
-	// or announced.
-	var oldest time.Time
-	if pend.Announced > 0 {
-		oldest = pend.Oldest
-	}
-	for _, q := range rest {
-		if oldest.IsZero() || q.AppendedAt.Before(oldest) {
-			oldest = q.AppendedAt
+	// What is left goes at the tick after its oldest byte: the queued
+	// slices at theirs; announced bytes are called at theirs, and what is
+	// queued then waits for them. Bytes announced for a later tick than
+	// the queue's are not called into its object: they are the next
+	// tick's (calling them too would chain answer rounds, each adding to
+	// the queue's wait).
+	var queueTick, annTick time.Time
+	if len(rest) > 0 {
+		oldest := rest[0].AppendedAt
+		for _, q := range rest[1:] {
+			if q.AppendedAt.Before(oldest) {
+				oldest = q.AppendedAt
+			}
 		}
+		queueTick = p.tickAfter(oldest)
 	}
-	age := now.Sub(oldest)
-	due := p.Interval
 	if pend.Announced > 0 {
-		due -= min(max(pend.Lead, 0), p.Interval/2)
+		annTick = p.tickAfter(pend.Oldest)
 	}
 	switch {
-	case age < due:
-		plan.Wait = due - age
-	case pend.Announced > 0:
-		// About to cut for the interval: every announced task gives its
-		// bytes to this object first.
+	case !annTick.IsZero() && !now.Before(annTick):
+		// About to cut at the tick: every announced task gives its bytes
+		// to this object first.
 		plan.Call = true
-	default:
+	case !queueTick.IsZero() && !now.Before(queueTick):
 		plan.Cuts = append(plan.Cuts, len(rest))
+		if !annTick.IsZero() {
+			plan.Wait = annTick.Sub(now)
+		}
+	case annTick.IsZero() && queueTick.IsZero():
+	case annTick.IsZero() || (!queueTick.IsZero() && queueTick.Before(annTick)):
+		plan.Wait = queueTick.Sub(now)
+	default:
+		plan.Wait = annTick.Sub(now)
 	}
 	return plan
+}
+
+// tickAfter returns the first tick strictly after t: Origin + k·Interval
+// for the least such k (negative before Origin). With Interval ≤ 0 it is
+// t itself, so everything is cut at once.
+func (p Policy) tickAfter(t time.Time) time.Time {
+	if p.Interval <= 0 {
+		return t
+	}
+	origin := p.Origin
+	if origin.IsZero() {
+		// time.Time{} is too far back for a Duration to reach now.
+		origin = time.Unix(0, 0)
+	}
+	d := t.Sub(origin)
+	k := d / p.Interval
+	if d < 0 && d%p.Interval != 0 {
+		k-- // round toward minus infinity
+	}
+	return origin.Add((k + 1) * p.Interval)
 }
 
 // emptyObject is the size of an object before any slice joins it.

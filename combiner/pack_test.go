@@ -12,7 +12,8 @@ import (
 func TestPack(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	ov := int64(objformat.Overhead(0))
-	p := Policy{UploadBytes: ov + 100, MaxObjectBytes: ov + 150, Interval: 10 * time.Millisecond}
+	// Ticks at t0-15ms, t0-5ms, t0+5ms: now (t0) is halfway to the next.
+	p := Policy{UploadBytes: ov + 100, MaxObjectBytes: ov + 150, Interval: 10 * time.Millisecond, Origin: t0.Add(-5 * time.Millisecond)}
 	q := func(size int64, ageMs int) Queued {
 		return Queued{Size: size, AppendedAt: t0.Add(-time.Duration(ageMs) * time.Millisecond)}
 	}
@@ -24,16 +25,17 @@ func TestPack(t *testing.T) {
 	}{
 		{"empty", nil, false, Plan{}},
 		{"empty flush", nil, true, Plan{}},
-		{"young and small waits", []Queued{q(10, 3), q(10, 1)}, false, Plan{Wait: 7 * time.Millisecond}},
-		{"oldest is not first", []Queued{q(10, 1), q(10, 6)}, false, Plan{Wait: 4 * time.Millisecond}},
-		{"interval reached", []Queued{q(10, 10), q(10, 0)}, false, Plan{Cuts: []int{2}}},
+		{"young and small waits for the next tick", []Queued{q(10, 3), q(10, 1)}, false, Plan{Wait: 5 * time.Millisecond}},
+		{"appended at a tick waits for the next", []Queued{q(10, 5)}, false, Plan{Wait: 5 * time.Millisecond}},
+		{"oldest is not first", []Queued{q(10, 1), q(10, 6)}, false, Plan{Cuts: []int{2}}},
+		{"tick passed", []Queued{q(10, 10), q(10, 0)}, false, Plan{Cuts: []int{2}}},
 		{"flush cuts young", []Queued{q(10, 0)}, true, Plan{Cuts: []int{1}}},
 		{"upload bytes reached exactly", []Queued{q(50, 0), q(50, 0)}, false, Plan{Cuts: []int{2}}},
-		{"upload bytes then remainder waits", []Queued{q(60, 2), q(60, 2), q(10, 1)}, false, Plan{Cuts: []int{2}, Wait: 9 * time.Millisecond}},
-		{"max size splits", []Queued{q(90, 0), q(70, 0), q(5, 0)}, false, Plan{Cuts: []int{1}, Wait: 10 * time.Millisecond}},
-		{"oversized slice alone", []Queued{q(10, 0), q(500, 0), q(10, 0)}, false, Plan{Cuts: []int{1, 1}, Wait: 10 * time.Millisecond}},
+		{"upload bytes then remainder waits", []Queued{q(60, 2), q(60, 2), q(10, 1)}, false, Plan{Cuts: []int{2}, Wait: 5 * time.Millisecond}},
+		{"max size splits", []Queued{q(90, 0), q(70, 0), q(5, 0)}, false, Plan{Cuts: []int{1}, Wait: 5 * time.Millisecond}},
+		{"oversized slice alone", []Queued{q(10, 0), q(500, 0), q(10, 0)}, false, Plan{Cuts: []int{1, 1}, Wait: 5 * time.Millisecond}},
 		{"oversized first", []Queued{q(500, 0)}, false, Plan{Cuts: []int{1}}},
-		{"many objects", []Queued{q(100, 0), q(100, 0), q(100, 0), q(1, 0)}, false, Plan{Cuts: []int{1, 1, 1}, Wait: 10 * time.Millisecond}},
+		{"many objects", []Queued{q(100, 0), q(100, 0), q(100, 0), q(1, 0)}, false, Plan{Cuts: []int{1, 1, 1}, Wait: 5 * time.Millisecond}},
 		{"flush splits at max", []Queued{q(80, 0), q(80, 0)}, true, Plan{Cuts: []int{1, 1}}},
 	}
 	for _, c := range cases {
@@ -103,7 +105,8 @@ func TestPlaceFollowsPack(t *testing.T) {
 func TestPackWithPending(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	ov := int64(objformat.Overhead(0))
-	p := Policy{UploadBytes: ov + 100, MaxObjectBytes: ov + 150, Interval: 10 * time.Millisecond}
+	// Ticks at t0-15ms, t0-5ms, t0+5ms.
+	p := Policy{UploadBytes: ov + 100, MaxObjectBytes: ov + 150, Interval: 10 * time.Millisecond, Origin: t0.Add(-5 * time.Millisecond)}
 	q := func(size int64, ageMs int) Queued {
 		return Queued{Size: size, AppendedAt: t0.Add(-time.Duration(ageMs) * time.Millisecond)}
 	}
@@ -118,12 +121,12 @@ func TestPackWithPending(t *testing.T) {
 		want  Plan
 	}{
 		{"nothing", nil, Pending{}, false, Plan{}},
-		{"young announcement arms the timer", nil, ann(3, 4), false, Plan{Wait: 6 * time.Millisecond}},
+		{"young announcement arms the timer", nil, ann(3, 4), false, Plan{Wait: 5 * time.Millisecond}},
 		{"due announcement is called", nil, ann(3, 10), false, Plan{Call: true}},
 		{"due announcement is called before the due queue is cut", []Queued{q(10, 12)}, ann(1, 10), false, Plan{Call: true}},
-		{"due queue calls a young announcement into its object", []Queued{q(10, 12)}, ann(1, 2), false, Plan{Call: true}},
-		{"the earlier of queue and announcement sets the wait", []Queued{q(10, 3)}, ann(1, 7), false, Plan{Wait: 3 * time.Millisecond}},
-		{"queue older than announcement", []Queued{q(10, 8)}, ann(1, 1), false, Plan{Wait: 2 * time.Millisecond}},
+		{"due queue goes without a young announcement, the next tick's", []Queued{q(10, 12)}, ann(1, 2), false, Plan{Cuts: []int{1}, Wait: 5 * time.Millisecond}},
+		{"an announcement past its tick makes a young queue due", []Queued{q(10, 3)}, ann(1, 6), false, Plan{Call: true}},
+		{"young queue and announcement wait for the next tick", []Queued{q(10, 3)}, ann(1, 1), false, Plan{Wait: 5 * time.Millisecond}},
 		{"called tasks are waited for", []Queued{q(10, 15)}, Pending{Called: 2, CalledFor: time.Millisecond}, false, Plan{Wait: 4 * time.Millisecond}},
 		{"called tasks: complete objects still go", []Queued{q(100, 0), q(10, 15)}, Pending{Called: 1}, false, Plan{Cuts: []int{1}, Wait: 5 * time.Millisecond}},
 		{"late called tasks are not waited for past half the interval", []Queued{q(10, 15)}, Pending{Called: 2, CalledFor: 5 * time.Millisecond}, false, Plan{Cuts: []int{1}}},
@@ -177,31 +180,102 @@ func TestPackLeavesNothingPastInterval(t *testing.T) {
 	}
 }
 
-// TestPackCallsLeadEarly: announced tasks are called Lead before the
-// interval is up (at most half of it), a queue alone still waits the
-// whole interval.
-func TestPackCallsLeadEarly(t *testing.T) {
-	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := Policy{UploadBytes: 1 << 20, MaxObjectBytes: 4 << 20, Interval: 10 * time.Millisecond}
-	at := func(ms int) time.Time { return t0.Add(-time.Duration(ms) * time.Millisecond) }
-	queue := []Queued{{Size: 10, AppendedAt: at(7)}}
-	cases := []struct {
-		name  string
-		queue []Queued
-		pend  Pending
-		want  Plan
-	}{
-		{"lead 3ms calls at 7ms", nil, Pending{Announced: 1, Oldest: at(7), Lead: 3 * time.Millisecond}, Plan{Call: true}},
-		{"lead 2ms waits 1ms more", nil, Pending{Announced: 1, Oldest: at(7), Lead: 2 * time.Millisecond}, Plan{Wait: time.Millisecond}},
-		{"lead capped at half the interval", nil, Pending{Announced: 1, Oldest: at(4), Lead: time.Hour}, Plan{Wait: time.Millisecond}},
-		{"queue alone ignores the lead", queue, Pending{Lead: 3 * time.Millisecond}, Plan{Wait: 3 * time.Millisecond}},
-		{"queue and announcement: call early", queue, Pending{Announced: 1, Oldest: at(1), Lead: 3 * time.Millisecond}, Plan{Call: true}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := PackWith(c.queue, c.pend, t0, p, false); !reflect.DeepEqual(got, c.want) {
-				t.Fatalf("PackWith = %+v, want %+v", got, c.want)
+// TestPackCutsAtTheTickAfterTheOldestByte: over random origins, queues
+// and announcements, what is not cut for size goes (or its tasks are
+// called) exactly at the first tick after its oldest byte: never before
+// it, and a timer is armed to exactly the next such tick otherwise. The
+// queue waits while announced bytes are being called, and announced bytes
+// are not called before their own tick.
+func TestPackCutsAtTheTickAfterTheOldestByte(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const iv = 10 * time.Millisecond
+	for i := 0; i < 5000; i++ {
+		now := t0.Add(time.Duration(rng.Int64N(int64(time.Second))))
+		p := Policy{UploadBytes: 1 << 20, MaxObjectBytes: 4 << 20, Interval: iv,
+			Origin: t0.Add(time.Duration(rng.Int64N(int64(2*time.Second))) - time.Second)}
+		back := func() time.Time { return now.Add(-time.Duration(rng.Int64N(int64(3 * iv)))) }
+		queue := make([]Queued, rng.IntN(4))
+		var oldest time.Time // of the queue
+		for j := range queue {
+			queue[j] = Queued{Size: 10, AppendedAt: back()}
+			if oldest.IsZero() || queue[j].AppendedAt.Before(oldest) {
+				oldest = queue[j].AppendedAt
 			}
-		})
+		}
+		var pend Pending
+		if rng.IntN(2) == 0 {
+			pend = Pending{Announced: 1 + rng.IntN(3), Oldest: back()}
+		}
+		got := PackWith(queue, pend, now, p, false)
+		if oldest.IsZero() && pend.Announced == 0 {
+			if !reflect.DeepEqual(got, Plan{}) {
+				t.Fatalf("nothing queued or announced: %+v", got)
+			}
+			continue
+		}
+		// The ticks: on the grid, after the oldest byte, at most one
+		// interval after it.
+		tick := func(at time.Time) time.Time {
+			tk := p.tickAfter(at)
+			if off := tk.Sub(p.Origin) % iv; off != 0 || !tk.After(at) || tk.Sub(at) > iv {
+				t.Fatalf("tick after %v (origin %v) is %v", at, p.Origin, tk)
+			}
+			return tk
+		}
+		var qTick, aTick time.Time
+		if !oldest.IsZero() {
+			qTick = tick(oldest)
+		}
+		if pend.Announced > 0 {
+			aTick = tick(pend.Oldest)
+		}
+		aDue := !aTick.IsZero() && !now.Before(aTick)
+		qDue := !qTick.IsZero() && !now.Before(qTick)
+		switch {
+		case aDue != got.Call:
+			t.Fatalf("now %v, announced tick %v: %+v", now, aTick, got)
+		case got.Call && len(got.Cuts) > 0:
+			t.Fatalf("cut while calling: %+v", got)
+		case !aDue && qDue != (len(got.Cuts) > 0):
+			t.Fatalf("now %v, queue tick %v: %+v", now, qTick, got)
+		case !aDue && qDue && !aTick.IsZero() && !now.Add(got.Wait).Equal(aTick):
+			t.Fatalf("now %v: queue cut, armed for %v, the announced tick is %v", now, now.Add(got.Wait), aTick)
+		case !aDue && !qDue:
+			next := qTick
+			if next.IsZero() || (!aTick.IsZero() && aTick.Before(next)) {
+				next = aTick
+			}
+			if !now.Add(got.Wait).Equal(next) {
+				t.Fatalf("now %v: armed for %v, the next tick is %v", now, now.Add(got.Wait), next)
+			}
+		}
+	}
+}
+
+// TestLoneBatchWaitsHalfAnIntervalOnAverage: a batch waits for the next
+// tick, wherever it falls between ticks, not a whole interval from its
+// own append: appended at every millisecond of an interval, the waits are
+// 10, 9, ..., 1 ms, 5.5 ms on average (I/2 plus half the step).
+func TestLoneBatchWaitsHalfAnIntervalOnAverage(t *testing.T) {
+	p := Policy{UploadBytes: 1 << 20, MaxObjectBytes: 4 << 20, Interval: 10 * time.Millisecond, Origin: t0}
+	var sum time.Duration
+	for ms := range 10 {
+		at := t0.Add(time.Duration(30+ms) * time.Millisecond)
+		for _, pend := range []Pending{{}, {Announced: 1, Oldest: at}} {
+			var queue []Queued
+			if pend.Announced == 0 {
+				queue = []Queued{{Size: 10, AppendedAt: at}}
+			}
+			got := PackWith(queue, pend, at, p, false)
+			if want := time.Duration(10-ms) * time.Millisecond; got.Wait != want {
+				t.Fatalf("appended %dms into the interval (%+v): waits %v, want %v", ms, pend, got.Wait, want)
+			}
+			if pend.Announced == 0 {
+				sum += got.Wait
+			}
+		}
+	}
+	if avg := sum / 10; avg != 5500*time.Microsecond {
+		t.Fatalf("average wait %v", avg)
 	}
 }
