@@ -46,18 +46,28 @@
 //	object n:  [ P@10 | Q@0 | R@4 ]   P@0 given up earlier, not re-submitted
 //	published:   ----   Q@0   R@4      P@10: ErrEarlierSliceFailed, for P only
 //
-// # Held bytes
+// # Cadence and held bytes
+//
+// The combiner packs on a fixed cadence: what is not cut for size goes at
+// the first tick (the combiner's start + k·Interval) after its oldest
+// byte was appended, so a byte waits Interval/2 on average before its PUT
+// starts, whatever the rate (an interval counted from each object's
+// oldest byte makes a lone batch wait all of it).
 //
 // A remote-WAL task below the upload size does not submit its bytes: it
 // announces them (Announce, with the time of its oldest byte) and holds
-// them in its log. The interval runs from the oldest byte, queued or
-// announced (PackWith's Pending). When it is up (less the measured time
-// tasks take to answer, at most half the interval), the cutter closes the
-// announced tickets' Called channel and waits until every called task has
-// submitted and withdrawn, for at most half an interval; then it cuts, so
-// the object carries one slice per partition (a late one goes in the next
-// object). A Submit that has to wait for room ends that wait (a called
-// task may be the one blocked), and the queue is cut without it.
+// them in its log. At the tick after the oldest announced byte, the
+// cutter closes the announced tickets' Called channel and waits until
+// every called task has submitted and withdrawn, for at most half an
+// interval; then it cuts, so the object carries one slice per partition
+// (a late one goes in the next object). Bytes announced after the call
+// belong to the next tick and are not called into this object. A Submit
+// that has to wait for room ends that wait (a called task may be the one
+// blocked), and the queue is cut without it.
+//
+//	ticks     T-I                T                  T+I
+//	           |   b1    b2   b3 |call ─ answers ─ cut → PUT
+//	           |                 |  b4 (announced after the call: T+I)
 //
 // # Keys
 //
@@ -93,8 +103,8 @@
 //
 //   - Submit appends to the queue under Combiner.mu and wakes the cutter
 //     only when Pack's answer may change: the queue was empty, an object
-//     just became complete, or the slice is older than the one the
-//     interval timer is armed for. To know when an object is complete it
+//     just became complete, or the slice is older than the window of the
+//     tick the timer is armed for. To know when an object is complete it
 //     runs the same step as Pack (Policy.place) as slices arrive.
 //   - A slice without AppendedAt is stamped at Submit, but the clock is
 //     read once per object: later slices of the object Pack leaves open
