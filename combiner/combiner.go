@@ -222,7 +222,7 @@ type Combiner struct {
 		sync.Mutex
 		// uploads and publishes turn failed attempts into log lines at
 		// state changes (see logAttempt).
-		uploads, publishes retry.Episode
+		uploads, publishes episode
 		// queue and view are compacted in place after each cut, so their
 		// backing arrays are reused; cut slices are copied out into jobs.
 		queue       batch
@@ -602,17 +602,22 @@ func (c *Combiner) release(b *batch, obj UploadedObject, err error, errs []error
 		c.mu.waiting = false
 	}
 	c.mu.Unlock()
+	// Counted before any Done, so a caller told of its slice sees it in
+	// Metrics.
 	var gaveUp int64
+	for i := range b.in {
+		if (errs == nil && err != nil) || (errs != nil && errs[i] != nil) {
+			gaveUp++
+		}
+	}
+	c.m.givenUp.Add(gaveUp)
 	for i, done := range b.done {
+		if done == nil {
+			continue
+		}
 		e := err
 		if errs != nil {
 			e = errs[i]
-		}
-		if e != nil {
-			gaveUp++
-		}
-		if done == nil {
-			continue
 		}
 		if e != nil {
 			done(UploadedObject{}, e)
@@ -620,7 +625,6 @@ func (c *Combiner) release(b *batch, obj UploadedObject, err error, errs []error
 			done(obj, nil)
 		}
 	}
-	c.m.givenUp.Add(gaveUp)
 	// The spare list never holds more slots than were held at once,
 	// which the queue bound limits.
 	b.reset()
@@ -753,6 +757,7 @@ func (c *Combiner) upload(body []byte, entries []metadata.SliceEntry) (UploadedO
 			c.setInFlight(key, false)
 			return UploadedObject{}, ErrClosed
 		}
+		began := c.attemptBegins(&c.mu.uploads)
 		actx, cancel := context.WithTimeout(c.abort, c.cfg.AttemptTimeout)
 		err := c.cfg.Writer.PutObject(actx, key, body)
 		if errors.Is(err, objstore.ErrExists) {
@@ -772,7 +777,7 @@ func (c *Combiner) upload(body []byte, entries []metadata.SliceEntry) (UploadedO
 		}
 		cancel()
 		if err == nil {
-			c.logAttempt(&c.mu.uploads, "upload", key, attempt, nil)
+			c.logAttempt(&c.mu.uploads, "upload", key, attempt, began, nil)
 			c.m.up.Add(1)
 			c.m.bytesUp.Add(int64(len(body)))
 			return UploadedObject{ID: id, Key: key, Bucket: c.cfg.Bucket, BrokerID: c.cfg.BrokerID,
@@ -786,7 +791,7 @@ func (c *Combiner) upload(body []byte, entries []metadata.SliceEntry) (UploadedO
 			return UploadedObject{}, fmt.Errorf("combiner: upload %s: %w", key, err)
 		}
 		c.m.upRetries.Add(1)
-		c.logAttempt(&c.mu.uploads, "upload", key, attempt, err)
+		c.logAttempt(&c.mu.uploads, "upload", key, attempt, began, err)
 		if !c.sleep(c.backoff(attempt)) {
 			c.setInFlight(key, false)
 			return UploadedObject{}, ErrClosed
@@ -798,22 +803,42 @@ func (c *Combiner) upload(body []byte, entries []metadata.SliceEntry) (UploadedO
 // of failed attempts is logged this often.
 const failureLogEvery = 10 * time.Second
 
+// episode is the state of one kind of attempt (uploads, publishes) for
+// the log: the failure episode, and how many attempts have succeeded.
+type episode struct {
+	retry.Episode
+	oks uint64
+}
+
+// attemptBegins returns what logAttempt needs to know of an attempt
+// beginning now: the successes so far.
+func (c *Combiner) attemptBegins(ep *episode) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return ep.oks
+}
+
 // logAttempt logs failed upload or publish attempts (err != nil) as one
 // state change per outage, not one WARN per attempt of every object: the
 // first failure, then at most every failureLogEvery the count since, and
 // the first success after them with the total. Each attempt is at DEBUG.
-func (c *Combiner) logAttempt(ep *retry.Episode, what, key string, attempt int, err error) {
+// A failed attempt that began before another succeeded (began: from
+// attemptBegins) is from the outage that success ended: it does not
+// start a new one (several uploads are in flight when a store heals).
+func (c *Combiner) logAttempt(ep *episode, what, key string, attempt int, began uint64, err error) {
 	now := c.clock.Now()
 	c.mu.Lock()
 	ep.Every = failureLogEvery
 	var r retry.Report
 	var n int64
 	var d time.Duration
-	if err != nil {
+	switch {
+	case err == nil:
+		ep.oks++
+		r, n, d = ep.OK(now)
+	case ep.oks == began:
 		r, n = ep.Fail(now)
 		d = now.Sub(ep.Since())
-	} else {
-		r, n, d = ep.OK(now)
 	}
 	c.mu.Unlock()
 	if err != nil {
@@ -985,11 +1010,12 @@ func (c *Combiner) publish(obj UploadedObject) error {
 		if c.abort.Err() != nil {
 			return ErrClosed
 		}
+		began := c.attemptBegins(&c.mu.publishes)
 		actx, cancel := context.WithTimeout(c.abort, c.cfg.AttemptTimeout)
 		err := c.cfg.Publisher.PublishObject(actx, obj)
 		cancel()
 		if err == nil {
-			c.logAttempt(&c.mu.publishes, "publish", obj.Key, attempt, nil)
+			c.logAttempt(&c.mu.publishes, "publish", obj.Key, attempt, began, nil)
 			return nil
 		}
 		if !c.cfg.Retriable(err) {
@@ -997,7 +1023,7 @@ func (c *Combiner) publish(obj UploadedObject) error {
 			return fmt.Errorf("combiner: publish %s: %w", obj.Key, err)
 		}
 		c.m.pubRetries.Add(1)
-		c.logAttempt(&c.mu.publishes, "publish", obj.Key, attempt, err)
+		c.logAttempt(&c.mu.publishes, "publish", obj.Key, attempt, began, err)
 		if !c.sleep(c.backoff(attempt)) {
 			return ErrClosed
 		}
