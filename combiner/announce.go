@@ -66,9 +66,8 @@ func (a *announcements) answered() {
 
 // Announce tells the combiner that a partition holds bytes appended since
 // since, below the size at which it would submit them, so that its
-// cadence counts them as if queued: at the first tick after since, or
-// when an object that could take them is about to be cut at its tick, the
-// combiner closes the ticket's Called channel, waits for the task to
+// pacing counts them as if queued: when they are due (Policy.Interval),
+// the combiner closes the ticket's Called channel, waits for the task to
 // Submit what it holds and Withdraw, and then cuts. A task with a live
 // ticket needs no timer of its own. Every ticket must be withdrawn once,
 // also by a task that stops without submitting. After Close, Called is

@@ -68,11 +68,12 @@ func TestAnnouncementAloneIsCalled(t *testing.T) {
 	r := newRig(t, Config{UploadBytes: 1 << 20, Interval: 10 * time.Millisecond}, nil, nil)
 	gone := r.c.Announce(t0)
 	r.c.Withdraw(gone)
-	// Ticks at t0+10ms, t0+20ms: the withdrawn announcement would be
-	// called at the first, this one at the second.
-	tk := r.c.Announce(t0.Add(12 * time.Millisecond))
+	// The first object for the interval is due Interval after the start
+	// (t0+10ms): the withdrawn announcement would be called then, this
+	// one no sooner than its bytes.
+	tk := r.c.Announce(t0.Add(15 * time.Millisecond))
 	<-tk.Called()
-	if d := r.clk.Since(t0); d < 20*time.Millisecond {
+	if d := r.clk.Since(t0); d < 15*time.Millisecond {
 		t.Fatalf("called after %v: the withdrawn announcement counted", d)
 	}
 	r.c.Withdraw(tk)

@@ -235,15 +235,18 @@ type Combiner struct {
 		// that came without AppendedAt, zero if none.
 		open      int64
 		openStamp time.Time
-		// armedFor is where the window of the tick the cutter's timer is
-		// armed for begins (that tick less Interval): a slice appended
-		// before it is due at an earlier tick, so it pokes the cutter.
-		// Zero when the cutter left nothing.
+		// armedFor is Pending.Last while the cutter's timer is armed: a
+		// slice appended before it missed the last object and is due at
+		// once, so it pokes the cutter. Zero when the cutter left nothing.
 		armedFor time.Time
 		// ann counts the tasks holding bytes back until asked (Announce).
-		ann        announcements
-		heldSlices int
-		heldBytes  int64
+		ann announcements
+		// lastTimed and nextTimed are Pending.Last and Next: when the
+		// cutter last cut an object for the interval or called the tasks
+		// for one, and the budget for the next.
+		lastTimed, nextTimed time.Time
+		heldSlices           int
+		heldBytes            int64
 		// heldBy is the held amount per partition, bounded by
 		// PartitionQueueSlices and PartitionQueueBytes so that one
 		// partition's backlog cannot take the whole bound from the others.
@@ -285,8 +288,10 @@ func New(cfg Config) (*Combiner, error) {
 		results: make(chan result, cfg.ThreadPoolSize),
 		done:    make(chan struct{}),
 	}
-	// The cadence's ticks count from the start.
-	c.policy.Origin = c.clock.Now()
+	// The first object for the interval goes no sooner than Interval
+	// after the start.
+	c.mu.lastTimed = c.clock.Now()
+	c.mu.nextTimed = c.mu.lastTimed.Add(2 * cfg.Interval)
 	c.abort, c.cancel = context.WithCancel(context.Background())
 	c.mu.space = make(chan struct{})
 	c.mu.inFlight = make(map[string]struct{})
@@ -484,7 +489,12 @@ func (c *Combiner) cutter() {
 		closing := c.mu.closed
 		now := c.clock.Now()
 		c.mu.ann.answered()
-		plan := PackWith(c.mu.view, c.mu.ann.pending(now, c.mu.waiting), now, c.policy, closing)
+		pend := c.mu.ann.pending(now, c.mu.waiting)
+		pend.Last, pend.Next = c.mu.lastTimed, c.mu.nextTimed
+		plan := PackWith(c.mu.view, pend, now, c.policy, closing)
+		if plan.Mark {
+			c.mu.lastTimed, c.mu.nextTimed = c.policy.Marked(pend, now)
+		}
 		if plan.Call {
 			c.mu.ann.callAll(now)
 		}
@@ -512,9 +522,9 @@ func (c *Combiner) cutter() {
 		}
 		c.mu.armedFor = time.Time{}
 		if plan.Wait > 0 {
-			// A wait for called tasks is shorter than a tick away, so
-			// this is at most early: an extra poke, never a missed one.
-			c.mu.armedFor = now.Add(plan.Wait - c.cfg.Interval)
+			// Anything appended since the last mark is due no sooner than
+			// what the timer is armed for; anything older is due at once.
+			c.mu.armedFor = c.mu.lastTimed
 		}
 		// What Pack left is the open object Submit follows, unless the
 		// interval or a flush cut that too.
@@ -543,7 +553,13 @@ func (c *Combiner) cutter() {
 			return
 		}
 		if plan.Wait > 0 {
-			timer.Reset(plan.Wait)
+			// Wait counts from now, read before the cut: the clock may
+			// have moved since (a test's manual clock, or a slow hand-off).
+			if d := plan.Wait - c.clock.Since(now); d > 0 {
+				timer.Reset(d)
+			} else {
+				c.poke()
+			}
 		}
 		select {
 		case <-c.wake:

@@ -19,13 +19,15 @@ type Queued struct {
 type Policy struct {
 	UploadBytes    int64 // cut once an object would hold this many bytes
 	MaxObjectBytes int64 // never exceed, except for one oversized slice
-	// Interval is the combiner's cadence: what is not cut for size is cut
-	// at the first tick (Origin + k·Interval) after its oldest byte was
-	// appended, so a byte waits Interval/2 on average whatever the rate
-	// (counting from the oldest byte instead makes a lone batch wait the
-	// whole Interval). 0 cuts at once.
+	// Interval spaces the objects not cut for size: they go at most one
+	// per Interval over time, with one more allowed early after a quiet
+	// spell (a budget of two, Pending.Next), and each as soon as its
+	// oldest byte exists and the budget allows. Under steady traffic
+	// objects go every Interval and a byte waits Interval/2 on average;
+	// a batch after a quiet spell goes at once, and a producer that
+	// sends about once per Interval is not made to wait for a fixed
+	// phase. 0 cuts at once.
 	Interval time.Duration
-	Origin   time.Time // where the ticks start; zero: the Unix epoch
 }
 
 // Pending is what the packing policy knows of bytes that remote-WAL tasks
@@ -45,6 +47,14 @@ type Pending struct {
 	// slices go in the next object.
 	Called    int
 	CalledFor time.Duration
+	// Last is when the last object not cut for size was cut, or the
+	// tasks were called for it (Plan.Mark); Next is the budget: the next
+	// such object may go from Next - Interval on. After a mark at now,
+	// Next becomes max(Next, now) + Interval (Policy.Marked). The
+	// combiner starts them at its start and start + 2·Interval, so its
+	// first such object goes no sooner than Interval after it. Last
+	// zero: everything is due at once.
+	Last, Next time.Time
 }
 
 // Plan is Pack's decision.
@@ -55,19 +65,24 @@ type Plan struct {
 	// queue's order (and with it each partition's offset order) is kept
 	// within and across objects.
 	Cuts []int
-	// Call asks the Announced tasks for their bytes now: the open object's
-	// tick has come. What is left queued is cut once every called task
-	// has answered (the next Pack with Called == 0), in one object with
-	// their slices.
+	// Call asks the Announced tasks for their bytes now: they are due.
+	// What is left queued is cut once every called task has answered (the
+	// next Pack with Called == 0), in one object with their slices.
 	Call bool
-	// Wait is how long until the tick after the oldest slice left queued,
-	// or the oldest announced byte, or until called tasks are no longer
-	// waited for; 0 when there is nothing to wait for on a timer.
+	// Wait is how long until what is left queued or announced is due, or
+	// until called tasks are no longer waited for; 0 when there is nothing
+	// to wait for on a timer.
 	Wait time.Duration
+	// Mark: this plan calls the tasks, or cuts an object for the
+	// interval; the caller passes Policy.Marked's Last and Next from here
+	// on. A cut of bytes older than Last (answers to the last call, or
+	// late ones) belongs to the last mark and makes none.
+	Mark bool
 }
 
 // Pack decides which objects to cut from queue (in submission order) at
-// now, with nothing announced. It is a pure function.
+// now, with nothing announced and no paced object before (so what is not
+// cut for size is due at once). It is a pure function.
 func Pack(queue []Queued, now time.Time, p Policy, flush bool) Plan {
 	return PackWith(queue, Pending{}, now, p, flush)
 }
@@ -78,10 +93,10 @@ func Pack(queue []Queued, now time.Time, p Policy, flush bool) Plan {
 // Greedily, from the head: slices join the current object while it stays
 // within MaxObjectBytes (a slice bigger than that goes alone); the object is
 // cut once it holds UploadBytes. What remains is cut as one last object
-// (split at MaxObjectBytes) if flush is set, or at the first tick after its
-// oldest queued byte. Announced bytes are called at the tick after their
-// oldest, and what is queued then waits for the answers (Called > 0), so
-// each task's bytes go out in this object with one slice.
+// (split at MaxObjectBytes) if flush is set, or once it is due (Policy.
+// Interval). Announced bytes are called when due, and what is queued then
+// waits for the answers (Called > 0), so each task's bytes go out in this
+// object with one slice.
 func PackWith(queue []Queued, pend Pending, now time.Time, p Policy, flush bool) Plan {
 	var plan Plan
 	start, open := 0, emptyObject
@@ -112,62 +127,69 @@ func PackWith(queue []Queued, pend Pending, now time.Time, p Policy, flush bool)
 			return plan
 		}
 	}
-	// What is left goes at the tick after its oldest byte: the queued
-	// slices at theirs; announced bytes are called at theirs, and what is
-	// queued then waits for them. Bytes announced for a later tick than
-	// the queue's are not called into its object: they are the next
-	// tick's (calling them too would chain answer rounds, each adding to
-	// the queue's wait).
-	var queueTick, annTick time.Time
+	// What is left is due when the budget allows (Next - Interval), or
+	// at its oldest byte if that is later; bytes older than Last missed
+	// the last object (late answers) and are due at once. Queued slices
+	// are cut when due; announced bytes are called when due, and what is
+	// queued then waits for the answers. Bytes announced after the call
+	// are not called into its object (calling them too would chain answer
+	// rounds, each adding to the queue's wait).
+	var queueDue, annDue, queueOldest time.Time
 	if len(rest) > 0 {
-		oldest := rest[0].AppendedAt
+		queueOldest = rest[0].AppendedAt
 		for _, q := range rest[1:] {
-			if q.AppendedAt.Before(oldest) {
-				oldest = q.AppendedAt
+			if q.AppendedAt.Before(queueOldest) {
+				queueOldest = q.AppendedAt
 			}
 		}
-		queueTick = p.tickAfter(oldest)
+		queueDue = p.due(queueOldest, pend)
 	}
 	if pend.Announced > 0 {
-		annTick = p.tickAfter(pend.Oldest)
+		annDue = p.due(pend.Oldest, pend)
 	}
 	switch {
-	case !annTick.IsZero() && !now.Before(annTick):
-		// About to cut at the tick: every announced task gives its bytes
-		// to this object first.
-		plan.Call = true
-	case !queueTick.IsZero() && !now.Before(queueTick):
+	case !annDue.IsZero() && !now.Before(annDue):
+		// Every announced task gives its bytes to this object first.
+		plan.Call, plan.Mark = true, true
+	case !queueDue.IsZero() && !now.Before(queueDue):
 		plan.Cuts = append(plan.Cuts, len(rest))
-		if !annTick.IsZero() {
-			plan.Wait = annTick.Sub(now)
+		plan.Mark = pend.Last.IsZero() || !queueOldest.Before(pend.Last)
+		if !annDue.IsZero() {
+			plan.Wait = annDue.Sub(now)
+			if plan.Mark {
+				plan.Wait = max(plan.Wait, p.Interval)
+			}
 		}
-	case annTick.IsZero() && queueTick.IsZero():
-	case annTick.IsZero() || (!queueTick.IsZero() && queueTick.Before(annTick)):
-		plan.Wait = queueTick.Sub(now)
+	case annDue.IsZero() && queueDue.IsZero():
+	case annDue.IsZero() || (!queueDue.IsZero() && queueDue.Before(annDue)):
+		plan.Wait = queueDue.Sub(now)
 	default:
-		plan.Wait = annTick.Sub(now)
+		plan.Wait = annDue.Sub(now)
 	}
 	return plan
 }
 
-// tickAfter returns the first tick strictly after t: Origin + k·Interval
-// for the least such k (negative before Origin). With Interval ≤ 0 it is
-// t itself, so everything is cut at once.
-func (p Policy) tickAfter(t time.Time) time.Time {
-	if p.Interval <= 0 {
-		return t
+// due returns when bytes whose oldest was appended at oldest are due:
+// at once if they are older than the last mark (they missed it) or if
+// there was none, else when the budget allows or at oldest, whichever is
+// later.
+func (p Policy) due(oldest time.Time, pend Pending) time.Time {
+	if p.Interval <= 0 || pend.Last.IsZero() || oldest.Before(pend.Last) {
+		return oldest
 	}
-	origin := p.Origin
-	if origin.IsZero() {
-		// time.Time{} is too far back for a Duration to reach now.
-		origin = time.Unix(0, 0)
+	return later(oldest, pend.Next.Add(-p.Interval))
+}
+
+// Marked returns Pending's Last and Next after a mark at now.
+func (p Policy) Marked(pend Pending, now time.Time) (last, next time.Time) {
+	return now, later(pend.Next, now).Add(p.Interval)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
 	}
-	d := t.Sub(origin)
-	k := d / p.Interval
-	if d < 0 && d%p.Interval != 0 {
-		k-- // round toward minus infinity
-	}
-	return origin.Add((k + 1) * p.Interval)
+	return b
 }
 
 // emptyObject is the size of an object before any slice joins it.
