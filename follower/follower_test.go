@@ -325,6 +325,58 @@ func TestDuplicatedAndReorderedIndex(t *testing.T) {
 	}
 }
 
+// TestIndexChangeRereadsOnlyItsPartition: once both partitions are caught
+// up, objects holding slices of tp0 alone are published; the follower
+// reads tp0's slices from the index again, and tp1's not once, since the
+// index says which partitions each change touched (IndexChanges). The
+// same run with an index that cannot say has tp1 read again: what the
+// count would show if the follower re-read every partition.
+func TestIndexChangeRereadsOnlyItsPartition(t *testing.T) {
+	for _, says := range []bool{true, false} {
+		t.Run(fmt.Sprintf("index_says_what_changed=%v", says), func(t *testing.T) {
+			r := newRig(t)
+			defer r.stop()
+			rng := rand.New(rand.NewPCG(5, 6))
+			a, b := r.addLeader(tp0, 1), r.addLeader(tp1, 1)
+			fillLeader(t, a, rng, 40, 1)
+			fillLeader(t, b, rng, 40, 1)
+			objs := r.uploadAll(rng, metadata.CodecNone)
+			ci := &perPartitionIndex{ix: r.ix}
+			r.cfg = func(c *Config) {
+				c.Index = ci
+				if says {
+					c.Index = countingChanges{ci}
+				}
+			}
+			r.start()
+			for _, o := range objs {
+				r.ix.publish(o.key, o.entries...)
+			}
+			r.waitCaughtUp(false) // on a stopped clock: only index changes wake the follower
+			aBefore, bBefore := ci.count(tp0), ci.count(tp1)
+			from := a.LogEndOffset()
+			fillLeader(t, a, rng, 20, 1)
+			more := packObjects(t, r.put, "more-", cutSlices(t, tp0, a, from, a.LogEndOffset(), rng, 8<<10), rng, 6, metadata.CodecNone)
+			for _, o := range more {
+				r.ix.publish(o.key, o.entries...)
+			}
+			r.waitCaughtUp(false)
+			r.checkAll()
+			aReads, bReads := ci.count(tp0)-aBefore, ci.count(tp1)-bBefore
+			t.Logf("%d objects of %v alone: %v read %d times, %v %d", len(more), tp0, tp0, aReads, tp1, bReads)
+			if aReads == 0 {
+				t.Fatalf("%v caught up without its slices read again", tp0)
+			}
+			if says && bReads != 0 {
+				t.Fatalf("%v's slices read %d times for changes of %v alone", tp1, bReads, tp0)
+			}
+			if !says && bReads == 0 {
+				t.Fatalf("without IndexChanges %v was not read again: the count does not see re-reads", tp1)
+			}
+		})
+	}
+}
+
 // TestFallbackToLeader: an object is missing, and a slice's metadata is
 // never published. The follower fetches those ranges from the leader,
 // counts them as cross-rack, and goes back to object storage.
