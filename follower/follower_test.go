@@ -185,6 +185,20 @@ func (r *rig) uploadAll(rng *rand.Rand, codec metadata.Codec) []object {
 	return packObjects(r.t, r.put, "", interleave(rng, lists...), rng, 6, codec)
 }
 
+// publishMore appends n batches at epoch to tp's leader log l, uploads
+// them as objects of up to maxPer slices of about maxBytes under prefix,
+// publishes those to the index and returns them.
+func (r *rig) publishMore(tp metadata.TopicPartition, l *kafkalog.Log, rng *rand.Rand, n int, epoch int32, prefix string, maxBytes, maxPer int) []object {
+	r.t.Helper()
+	from := l.LogEndOffset()
+	fillLeader(r.t, l, rng, n, epoch)
+	objs := packObjects(r.t, r.put, prefix, cutSlices(r.t, tp, l, from, l.LogEndOffset(), rng, maxBytes), rng, maxPer, metadata.CodecNone)
+	for _, o := range objs {
+		r.ix.publish(o.key, o.entries...)
+	}
+	return objs
+}
+
 func TestRebuildThroughCombiner(t *testing.T) {
 	for _, codec := range []metadata.Codec{metadata.CodecNone, metadata.CodecZstd} {
 		t.Run("codec="+codec.String(), func(t *testing.T) {
@@ -354,12 +368,7 @@ func TestIndexChangeRereadsOnlyItsPartition(t *testing.T) {
 			}
 			r.waitCaughtUp(false) // on a stopped clock: only index changes wake the follower
 			aBefore, bBefore := ci.count(tp0), ci.count(tp1)
-			from := a.LogEndOffset()
-			fillLeader(t, a, rng, 20, 1)
-			more := packObjects(t, r.put, "more-", cutSlices(t, tp0, a, from, a.LogEndOffset(), rng, 8<<10), rng, 6, metadata.CodecNone)
-			for _, o := range more {
-				r.ix.publish(o.key, o.entries...)
-			}
+			more := r.publishMore(tp0, a, rng, 20, 1, "more-", 8<<10, 6)
 			r.waitCaughtUp(false)
 			r.checkAll()
 			aReads, bReads := ci.count(tp0)-aBefore, ci.count(tp1)-bBefore
