@@ -54,8 +54,9 @@ type Log interface {
 	// on error.
 	AppendAsFollower(batches []byte) (kafkalog.AppendInfo, error)
 	// AppendVerifiedAsFollower is AppendAsFollower for batches validated
-	// already by kafkalog.ValidateBatchesCRC32C: their CRCs and records are
-	// not checked again, their framing, offsets and epochs are.
+	// already by kafkalog.ValidateBatchesCRC32C (CRC and header, as Kafka's
+	// follower checks a batch): their CRCs are not checked again, their
+	// framing, offsets and epochs are.
 	AppendVerifiedAsFollower(batches []byte) (kafkalog.AppendInfo, error)
 	// Truncate removes every batch at or after to (a batch boundary).
 	Truncate(to int64) error

@@ -53,8 +53,9 @@ type slot struct {
 	state slotState
 	raw   []byte         // the verified log bytes, when ready
 	body  *objstore.Body // the GET body raw points into, if any (buffers.go)
-	// batchesOK: raw's batches were validated with its CRC32C (one pass,
-	// kafkalog.ValidateBatchesCRC32C), so the append need not again.
+	// batchesOK: raw's batches' CRCs and headers were validated with its
+	// CRC32C (one pass, kafkalog.ValidateBatchesCRC32C), so the append need
+	// not again.
 	batchesOK bool
 	listed    bool                // in the partition's sorted slots (else kept only while reading)
 	mark      uint64              // the refresh that last saw it in the index
@@ -81,7 +82,19 @@ func slotCmp(a, b *slot) int { return chainCmp(&a.Located, &b.Located) }
 
 // newSlot makes the slot of a listed slice.
 func newSlot(l Located) *slot {
-	return &slot{Located: l, rs: replica.RemoteSlice{BaseOffset: l.Entry.BaseOffset, LastOffset: l.Entry.LastOffset, LeaderEpoch: l.Entry.LeaderEpoch, Length: l.Entry.Length}}
+	return &slot{Located: l, rs: replica.RemoteSlice{BaseOffset: l.Entry.BaseOffset, LastOffset: l.Entry.LastOffset,
+		LeaderEpoch: l.Entry.LeaderEpoch, Length: l.Entry.Length, Object: objectID(l.Key)}}
+}
+
+// objectID names an object key for replica.RemoteSlice.Object: FNV-1a,
+// never 0. Two keys that collide only make a bounded walk longer.
+func objectID(key string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= 1099511628211
+	}
+	return max(h, 1)
 }
 
 // RemoteSlice and Busy make a slot a replica.RemoteSlot.
@@ -147,14 +160,16 @@ var gapCauses = [...]Cause{replica.NoGap: "", replica.GapLag: CauseMetadataLag, 
 
 // decide is the follower's per-partition policy: replica.PlanRemote, the
 // one model of what a remote-WAL follower does next; the driver carries
-// out the decision.
-func decide(now time.Time, v partView, cfg *Config) partDecision {
+// out the decision. maxReadObjects > 0 bounds the slices to read to those
+// of the first maxReadObjects objects the chain reads from (see
+// replica.RemoteLimits.MaxReadObjects).
+func decide(now time.Time, v partView, cfg *Config, maxReadObjects int) partDecision {
 	p := replica.PlanRemote(now, replica.RemoteView{
 		LEO: v.LEO, LeaderEpoch: v.Leader.Epoch, LeaderLogEnd: v.Leader.LogEnd, LocalEpoch: v.LocalEpoch,
 		Summary: v.Sum, Fence: v.Fence, Failures: v.Failures, RetryAt: v.RetryAt, StuckSince: v.StuckSince, FallbackUntil: v.FallbackUntil,
 		WantedSince: v.WantedSince, Degraded: v.Degraded,
 	}, v.Slots, replica.RemoteLimits{ReadAheadBytes: cfg.ReadAheadBytes, GapTimeout: cfg.GapTimeout, MaxReadAttempts: cfg.MaxReadAttempts,
-		FallbackAfter: cfg.FallbackAfter}, v.ReadIdx)
+		FallbackAfter: cfg.FallbackAfter, MaxReadObjects: maxReadObjects}, v.ReadIdx)
 	d := partDecision{Ask: p.Ask, StuckSince: p.StuckSince, Fallback: p.Fallback, FallbackUntil: p.FallbackUntil,
 		GapCause: gapCauses[p.GapCause], WakeAt: p.WakeAt, Target: p.Target, Fenced: p.Fenced, WantedSince: p.WantedSince}
 	if p.TimedOut {

@@ -85,13 +85,18 @@ func slotsOf(ls []Located, busy map[sliceID]int64) []*slot {
 
 // runDecide runs decide on the view the driver would build from tv.
 func runDecide(now time.Time, tv testView, cfg *Config) testDecision {
+	return runDecideBounded(now, tv, cfg, 0)
+}
+
+// runDecideBounded is runDecide with decide's maxReadObjects.
+func runDecideBounded(now time.Time, tv testView, cfg *Config, maxReadObjects int) testDecision {
 	ss := slotsOf(tv.Slices, tv.Busy)
 	d := decide(now, partView{
 		LEO: tv.LEO, Leader: tv.Leader, LocalEpoch: tv.LocalEpoch, Slots: ss,
 		Sum: summarize(ss, tv.LEO, tv.Leader.Epoch, tv.LocalEpoch, tv.Fence), Fence: tv.Fence,
 		Failures: tv.Failures, RetryAt: tv.RetryAt, StuckSince: tv.StuckSince, FallbackUntil: tv.FallbackUntil,
 		WantedSince: tv.WantedSince, Degraded: tv.Degraded,
-	}, cfg)
+	}, cfg, maxReadObjects)
 	var read []Located
 	for _, s := range d.Read {
 		read = append(read, s.Located)

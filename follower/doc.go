@@ -80,14 +80,19 @@
 // otherwise), the policy (decide, which is replica.PlanRemote:
 // the one model of what a remote-WAL follower does next, with its
 // data-driven scripts in replica/testdata/remote) walks the sorted slices from
-// the log end only as far as the read-ahead, the facts that need every
+// the log end only as far as the read-ahead, and the first partition that
+// plans reads in a wake-up only to the first slice of an object past the
+// free read slots (replica.RemoteLimits.MaxReadObjects), the facts that need every
 // slice (the highest end known, the epochs to ask about) are kept until
 // the slices, the epochs or the fence answers change, and only the slices
 // of the objects the free read slots can serve are planned. GETs, leader fetches and
 // epoch queries run on goroutines the driver starts (at most
 // Config.MaxInFlight GET reads, one fallback and one epoch query per
 // partition) and send their results back on a channel; slice CRC checks and
-// decompression run there too, in parallel. Only the driver touches a
+// decompression run there too, in parallel (an uncompressed slice's
+// batches are checked as Kafka's follower checks a replicated batch, CRC
+// and header: kafkalog.ValidateBatchesCRC32C). A read watches its own
+// hedge and fallback-budget timers. Only the driver touches a
 // partition's Log. Close stops everything and waits. Status and Metrics are
 // safe to call from any goroutine.
 package follower

@@ -107,6 +107,7 @@ type Follower struct {
 	refreshes    uint64
 	chains       map[metadata.TopicPartition][]Located // scratch for step
 	readKeys     []string                              // scratch for step
+	planScratch  planScratch                           // scratch for step's planChains
 }
 
 // part is the driver's state of one partition.
@@ -414,12 +415,24 @@ func (f *Follower) step(now time.Time) time.Time {
 			// of slots the log end passed.
 			p.sum, p.sumKey, p.sumLEO = summarize(p.slots, p.leo, p.leader.Epoch, p.localEpoch, p.fence), k, p.leo
 		}
+		// The reads to plan: the first free objects' slices. The first
+		// partition to plan this step (the only one, in a rebuild) walks
+		// its chain only that far; a later one walks it all, as it may
+		// add its slices to the objects already chosen (firstObjects)
+		// wherever they are in its chain. With nothing free, one object
+		// is enough for what the plan decides besides the reads.
+		maxObjects := 0
+		if free <= 0 {
+			maxObjects = 1
+		} else if len(keys) == 0 {
+			maxObjects = free
+		}
 		d := decide(now, partView{
 			LEO: p.leo, Leader: p.leader, LocalEpoch: p.localEpoch,
 			Slots: p.slots, Sum: p.sum, Fence: p.fence, Scratch: p.scratch, ReadIdx: p.readIdx,
 			Failures: p.failures, RetryAt: p.retryAt, StuckSince: p.stuckSince, FallbackUntil: p.fallbackUntil,
 			WantedSince: p.wantedSince, Degraded: p.degraded,
-		}, &f.cfg)
+		}, &f.cfg, maxObjects)
 		p.stuckSince = d.StuckSince
 		p.wantedSince = d.WantedSince
 		p.target = d.Target
@@ -464,10 +477,10 @@ func (f *Follower) step(now time.Time) time.Time {
 	}
 	f.readKeys = keys
 	if len(f.chains) > 0 && free > 0 {
-		reads := PlanChains(f.chains, PlanConfig{
+		reads := planChains(f.chains, PlanConfig{
 			MaxRangeBytes: f.cfg.MaxRangeBytes, MergeGapBytes: f.cfg.MergeGapBytes,
 			MaxReads: free,
-		})
+		}, &f.planScratch)
 		for _, r := range reads {
 			if ok, w := f.bucket.take(now, r.Len); !ok {
 				f.c.rateLimited.Add(1)

@@ -66,7 +66,23 @@ func Plan(logEnd map[metadata.TopicPartition]int64, pending map[metadata.TopicPa
 // MergeGapBytes and the range stays within MaxRangeBytes. Objects are read
 // in the order their first slice is needed, partitions taken in name order.
 func PlanChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig) []Read {
-	tps := make([]metadata.TopicPartition, 0, len(chains))
+	return planChains(chains, cfg, &planScratch{})
+}
+
+// planScratch is PlanChains' working memory, which the driver keeps from
+// one step to the next (the reads returned and their Slices are new).
+type planScratch struct {
+	tps  []metadata.TopicPartition
+	objs []planObject
+}
+
+type planObject struct {
+	key string
+	ls  []Located
+}
+
+func planChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig, sc *planScratch) []Read {
+	tps := sc.tps[:0]
 	for tp := range chains {
 		tps = append(tps, tp)
 	}
@@ -80,11 +96,7 @@ func PlanChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig) []
 	// unblock the lowest offsets of a partition come first. Each object
 	// gives at least one read, so with MaxReads only the first MaxReads
 	// objects can make the reads returned.
-	type object struct {
-		key string
-		ls  []Located
-	}
-	var objs []object
+	objs := sc.objs[:0]
 	var index map[string]int // once there are too many objects to search
 	find := func(key string) (int, bool) {
 		if index != nil {
@@ -106,7 +118,12 @@ func PlanChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig) []
 					continue
 				}
 				i = len(objs)
-				objs = append(objs, object{key: l.Key})
+				if i < cap(objs) {
+					objs = objs[:i+1]
+					objs[i].key, objs[i].ls = l.Key, objs[i].ls[:0]
+				} else {
+					objs = append(objs, planObject{key: l.Key})
+				}
 				switch {
 				case index != nil:
 					index[l.Key] = i
@@ -147,6 +164,13 @@ func PlanChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig) []
 	if cfg.MaxReads > 0 && len(reads) > cfg.MaxReads {
 		reads = reads[:cfg.MaxReads]
 	}
+	// Keep the capacity, not the slices and keys.
+	for i := range objs {
+		clear(objs[i].ls)
+		objs[i].key = ""
+	}
+	clear(tps)
+	sc.tps, sc.objs = tps[:0], objs[:0]
 	return reads
 }
 
@@ -160,7 +184,8 @@ func PlanChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig) []
 // slices that cannot be read yet.
 func firstObjects(keys []string, limit int, ls []*slot, chain []Located) ([]string, []Located) {
 	for _, s := range ls {
-		if !slices.Contains(keys, s.Key) {
+		// Consecutive slices of a chain are mostly in one object.
+		if n := len(keys); (n == 0 || keys[n-1] != s.Key) && !slices.Contains(keys, s.Key) {
 			if len(keys) >= limit {
 				continue
 			}

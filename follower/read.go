@@ -3,6 +3,7 @@ package follower
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/kwal/kwal/combiner/objformat"
 	"github.com/kwal/kwal/internal/stagehist"
@@ -41,9 +42,13 @@ func (f *Follower) read(ctx context.Context, r Read) readResult {
 	res := readResult{read: r, raws: make([][]byte, len(r.Slices)), bodies: make([]*objstore.Body, len(r.Slices)),
 		errs: make([]error, len(r.Slices)), batchesOK: make([]bool, len(r.Slices))}
 	// One budget for the whole read, hedge and store-client retries
-	// included: a store that does not answer fails the read in time.
-	ctx, done := f.budgetCtx(ctx)
-	defer done()
+	// included: a store that does not answer fails the read in time. The
+	// read's own loop below watches its timer (no goroutine per read).
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	budget := f.cfg.Clock.NewTimer(f.cfg.FallbackAfter)
+	defer budget.Stop()
+	budgetC := budget.C()
 	if len(r.Slices) > 0 {
 		tp := r.Slices[0].Entry.TopicPartition
 		ctx = objstore.WithTags(ctx, objstore.Tags{Component: "follower", Topic: tp.Topic, Partition: tp.Partition, Rack: f.cfg.Rack})
@@ -69,29 +74,22 @@ func (f *Follower) read(ctx context.Context, r Read) readResult {
 		}()
 	}
 	launch(false)
-	var hedgeC <-chan struct{}
+	var hedgeC <-chan time.Time
 	if f.cfg.HedgeDelay >= 0 {
 		t := f.cfg.Clock.NewTimer(f.cfg.HedgeDelay)
 		defer t.Stop()
-		c := make(chan struct{})
-		hedgeC = c
-		f.wg.Add(1)
-		go func() {
-			defer f.wg.Done()
-			select {
-			case <-t.C():
-				close(c)
-			case <-ctx.Done():
-			}
-		}()
+		hedgeC = t.C()
 	}
 	var sr objformat.SliceReader
 	defer sr.Close()
 	for outstanding > 0 {
 		select {
+		case <-budgetC:
+			budgetC, hedgeC = nil, nil // no hedge once the budget is spent
+			cancel(errReadBudget)      // the GETs in flight answer with it
 		case <-hedgeC:
 			hedgeC = nil
-			if launched < 2 {
+			if launched < 2 && ctx.Err() == nil {
 				f.c.hedges.Add(1)
 				launch(true)
 			}
@@ -167,12 +165,14 @@ func (f *Follower) verify(sr *objformat.SliceReader, b *objstore.Body, r Read, r
 }
 
 // verifyPlain checks an uncompressed slice (stored bytes are log bytes):
-// its CRC32C and, in the same pass over the bytes, every batch in it
-// (kafkalog.ValidateBatchesCRC32C), so that the append need not checksum
-// them again (batchesOK). A batch that fails is a corrupt slice even when
-// the slice's CRC32C matches (the bytes were bad before they were cut): a
-// slice holds bytes of the leader's active segment, which compaction never
-// touches, so every batch in it must pass as a leader's append would.
+// its CRC32C and, in the same pass over the bytes, every batch's CRC32C
+// and header (kafkalog.ValidateBatchesCRC32C: what Kafka's follower checks
+// of a replicated batch; the leader walked the records when it appended
+// them), so that the append need not checksum them again (batchesOK). A
+// batch that fails is a corrupt slice even when the slice's CRC32C
+// matches (the bytes were bad before they were cut): a slice holds bytes
+// of the leader's active segment, which compaction never touches, so
+// every batch in it must pass whole.
 func verifyPlain(stored []byte, e metadata.SliceEntry) (raw []byte, batchesOK bool, err error) {
 	if int64(len(stored)) != e.Length || e.RawLength != e.Length {
 		return nil, false, fmt.Errorf("%w: slice of %v at %d: %d bytes, entry says length %d, raw length %d",

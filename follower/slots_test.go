@@ -190,7 +190,10 @@ func randomView(rng *rand.Rand, now time.Time) testView {
 
 // TestDecideMatchesReference: decide, which walks sorted slots only as far
 // as the read-ahead and takes the index-wide facts from a summary, decides
-// exactly what the reference decides on the whole index, on random views.
+// exactly what the reference decides on the whole index, on random views;
+// bounded to the first k objects it reads from (maxReadObjects), it
+// decides the same but reads the reference's reads only up to the first
+// slice of a (k+1)-th object.
 func TestDecideMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	now := t0
@@ -198,26 +201,46 @@ func TestDecideMatchesReference(t *testing.T) {
 		v := randomView(rng, now)
 		cfg := &Config{GapTimeout: time.Second, MaxReadAttempts: 1 + rng.IntN(3), ReadAheadBytes: int64(rng.IntN(400)),
 			FallbackAfter: time.Duration(rng.IntN(3)) * time.Second}
-		got := runDecide(now, v, cfg)
+		k := []int{0, 1, 2, 3, 10}[rng.IntN(5)] // 0: no bound; 10: past objectSet's array
+		got := runDecideBounded(now, v, cfg, k)
 		// The reference takes ties in the order it is given: give it the
 		// order the driver keeps.
 		ref := v
 		ref.Slices = slices.Clone(v.Slices)
 		slices.SortStableFunc(ref.Slices, func(a, b Located) int { return chainCmp(&a, &b) })
 		want := referenceDecide(now, ref, cfg)
+		if k > 0 {
+			want.Read = firstKObjects(want.Read, k)
+		}
 		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("view %d: %+v\n got  %+v\n want %+v", i, v, got, want)
+			t.Fatalf("view %d, %d objects: %+v\n got  %+v\n want %+v", i, k, v, got, want)
 		}
 	}
+}
+
+// firstKObjects is read up to its first slice of a (k+1)-th object.
+func firstKObjects(read []Located, k int) []Located {
+	var keys []string
+	for i, l := range read {
+		if !slices.Contains(keys, l.Key) {
+			if len(keys) == k {
+				return read[:i]
+			}
+			keys = append(keys, l.Key)
+		}
+	}
+	return read
 }
 
 // TestFirstObjectsKeepsThePlan: planning only the slices of the first
 // MaxReads objects (in PlanChains' order, across partitions) gives the
 // same reads as planning every slice, and PlanChains with MaxReads gives
-// the first reads of the plan without it.
+// the first reads of the plan without it; the driver's planChains, whose
+// scratch outlives each plan, plans the same.
 func TestFirstObjectsKeepsThePlan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	tps := []metadata.TopicPartition{tpA, tpB, {Topic: "b", Partition: 1}}
+	var sc planScratch
 	for i := range 3000 {
 		nkeys := []int{3, 8, 40}[rng.IntN(3)]
 		chains := map[metadata.TopicPartition][]Located{}
@@ -247,6 +270,9 @@ func TestFirstObjectsKeepsThePlan(t *testing.T) {
 		want := all[:min(len(all), cfg.MaxReads)]
 		if got := PlanChains(chains, cfg); !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
 			t.Fatalf("case %d: MaxReads %d:\n got  %v\n want %v", i, cfg.MaxReads, spans(got), spans(want))
+		}
+		if got := planChains(chains, cfg, &sc); !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
+			t.Fatalf("case %d: with the scratch of the cases before:\n got  %v\n want %v", i, spans(got), spans(want))
 		}
 		var keys []string
 		picked := map[metadata.TopicPartition][]Located{}

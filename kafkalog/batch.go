@@ -162,6 +162,25 @@ func ValidateBatchMax(b []byte, maxBytes int) (BatchHeader, error) {
 // validateBatchCRC is ValidateBatchMax with the batch's CRC32C computed
 // by the caller.
 func validateBatchCRC(b []byte, maxBytes int, crc uint32) (BatchHeader, error) {
+	h, err := validateHeaderCRC(b, maxBytes, crc)
+	if err != nil || h.Compression() != CodecNone {
+		return h, err
+	}
+	if _, err := walkRecords(b[BatchHeaderSize:], h); err != nil {
+		return h, err
+	}
+	return h, nil
+}
+
+// validateHeaderCRC is ValidateBatchMax without the record walk, with the
+// batch's CRC32C computed by the caller: the framing, size, CRC32C,
+// attributes and codec (validateStructureCRC), and the header's record
+// count against its lastOffsetDelta, which is what the log's offsets come
+// from. It is what Kafka's follower checks of a replicated batch (the
+// batch CRC and header, UnifiedLog.analyzeAndValidateRecords for
+// AppendOrigin.REPLICATION): the leader walked the records when it
+// appended them, and the CRC32C covers every record byte since.
+func validateHeaderCRC(b []byte, maxBytes int, crc uint32) (BatchHeader, error) {
 	h, err := validateStructureCRC(b, maxBytes, crc)
 	if err != nil {
 		return h, err
@@ -172,14 +191,8 @@ func validateBatchCRC(b []byte, maxBytes int, crc uint32) (BatchHeader, error) {
 	if h.LastOffsetDelta < h.RecordCount-1 {
 		return h, corruptf(0, "lastOffsetDelta %d with %d records", h.LastOffsetDelta, h.RecordCount)
 	}
-	if h.Compression() != CodecNone {
-		return h, nil
-	}
-	if h.LastOffsetDelta != h.RecordCount-1 {
+	if h.Compression() == CodecNone && h.LastOffsetDelta != h.RecordCount-1 {
 		return h, corruptf(0, "lastOffsetDelta %d, want %d for %d uncompressed records", h.LastOffsetDelta, h.RecordCount-1, h.RecordCount)
-	}
-	if _, err := walkRecords(b[BatchHeaderSize:], h); err != nil {
-		return h, err
 	}
 	return h, nil
 }
@@ -313,7 +326,8 @@ func splitBatches(b []byte, maxBytes int, fn func(h BatchHeader, batch []byte) e
 }
 
 // splitVerifiedBatches is splitBatches for batches ValidateBatchesCRC32C
-// passed: framing and header only.
+// passed: framing and header parse only, no CRC (the caller's pass
+// computed it).
 func splitVerifiedBatches(b []byte, _ int, fn func(h BatchHeader, batch []byte) error) error {
 	for pos := 0; pos < len(b); {
 		size, err := frameSize(b[pos:], int64(pos))

@@ -59,12 +59,16 @@ func x8n(n int) uint32 {
 	return p
 }
 
-// ValidateBatchesCRC32C validates every batch of b as AppendAsFollower
-// does (framing, size, CRC32C, attributes, codec, records; see
-// ValidateBatchMax) and returns the CRC32C (Castagnoli) of all of b, in
-// one pass over the bytes. A remote-WAL follower checks a slice's stored
-// CRC32C and its batches with it, then appends the slice with
-// AppendVerifiedAsFollower, so that no byte is checksummed twice.
+// ValidateBatchesCRC32C validates every batch of b as Kafka's follower
+// does a replicated batch, header and CRC: framing, size, magic, CRC32C,
+// attributes, codec, and the record count against lastOffsetDelta (see
+// validateHeaderCRC; the records are not walked: the leader checked them
+// when it appended them, and each batch's CRC32C covers them), and returns
+// the CRC32C (Castagnoli) of all of b, in one pass over the bytes. A
+// remote-WAL follower checks a slice's stored CRC32C and its batches with
+// it, then appends the slice with AppendVerifiedAsFollower, so that no
+// byte is checksummed twice. Errors are *CorruptBatchError
+// (ErrCorruptBatch) whose Position is the batch's offset within b.
 func ValidateBatchesCRC32C(b []byte) (uint32, error) {
 	var run uint32
 	lastLen, lastShift := -1, uint32(0)
@@ -82,7 +86,7 @@ func ValidateBatchesCRC32C(b []byte) (uint32, error) {
 			lastLen, lastShift = n, x8n(n)
 		}
 		crc := run ^ multModP(lastShift, atAttrs)
-		if _, err := validateBatchCRC(batch, math.MaxInt32, crc); err != nil {
+		if _, err := validateHeaderCRC(batch, math.MaxInt32, crc); err != nil {
 			return 0, atPosition(err, int64(pos))
 		}
 		pos += size

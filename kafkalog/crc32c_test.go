@@ -2,8 +2,11 @@ package kafkalog
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"
@@ -77,7 +80,20 @@ func TestValidateBatchesCRC32C(t *testing.T) {
 // checking offsets: a run starting past the log end is refused.
 func TestAppendVerifiedAsFollower(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	run := runOfBatches(rng, 6)
+	run := append(runOfBatches(rng, 6), producerRun(rng, 4, 300)...)
+	// One run: the producer's batches continue the first six.
+	for pos, next := 0, int64(0); pos < len(run); {
+		h, err := ParseBatchHeader(run[pos:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		SetBaseOffset(run[pos:], next)
+		next += int64(h.LastOffsetDelta) + 1
+		pos += h.Size()
+	}
+	if _, err := ValidateBatchesCRC32C(run); err != nil {
+		t.Fatal(err)
+	}
 	a, b := newEnv(t, Config{}), newEnv(t, Config{})
 	ia, err := a.log.AppendAsFollower(run)
 	if err != nil {
@@ -87,7 +103,7 @@ func TestAppendVerifiedAsFollower(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ia.LastOffset != ib.LastOffset || ia.NumBatches != ib.NumBatches || ia.LastMaxTimestamp != ib.LastMaxTimestamp {
+	if !reflect.DeepEqual(ia, ib) {
 		t.Fatalf("infos differ: %+v vs %+v", ia, ib)
 	}
 	ra, _ := a.log.Read(0, 1<<20)
@@ -100,23 +116,141 @@ func TestAppendVerifiedAsFollower(t *testing.T) {
 	}
 }
 
+// FuzzValidateBatchesCRC32C: what the one-pass check accepts is whole
+// batches back to back, each with a matching CRC32C and a header whose
+// record count fits its lastOffsetDelta, and it returns the CRC32C of all
+// of b; it is never stricter than the log's own full validation
+// (splitBatches), only more lenient about the records inside, which it
+// does not walk.
 func FuzzValidateBatchesCRC32C(f *testing.F) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	f.Add(runOfBatches(rng, 1))
-	f.Add(runOfBatches(rng, 3))
+	// Small seeds: the fuzzer mutates a 100 KiB seed a few times a minute.
+	f.Add(kafkalogtest.MakeBatchN(0, 1, 2, 10, 0))
+	f.Add(append(kafkalogtest.MakeBatchN(0, 1, 3, 5, 0), kafkalogtest.MakeBatchN(3, 2, 1, 20, 0)...))
+	f.Add(producerRun(rng, 3, 20))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		crc, err := ValidateBatchesCRC32C(b)
+		full := splitBatches(b, 1<<31-1, func(BatchHeader, []byte) error { return nil })
 		if err != nil {
+			if !errors.Is(err, ErrCorruptBatch) {
+				t.Fatalf("refused with an untyped error: %v", err)
+			}
+			if full == nil {
+				t.Fatalf("refused (%v), but the full validation accepts it", err)
+			}
 			return
 		}
 		if want := crc32.Checksum(b, castagnoli); crc != want {
 			t.Fatalf("crc %#08x, want %#08x", crc, want)
 		}
-		if err := splitBatches(b, 1<<31-1, func(BatchHeader, []byte) error { return nil }); err != nil {
-			t.Fatalf("accepted in one pass, refused batch by batch: %v", err)
+		for pos := 0; pos < len(b); {
+			h, err := ParseBatchHeader(b[pos:])
+			if err != nil || pos+h.Size() > len(b) {
+				t.Fatalf("accepted, but no whole batch at %d: %v", pos, err)
+			}
+			if got := BatchCRC(b[pos : pos+h.Size()]); got != h.CRC {
+				t.Fatalf("accepted a batch at %d with crc %#08x, header says %#08x", pos, got, h.CRC)
+			}
+			if h.RecordCount < 1 || h.LastOffsetDelta < h.RecordCount-1 {
+				t.Fatalf("accepted a batch at %d with %d records and lastOffsetDelta %d", pos, h.RecordCount, h.LastOffsetDelta)
+			}
+			pos += h.Size()
 		}
 	})
+}
+
+// producerRun is a run of n batches of one idempotent producer, some
+// transactional, with record timestamps that differ and values of up to
+// maxValue bytes.
+func producerRun(rng *rand.Rand, n, maxValue int) []byte {
+	var run []byte
+	off, seq := int64(0), int32(0)
+	for i := range n {
+		recs := make([]kafkalogtest.Record, 1+rng.IntN(5))
+		for j := range recs {
+			recs[j] = kafkalogtest.Record{Value: make([]byte, rng.IntN(maxValue)), TimestampDelta: int64(rng.IntN(1000))}
+		}
+		attrs := int16(0)
+		if i%2 == 1 {
+			attrs = 16 // transactional
+		}
+		run = append(run, kafkalogtest.Encode(kafkalogtest.BatchSpec{BaseOffset: off, LeaderEpoch: 100, Attributes: attrs,
+			BaseTimestamp: 1_700_000_000_000, ProducerID: 77, ProducerEpoch: 2, BaseSequence: seq, Records: recs})...)
+		off += int64(len(recs))
+		seq += int32(len(recs))
+	}
+	return run
+}
+
+// The one-pass check is Kafka's follower check, CRC and header: a batch
+// whose records do not parse but whose CRC32C matches them (bytes a
+// leader would have refused) passes it, and the full validation refuses
+// it; a header that contradicts itself, or a CRC that does not match,
+// fails both, with a typed error at the batch's position.
+func TestValidateBatchesCRC32CChecksHeaderNotRecords(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	good := runOfBatches(rng, 2)
+	first, err := ParseBatchHeader(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := first.Size()
+	recrc := func(b []byte, at int) {
+		h, _ := ParseBatchHeader(b[at:])
+		binary.BigEndian.PutUint32(b[at+offCRC:], BatchCRC(b[at:at+h.Size()]))
+	}
+	for _, tc := range []struct {
+		name         string
+		mangle       func(b []byte)
+		followerOK   bool
+		wantPosition int64
+	}{
+		{"records garbled under a matching crc", func(b []byte) {
+			b[second+BatchHeaderSize] ^= 0x7f // the first record's length varint
+			recrc(b, second)
+		}, true, 0},
+		{"record bytes changed, crc not", func(b []byte) { b[second+BatchHeaderSize+5] ^= 1 }, false, int64(second)},
+		{"record count 0", func(b []byte) {
+			binary.BigEndian.PutUint32(b[second+offRecordCount:], 0)
+			recrc(b, second)
+		}, false, int64(second)},
+		{"lastOffsetDelta past the count", func(b []byte) {
+			binary.BigEndian.PutUint32(b[second+offLastOffsetDelta:], binary.BigEndian.Uint32(b[second+offLastOffsetDelta:])+1)
+			recrc(b, second)
+		}, false, int64(second)},
+		{"magic 1", func(b []byte) { b[second+offMagic] = 1 }, false, int64(second)},
+		{"unknown codec", func(b []byte) {
+			binary.BigEndian.PutUint16(b[second+offAttributes:], 5)
+			recrc(b, second)
+		}, false, int64(second)},
+		{"batch length past the end", func(b []byte) {
+			binary.BigEndian.PutUint32(b[second+offBatchLength:], binary.BigEndian.Uint32(b[second+offBatchLength:])+1)
+		}, false, int64(second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := bytes.Clone(good)
+			tc.mangle(b)
+			_, err := ValidateBatchesCRC32C(b)
+			full := splitBatches(b, 1<<31-1, func(BatchHeader, []byte) error { return nil })
+			if full == nil {
+				t.Fatal("the full validation accepts the mangled run")
+			}
+			if tc.followerOK {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var ce *CorruptBatchError
+			if !errors.As(err, &ce) {
+				t.Fatalf("want a *CorruptBatchError, got %v", err)
+			}
+			if ce.Position != tc.wantPosition {
+				t.Fatalf("position %d, want %d (%v)", ce.Position, tc.wantPosition, err)
+			}
+		})
+	}
 }
 
 // BenchmarkSliceCheck: what a follower spends checking one 96 KiB slice

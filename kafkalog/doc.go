@@ -13,8 +13,12 @@
 //
 // # Validation
 //
-// Two levels. ValidateBatch (every append, recovery, follower bytes):
-// framing, size, CRC32C, attributes, codec, and for uncompressed batches
+// Three levels. ValidateBatchesCRC32C (a remote-WAL follower's slices,
+// appended with AppendVerifiedAsFollower): what Kafka's follower checks of
+// a replicated batch, framing, size, CRC32C, attributes, codec and the
+// header's record count and lastOffsetDelta, not the records (the leader
+// walked them; the CRC covers them). ValidateBatch (every other append,
+// recovery, classic follower bytes): that, and for uncompressed batches
 // every record. BatchValidator.Validate (the produce path, once per batch;
 // Log.AppendValidatedAsLeader then appends without looking again): that,
 // plus Kafka's client-batch rules (recordCount >= 1 and equal to

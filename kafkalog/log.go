@@ -467,9 +467,10 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 
 // AppendVerifiedAsFollower is AppendAsFollower for batches the caller has
 // validated already with ValidateBatchesCRC32C (a remote-WAL follower,
-// which checks a slice's CRC32C and its batches in that one pass): each
-// batch's framing, offsets and leader epoch are checked here, its CRC and
-// records are not again. A compacted log validates them all the same.
+// which checks a slice's CRC32C and its batches' CRCs and headers in that
+// one pass, as Kafka's follower checks a batch): each batch's framing,
+// offsets and leader epoch are checked here, its CRC is not again, and
+// its records are not walked. A compacted log validates them all the same.
 func (l *Log) AppendVerifiedAsFollower(batches []byte) (AppendInfo, error) {
 	return l.appendAsFollower(nil, batches, true)
 }

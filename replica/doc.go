@@ -68,8 +68,9 @@
 //
 // What the remote-WAL reader does next for a partition is decided here
 // too, by PlanRemote (remote.go): which slices of the metadata index to
-// read (the chain from the log end, up to the read-ahead), which older
-// epochs to ask the leader about, and when to fall back to fetching
+// read (the chain from the log end, up to the read-ahead or the first
+// MaxReadObjects objects), which older epochs to ask the leader about,
+// and when to fall back to fetching
 // records from the leader (a hole, metadata lag, fenced or future-epoch
 // slices at the log end past the gap timeout; repeated read failures).
 // Per-slice fencing is JudgeSlice (JudgeRemote with the answers so far).

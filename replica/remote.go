@@ -18,6 +18,10 @@ type RemoteSlice struct {
 	BaseOffset, LastOffset int64
 	LeaderEpoch            int32
 	Length                 int64 // stored bytes
+	// Object names the object the slice is stored in, for
+	// RemoteLimits.MaxReadObjects (slices of one object share it; 0:
+	// unknown, never ends a walk).
+	Object uint64
 }
 
 // RemoteSlot is the driver's slot of one slice. The planner is given a
@@ -114,6 +118,13 @@ type RemoteLimits struct {
 	// this long (every read and retry included) falls back to the leader;
 	// 0: no time budget.
 	FallbackAfter time.Duration
+	// MaxReadObjects > 0 ends the walk at the first slice to read from an
+	// object past the first MaxReadObjects objects it found slices to read
+	// in: the driver can start no more reads than that now, so walking
+	// further costs time in proportion to the backlog for nothing (the
+	// slices past the end are planned by a later call). Plan is then a
+	// prefix of the unbounded plan. 0: no bound.
+	MaxReadObjects int
 }
 
 // GapCause says why a partition falls back to the leader for a gap.
@@ -145,9 +156,9 @@ type RemotePlan struct {
 
 // PlanRemote is the remote-WAL follower's per-partition policy: the one
 // model of what it does next. It walks the chain of usable slices from
-// the log end only as far as the read-ahead reaches, so its cost does not
-// grow with the backlog; only a partition stuck past the gap timeout
-// looks further. read is scratch for RemotePlan.Read.
+// the log end only as far as the read-ahead (and MaxReadObjects) reaches,
+// so its cost does not grow with the backlog; only a partition stuck past
+// the gap timeout looks further. read is scratch for RemotePlan.Read.
 func PlanRemote[S RemoteSlot](now time.Time, v RemoteView, sl []S, lim RemoteLimits, read []int) RemotePlan {
 	d := RemotePlan{FallbackUntil: v.FallbackUntil, Target: max(v.LeaderLogEnd, v.Summary.Target), Ask: v.Summary.Ask, Fenced: v.Summary.Fenced}
 	wake := func(t time.Time) {
@@ -169,6 +180,7 @@ func PlanRemote[S RemoteSlot](now time.Time, v RemoteView, sl []S, lim RemoteLim
 	// never starve it.
 	need, n := v.LEO, 0
 	var ahead int64
+	var objects objectSet
 	read = read[:0]
 	for i, x := range sl {
 		e := x.RemoteSlice()
@@ -214,10 +226,16 @@ func PlanRemote[S RemoteSlot](now time.Time, v RemoteView, sl []S, lim RemoteLim
 		if n > 1 && ahead >= lim.ReadAheadBytes {
 			break
 		}
-		ahead += e.Length
 		if !x.Busy() {
+			if lim.MaxReadObjects > 0 && e.Object != 0 && !objects.has(e.Object) {
+				if objects.len() >= lim.MaxReadObjects {
+					break
+				}
+				objects.add(e.Object)
+			}
 			read = append(read, i)
 		}
+		ahead += e.Length
 	}
 	if n == 0 && !d.Fallback && d.Target > v.LEO && len(d.Ask) == 0 {
 		d.StuckSince = v.StuckSince
@@ -275,4 +293,31 @@ func remoteGapFallback[S RemoteSlot](v RemoteView, sl []S, target int64) (until 
 		return until, GapHole
 	}
 	return until, GapLag
+}
+
+// objectSet is the few objects a walk found slices to read in, without
+// allocating for the usual handful.
+type objectSet struct {
+	small [8]uint64
+	n     int
+	more  []uint64
+}
+
+func (s *objectSet) len() int { return s.n + len(s.more) }
+
+func (s *objectSet) has(o uint64) bool {
+	// The chain's slices are mostly in runs of one object: the last first.
+	if s.n > 0 && len(s.more) == 0 && s.small[s.n-1] == o {
+		return true
+	}
+	return slices.Contains(s.small[:s.n], o) || slices.Contains(s.more, o)
+}
+
+func (s *objectSet) add(o uint64) {
+	if s.n < len(s.small) {
+		s.small[s.n] = o
+		s.n++
+		return
+	}
+	s.more = append(s.more, o)
 }

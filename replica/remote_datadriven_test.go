@@ -149,3 +149,23 @@ func TestRemotePlanScripts(t *testing.T) {
 		})
 	})
 }
+
+// objectSet keeps every object it was given, past its array too, and no
+// other.
+func TestObjectSet(t *testing.T) {
+	var s objectSet
+	for o := uint64(1); o <= 20; o++ {
+		if s.has(o) {
+			t.Fatalf("%d before it was added", o)
+		}
+		s.add(o)
+		if s.len() != int(o) {
+			t.Fatalf("len %d after %d adds", s.len(), o)
+		}
+		for p := uint64(1); p <= 21; p++ {
+			if s.has(p) != (p <= o) {
+				t.Fatalf("after adding 1..%d: has(%d) = %v", o, p, s.has(p))
+			}
+		}
+	}
+}
