@@ -28,9 +28,11 @@ type slowStore struct {
 	// closes it as it ends, so the replicators' Close does not wait on a
 	// clock nobody advances any more.
 	release chan struct{}
+	signal  func() // after a PUT starts waiting on the clock
 	mu      struct {
 		sync.Mutex
-		done []string
+		done    []string
+		waiting int // PUTs waiting on the clock
 	}
 }
 
@@ -39,6 +41,17 @@ var _ objstore.Store = (*slowStore)(nil)
 func (s *slowStore) Put(ctx context.Context, k string, b []byte, o objstore.PutOptions) error {
 	t := s.clk.NewTimer(s.delay)
 	defer t.Stop()
+	s.mu.Lock()
+	s.mu.waiting++
+	s.mu.Unlock()
+	if s.signal != nil {
+		s.signal()
+	}
+	defer func() {
+		s.mu.Lock()
+		s.mu.waiting--
+		s.mu.Unlock()
+	}()
 	select {
 	case <-t.C():
 	case <-s.release:
@@ -54,13 +67,14 @@ func (s *slowStore) Put(ctx context.Context, k string, b []byte, o objstore.PutO
 	return nil
 }
 
-// takeDone returns the keys answered since the last call.
-func (s *slowStore) takeDone() []string {
+// takeDone returns the keys answered since the last call, and how many
+// PUTs wait on the clock.
+func (s *slowStore) takeDone() ([]string, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.mu.done
 	s.mu.done = nil
-	return d
+	return d, s.mu.waiting
 }
 
 // TestHotPartitionLeavesOthersOnTheStore: one partition's producer far
@@ -81,7 +95,9 @@ func (s *slowStore) takeDone() []string {
 // the followers' fall-back all run on it. Between steps the test waits,
 // on change notifications, until everything that needs no more time has
 // happened: the step's hot records are acknowledged, each cold record
-// sent is in the leader's log, every object PUT so far is in each
+// sent is in the leader's log, an object cut is in its PUT (waiting on the
+// clock) once the store's one upload slot is free, every object PUT so
+// far is in each
 // follower's metadata index, each follower has appended what its index
 // holds of the cold partitions, the leader's high watermark has taken
 // the follower log ends it knows and every cold record below it has its
@@ -98,11 +114,11 @@ func (s *slowStore) takeDone() []string {
 // stopped clock; the test steps on, and the fetch wait bounds the cost.
 func TestHotPartitionLeavesOthersOnTheStore(t *testing.T) {
 	const (
-		lag      = time.Second // replica.lag.time.max.ms
+		lag      = 2 * time.Second // replica.lag.time.max.ms
 		putDelay = 50 * time.Millisecond
 		share    = 256 << 10
 		step     = 5 * time.Millisecond // the combiner's interval
-		steps    = 400                  // 2 s: twice the lag limit
+		steps    = 800                  // 4 s: twice the lag limit
 		// Three 32 KiB records a step, about 20 MB/s: eight times the
 		// store's bandwidth (one 256 KiB object each 50 ms).
 		hotPerStep = 3
@@ -128,6 +144,7 @@ func TestHotPartitionLeavesOthersOnTheStore(t *testing.T) {
 		cfg.ReplicaFetchWaitMax = fetchWait
 	})
 	t.Cleanup(func() { close(store.release) }) // before the replicators close
+	store.signal = c.feed.Signal
 	admin := newClient(t, c)
 	createTopic(t, admin, "hot", 1, 3, map[string]string{broker.TopicConfigRemoteWAL: "true"})
 	createTopic(t, admin, "cold", 3, 3, map[string]string{broker.TopicConfigRemoteWAL: "true"})
@@ -213,7 +230,15 @@ func TestHotPartitionLeavesOthersOnTheStore(t *testing.T) {
 		}
 	})
 	settled := func() bool {
-		pendingKeys = append(pendingKeys, store.takeDone()...)
+		done, waiting := store.takeDone()
+		pendingKeys = append(pendingKeys, done...)
+		// An object cut and not yet up is in its PUT, or about to start
+		// one: the pipeline waits on the clock only once it has.
+		m := c.rep(1).WritePath().Combiner.Metrics()
+		if notUp := m.ObjectsCut - m.ObjectsUp - m.ObjectsFailed; waiting == 0 && notUp > 0 {
+			why = fmt.Sprintf("a PUT to start (%d objects cut and not up, none waiting on the clock)", notUp)
+			return false
+		}
 		keep := pendingKeys[:0]
 		for _, k := range pendingKeys {
 			if seen[k] {
