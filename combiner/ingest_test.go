@@ -65,40 +65,7 @@ func TestBufferReuseKeepsInFlightBodies(t *testing.T) {
 	// Seeded faults: 503s before storing (retry after backoff), ambiguous
 	// PUTs that store and then fail (retry finds its own object), and PUTs
 	// held in flight while other workers encode the next objects.
-	rng := rand.New(rand.NewPCG(7, 7))
-	kinds := make([]int, 10000)
-	for i := range kinds {
-		kinds[i] = rng.IntN(5)
-	}
-	var gmu sync.Mutex
-	var held []chan struct{}
-	releaseAll := func() {
-		gmu.Lock()
-		for _, g := range held {
-			close(g)
-		}
-		held = nil
-		gmu.Unlock()
-	}
-	faults := func(n int) fault {
-		switch kinds[n] {
-		case 0:
-			return fault{before: httpErr{503}}
-		case 1:
-			return fault{after: httpErr{500}}
-		case 2:
-			gmu.Lock()
-			defer gmu.Unlock()
-			if len(held) < 2 {
-				g := make(chan struct{})
-				held = append(held, g)
-				return fault{gate: g}
-			}
-			return fault{}
-		}
-		releaseAll()
-		return fault{}
-	}
+	g := newGatedFaults(7, 5)
 	var bw *bodyCheckWriter
 	wrap := func(w ObjectWriter) ObjectWriter {
 		bw = &bodyCheckWriter{t: t, w: w}
@@ -106,27 +73,11 @@ func TestBufferReuseKeepsInFlightBodies(t *testing.T) {
 		return bw
 	}
 	const queueSlices = 48
-	r := newRigWrapped(t, Config{UploadBytes: 1500, ThreadPoolSize: 3, QueueSlices: queueSlices}, faults, nil, wrap)
+	r := newRigWrapped(t, Config{UploadBytes: 1500, ThreadPoolSize: 3, QueueSlices: queueSlices}, g.fault, nil, wrap)
 
 	// A held PUT also goes when the pipeline is full behind it, or once
 	// submission ends.
-	stop := make(chan struct{})
-	var releaser sync.WaitGroup
-	releaser.Add(1)
-	go func() {
-		defer releaser.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if r.c.Metrics().HeldSlices >= queueSlices {
-				releaseAll()
-			}
-			runtime.Gosched()
-		}
-	}()
+	stopRelease := g.releaseWhenFull(r.c, queueSlices)
 	var mu sync.Mutex
 	doneErrs := 0
 	done := func(_ UploadedObject, err error) {
@@ -151,14 +102,8 @@ func TestBufferReuseKeepsInFlightBodies(t *testing.T) {
 			want[tp] = base + n
 		}
 	}
-	close(stop)
-	releaser.Wait()
-	go func() {
-		for r.c.Metrics().HeldSlices > 0 {
-			releaseAll()
-			runtime.Gosched()
-		}
-	}()
+	stopRelease()
+	g.releaseUntilEmpty(r.c)
 	r.close(t)
 
 	if doneErrs != 0 {

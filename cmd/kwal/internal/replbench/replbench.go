@@ -2,7 +2,6 @@ package replbench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,6 +24,8 @@ import (
 	"github.com/kwal/kwal/objstore/latency"
 	"github.com/kwal/kwal/objstore/mem"
 	"github.com/kwal/kwal/remotewal"
+
+	"github.com/kwal/kwal/cmd/kwal/internal/benchreport"
 )
 
 // Config is one run.
@@ -472,9 +473,7 @@ func WriteTable(w io.Writer, runs []*Result) {
 // WriteJSON writes every run and the medians.
 func WriteJSON(w io.Writer, runs []*Result) error {
 	p50, p99 := Median(runs)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(struct {
+	return benchreport.WriteJSON(w, struct {
 		Runs      []*Result          `json:"runs"`
 		MedianP50 map[string]float64 `json:"median_p50_ms"`
 		MedianP99 map[string]float64 `json:"median_p99_ms"`
