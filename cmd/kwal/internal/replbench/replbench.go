@@ -35,7 +35,7 @@ type Config struct {
 	RateMBps     float64       // produced MB/s over all partitions
 	Duration     time.Duration // how long to produce
 	Interval     time.Duration // combiner interval
-	TaskInterval time.Duration // remotewal task interval
+	TaskInterval time.Duration // remotewal task interval: with the combiner calling for bytes, only the retry delay after a failed cut
 	UploadBytes  int64
 	LatencyModel string // objstore/latency preset
 	Logger       *slog.Logger
@@ -98,11 +98,18 @@ func setOnce[K comparable](m map[K]time.Time, k K, t time.Time) {
 	}
 }
 
-// sink times submits and learns each slice's object.
+// sink times submits and learns each slice's object. It passes Announce
+// and Withdraw through, so the tasks hold their bytes until the combiner
+// calls for them, as in the broker's write path (remotewal.NewWritePath).
 type sink struct {
-	next remotewal.Sink
+	next remotewal.PackCaller
 	r    *recorder
 }
+
+var _ remotewal.PackCaller = sink{}
+
+func (s sink) Announce(since time.Time) combiner.Ticket { return s.next.Announce(since) }
+func (s sink) Withdraw(tk combiner.Ticket)              { s.next.Withdraw(tk) }
 
 func (s sink) Submit(ctx context.Context, sl combiner.Slice) error {
 	k := sliceKey{sl.TopicPartition, sl.BaseOffset}
