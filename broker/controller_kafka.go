@@ -125,6 +125,10 @@ type KafkaController struct {
 		st      *clusterState
 		applied int64         // offset of the next record to apply
 		advance chan struct{} // closed and replaced when applied moves
+		// changed: closed and replaced when an applied record changed the
+		// cluster state (not a heartbeat, a producer-id block or a
+		// refused record): ClusterChanged.
+		changed chan struct{}
 		pending map[string]chan applyResult
 		subs    map[int]func(TopicState)
 		nextSub int
@@ -261,6 +265,7 @@ func NewKafkaController(ctx context.Context, cfg KafkaControllerConfig) (*KafkaC
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.mu.st = newClusterState(cfg.Brokers)
 	c.mu.advance = make(chan struct{})
+	c.mu.changed = make(chan struct{})
 	c.mu.pending = map[string]chan applyResult{}
 	c.mu.subs = map[int]func(TopicState){}
 	c.loadedEnd = end
@@ -395,6 +400,10 @@ func (c *KafkaController) applyRecord(r *kgo.Record) {
 	c.mu.applied = r.Offset + 1
 	close(c.mu.advance)
 	c.mu.advance = make(chan struct{})
+	if err == nil && res.err == nil && changesCluster(rec.Kind, done) {
+		close(c.mu.changed)
+		c.mu.changed = make(chan struct{})
+	}
 	waiter := c.mu.pending[rec.Proposal]
 	delete(c.mu.pending, rec.Proposal)
 	subs := subscribers(c.mu.subs)
@@ -423,6 +432,30 @@ func (c *KafkaController) Changed() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.mu.advance
+}
+
+// ClusterChanged returns a channel closed once a record that changes the
+// cluster state is applied: a topic's or partition's state, or a broker's
+// registration (its address and epoch, its fencing). Heartbeats, which
+// most records are, and producer-id blocks change nothing a follower's
+// fetcher waits on, and do not close it (fetcherManager.watchCluster
+// wakes every fetcher on it).
+func (c *KafkaController) ClusterChanged() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.changed
+}
+
+// changesCluster reports whether an applied record of kind, which did
+// done, changed the cluster state that ClusterChanged watchers see.
+func changesCluster(kind string, done applied) bool {
+	switch kind {
+	case kindHeartbeat, kindPIDBlock:
+		return len(done.topics) > 0 || len(done.changes) > 0 // neither does today
+	case kindBroker, kindFence, kindLogDirOffline:
+		return true // a registration moves even with no partition changed
+	}
+	return len(done.topics) > 0 || len(done.changes) > 0
 }
 
 // waitApplied returns once every record before offset has been applied.

@@ -26,17 +26,15 @@ type announcements struct {
 	oldest time.Time     // oldest since among them (conservative after a Withdraw)
 	call   chan struct{} // closed when gen is called
 	called int           // announcements of earlier generations, called, not withdrawn
-	// calledAt is when the outstanding call went out (zero: none); lead
-	// is the smoothed time called tasks took to answer (Pending.Lead).
+	// calledAt is when the outstanding call went out (zero: none).
 	calledAt time.Time
-	lead     time.Duration
 }
 
 // pending is what Pack needs to know. A Submit blocked for room means the
 // queue must be cut, so called tasks are not waited for then: a called
 // task may be the one blocked.
 func (a *announcements) pending(now time.Time, submitWaiting bool) Pending {
-	p := Pending{Announced: a.count, Oldest: a.oldest, Called: a.called, Lead: a.lead}
+	p := Pending{Announced: a.count, Oldest: a.oldest, Called: a.called}
 	if !a.calledAt.IsZero() {
 		p.CalledFor = now.Sub(a.calledAt)
 	}
@@ -59,23 +57,17 @@ func (a *announcements) callAll(now time.Time) {
 	a.gen++
 }
 
-// answered notes, once every called task has answered, how long that
-// took, for the next call's lead (halved toward the newest, at most
-// maxLead).
-func (a *announcements) answered(now time.Time, maxLead time.Duration) {
-	if a.called > 0 || a.calledAt.IsZero() {
-		return
+// answered ends the outstanding call once every called task has answered.
+func (a *announcements) answered() {
+	if a.called == 0 {
+		a.calledAt = time.Time{}
 	}
-	took := now.Sub(a.calledAt)
-	a.lead = min((a.lead+took)/2, maxLead)
-	a.calledAt = time.Time{}
 }
 
 // Announce tells the combiner that a partition holds bytes appended since
 // since, below the size at which it would submit them, so that its
-// interval counts them as if queued: when they are Interval old, or an
-// object that could take them is about to be cut for its interval, the
-// combiner closes the ticket's Called channel, waits for the task to
+// pacing counts them as if queued: when they are due (Policy.Interval),
+// the combiner closes the ticket's Called channel, waits for the task to
 // Submit what it holds and Withdraw, and then cuts. A task with a live
 // ticket needs no timer of its own. Every ticket must be withdrawn once,
 // also by a task that stops without submitting. After Close, Called is

@@ -68,7 +68,10 @@ func TestAnnouncementAloneIsCalled(t *testing.T) {
 	r := newRig(t, Config{UploadBytes: 1 << 20, Interval: 10 * time.Millisecond}, nil, nil)
 	gone := r.c.Announce(t0)
 	r.c.Withdraw(gone)
-	tk := r.c.Announce(t0.Add(5 * time.Millisecond))
+	// The first object for the interval is due Interval after the start
+	// (t0+10ms): the withdrawn announcement would be called then, this
+	// one no sooner than its bytes.
+	tk := r.c.Announce(t0.Add(15 * time.Millisecond))
 	<-tk.Called()
 	if d := r.clk.Since(t0); d < 15*time.Millisecond {
 		t.Fatalf("called after %v: the withdrawn announcement counted", d)
@@ -115,19 +118,27 @@ func TestAnnounceAfterClose(t *testing.T) {
 	r.c.Withdraw(tk)
 }
 
-// TestCallLeadFollowsAnswerTime: the lead is the smoothed time from a call
-// to its last answer, capped.
-func TestCallLeadFollowsAnswerTime(t *testing.T) {
+// TestCallEndsWhenAllAnswered: the outstanding call (whose age bounds
+// the wait for called tasks) ends only once the last called task answered.
+func TestCallEndsWhenAllAnswered(t *testing.T) {
 	a := announcements{call: make(chan struct{})}
-	cap := 5 * time.Millisecond
-	for i, want := range []time.Duration{4, 5, 5} {
-		a.count = 2
-		a.callAll(t0)
-		a.answered(t0.Add(time.Millisecond), cap) // one still out: no change
-		a.called = 0
-		a.answered(t0.Add(8*time.Millisecond), cap)
-		if a.lead != want*time.Millisecond {
-			t.Fatalf("call %d: lead %v, want %v", i, a.lead, want*time.Millisecond)
-		}
+	a.count = 2
+	a.callAll(t0)
+	a.callAll(t0.Add(time.Millisecond)) // a second call keeps the first's age
+	if p := a.pending(t0.Add(3*time.Millisecond), false); p.Called != 2 || p.CalledFor != 3*time.Millisecond {
+		t.Fatalf("pending %+v", p)
+	}
+	a.called--
+	a.answered()
+	if a.calledAt.IsZero() {
+		t.Fatal("call ended with one task still out")
+	}
+	a.called--
+	a.answered()
+	if p := a.pending(t0.Add(4*time.Millisecond), false); p.Called != 0 || p.CalledFor != 0 {
+		t.Fatalf("after the last answer: pending %+v", p)
+	}
+	if p := a.pending(t0, true); p.Called != 0 {
+		t.Fatal("a waiting Submit must not wait for called tasks")
 	}
 }

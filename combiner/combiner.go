@@ -222,7 +222,7 @@ type Combiner struct {
 		sync.Mutex
 		// uploads and publishes turn failed attempts into log lines at
 		// state changes (see logAttempt).
-		uploads, publishes retry.Episode
+		uploads, publishes episode
 		// queue and view are compacted in place after each cut, so their
 		// backing arrays are reused; cut slices are copied out into jobs.
 		queue       batch
@@ -235,15 +235,18 @@ type Combiner struct {
 		// that came without AppendedAt, zero if none.
 		open      int64
 		openStamp time.Time
-		// armedFor is the AppendedAt of the oldest slice the cutter left
-		// queued, for which its interval timer is armed; zero when it left
-		// nothing. An older slice pokes the cutter so the interval holds
-		// for it too.
+		// armedFor is Pending.Last while the cutter's timer is armed: a
+		// slice appended before it missed the last object and is due at
+		// once, so it pokes the cutter. Zero when the cutter left nothing.
 		armedFor time.Time
 		// ann counts the tasks holding bytes back until asked (Announce).
-		ann        announcements
-		heldSlices int
-		heldBytes  int64
+		ann announcements
+		// lastTimed and nextTimed are Pending.Last and Next: when the
+		// cutter last cut an object for the interval or called the tasks
+		// for one, and the budget for the next.
+		lastTimed, nextTimed time.Time
+		heldSlices           int
+		heldBytes            int64
 		// heldBy is the held amount per partition, bounded by
 		// PartitionQueueSlices and PartitionQueueBytes so that one
 		// partition's backlog cannot take the whole bound from the others.
@@ -285,6 +288,10 @@ func New(cfg Config) (*Combiner, error) {
 		results: make(chan result, cfg.ThreadPoolSize),
 		done:    make(chan struct{}),
 	}
+	// The first object for the interval goes no sooner than Interval
+	// after the start.
+	c.mu.lastTimed = c.clock.Now()
+	c.mu.nextTimed = c.mu.lastTimed.Add(2 * cfg.Interval)
 	c.abort, c.cancel = context.WithCancel(context.Background())
 	c.mu.space = make(chan struct{})
 	c.mu.inFlight = make(map[string]struct{})
@@ -481,8 +488,13 @@ func (c *Combiner) cutter() {
 		c.mu.Lock()
 		closing := c.mu.closed
 		now := c.clock.Now()
-		c.mu.ann.answered(now, c.cfg.Interval/2)
-		plan := PackWith(c.mu.view, c.mu.ann.pending(now, c.mu.waiting), now, c.policy, closing)
+		c.mu.ann.answered()
+		pend := c.mu.ann.pending(now, c.mu.waiting)
+		pend.Last, pend.Next = c.mu.lastTimed, c.mu.nextTimed
+		plan := PackWith(c.mu.view, pend, now, c.policy, closing)
+		if plan.Mark {
+			c.mu.lastTimed, c.mu.nextTimed = c.policy.Marked(pend, now)
+		}
 		if plan.Call {
 			c.mu.ann.callAll(now)
 		}
@@ -510,7 +522,9 @@ func (c *Combiner) cutter() {
 		}
 		c.mu.armedFor = time.Time{}
 		if plan.Wait > 0 {
-			c.mu.armedFor = now.Add(plan.Wait - c.cfg.Interval)
+			// Anything appended since the last mark is due no sooner than
+			// what the timer is armed for; anything older is due at once.
+			c.mu.armedFor = c.mu.lastTimed
 		}
 		// What Pack left is the open object Submit follows, unless the
 		// interval or a flush cut that too.
@@ -539,7 +553,13 @@ func (c *Combiner) cutter() {
 			return
 		}
 		if plan.Wait > 0 {
-			timer.Reset(plan.Wait)
+			// Wait counts from now, read before the cut: the clock may
+			// have moved since (a test's manual clock, or a slow hand-off).
+			if d := plan.Wait - c.clock.Since(now); d > 0 {
+				timer.Reset(d)
+			} else {
+				c.poke()
+			}
 		}
 		select {
 		case <-c.wake:
@@ -598,17 +618,22 @@ func (c *Combiner) release(b *batch, obj UploadedObject, err error, errs []error
 		c.mu.waiting = false
 	}
 	c.mu.Unlock()
+	// Counted before any Done, so a caller told of its slice sees it in
+	// Metrics.
 	var gaveUp int64
+	for i := range b.in {
+		if (errs == nil && err != nil) || (errs != nil && errs[i] != nil) {
+			gaveUp++
+		}
+	}
+	c.m.givenUp.Add(gaveUp)
 	for i, done := range b.done {
+		if done == nil {
+			continue
+		}
 		e := err
 		if errs != nil {
 			e = errs[i]
-		}
-		if e != nil {
-			gaveUp++
-		}
-		if done == nil {
-			continue
 		}
 		if e != nil {
 			done(UploadedObject{}, e)
@@ -616,7 +641,6 @@ func (c *Combiner) release(b *batch, obj UploadedObject, err error, errs []error
 			done(obj, nil)
 		}
 	}
-	c.m.givenUp.Add(gaveUp)
 	// The spare list never holds more slots than were held at once,
 	// which the queue bound limits.
 	b.reset()
@@ -749,6 +773,7 @@ func (c *Combiner) upload(body []byte, entries []metadata.SliceEntry) (UploadedO
 			c.setInFlight(key, false)
 			return UploadedObject{}, ErrClosed
 		}
+		began := c.attemptBegins(&c.mu.uploads)
 		actx, cancel := context.WithTimeout(c.abort, c.cfg.AttemptTimeout)
 		err := c.cfg.Writer.PutObject(actx, key, body)
 		if errors.Is(err, objstore.ErrExists) {
@@ -768,7 +793,7 @@ func (c *Combiner) upload(body []byte, entries []metadata.SliceEntry) (UploadedO
 		}
 		cancel()
 		if err == nil {
-			c.logAttempt(&c.mu.uploads, "upload", key, attempt, nil)
+			c.logAttempt(&c.mu.uploads, "upload", key, attempt, began, nil)
 			c.m.up.Add(1)
 			c.m.bytesUp.Add(int64(len(body)))
 			return UploadedObject{ID: id, Key: key, Bucket: c.cfg.Bucket, BrokerID: c.cfg.BrokerID,
@@ -782,7 +807,7 @@ func (c *Combiner) upload(body []byte, entries []metadata.SliceEntry) (UploadedO
 			return UploadedObject{}, fmt.Errorf("combiner: upload %s: %w", key, err)
 		}
 		c.m.upRetries.Add(1)
-		c.logAttempt(&c.mu.uploads, "upload", key, attempt, err)
+		c.logAttempt(&c.mu.uploads, "upload", key, attempt, began, err)
 		if !c.sleep(c.backoff(attempt)) {
 			c.setInFlight(key, false)
 			return UploadedObject{}, ErrClosed
@@ -794,22 +819,42 @@ func (c *Combiner) upload(body []byte, entries []metadata.SliceEntry) (UploadedO
 // of failed attempts is logged this often.
 const failureLogEvery = 10 * time.Second
 
+// episode is the state of one kind of attempt (uploads, publishes) for
+// the log: the failure episode, and how many attempts have succeeded.
+type episode struct {
+	retry.Episode
+	oks uint64
+}
+
+// attemptBegins returns what logAttempt needs to know of an attempt
+// beginning now: the successes so far.
+func (c *Combiner) attemptBegins(ep *episode) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return ep.oks
+}
+
 // logAttempt logs failed upload or publish attempts (err != nil) as one
 // state change per outage, not one WARN per attempt of every object: the
 // first failure, then at most every failureLogEvery the count since, and
 // the first success after them with the total. Each attempt is at DEBUG.
-func (c *Combiner) logAttempt(ep *retry.Episode, what, key string, attempt int, err error) {
+// A failed attempt that began before another succeeded (began: from
+// attemptBegins) is from the outage that success ended: it does not
+// start a new one (several uploads are in flight when a store heals).
+func (c *Combiner) logAttempt(ep *episode, what, key string, attempt int, began uint64, err error) {
 	now := c.clock.Now()
 	c.mu.Lock()
 	ep.Every = failureLogEvery
 	var r retry.Report
 	var n int64
 	var d time.Duration
-	if err != nil {
+	switch {
+	case err == nil:
+		ep.oks++
+		r, n, d = ep.OK(now)
+	case ep.oks == began:
 		r, n = ep.Fail(now)
 		d = now.Sub(ep.Since())
-	} else {
-		r, n, d = ep.OK(now)
 	}
 	c.mu.Unlock()
 	if err != nil {
@@ -981,11 +1026,12 @@ func (c *Combiner) publish(obj UploadedObject) error {
 		if c.abort.Err() != nil {
 			return ErrClosed
 		}
+		began := c.attemptBegins(&c.mu.publishes)
 		actx, cancel := context.WithTimeout(c.abort, c.cfg.AttemptTimeout)
 		err := c.cfg.Publisher.PublishObject(actx, obj)
 		cancel()
 		if err == nil {
-			c.logAttempt(&c.mu.publishes, "publish", obj.Key, attempt, nil)
+			c.logAttempt(&c.mu.publishes, "publish", obj.Key, attempt, began, nil)
 			return nil
 		}
 		if !c.cfg.Retriable(err) {
@@ -993,7 +1039,7 @@ func (c *Combiner) publish(obj UploadedObject) error {
 			return fmt.Errorf("combiner: publish %s: %w", obj.Key, err)
 		}
 		c.m.pubRetries.Add(1)
-		c.logAttempt(&c.mu.publishes, "publish", obj.Key, attempt, err)
+		c.logAttempt(&c.mu.publishes, "publish", obj.Key, attempt, began, err)
 		if !c.sleep(c.backoff(attempt)) {
 			return ErrClosed
 		}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -107,49 +106,16 @@ func submitAll(t *testing.T, c *Combiner, parts, perPart, size int, done func(Up
 func TestPublishOrderUnderFaults(t *testing.T) {
 	// Seeded faults: 503s before storing, ambiguous PUTs that store and
 	// then fail, and PUTs held at a gate so later objects finish first.
-	rng := rand.New(rand.NewPCG(42, 42))
-	kinds := make([]int, 10000)
-	for i := range kinds {
-		kinds[i] = rng.IntN(6)
-	}
 	// At most two PUTs are held at once (4 workers), and each is released
 	// when a later PUT starts, so later objects finish first.
-	var gmu sync.Mutex
-	var held []chan struct{}
-	releaseAll := func() {
-		gmu.Lock()
-		for _, g := range held {
-			close(g)
-		}
-		held = nil
-		gmu.Unlock()
-	}
-	faults := func(n int) fault {
-		switch kinds[n] {
-		case 0:
-			return fault{before: httpErr{503}}
-		case 1:
-			return fault{after: httpErr{500}}
-		case 2:
-			gmu.Lock()
-			defer gmu.Unlock()
-			if len(held) < 2 {
-				g := make(chan struct{})
-				held = append(held, g)
-				return fault{gate: g}
-			}
-			return fault{}
-		}
-		releaseAll()
-		return fault{}
-	}
+	g := newGatedFaults(42, 6)
 	pubFail := func(call int) error {
 		if call%7 == 3 {
 			return httpErr{503} // Kafka unreachable for a moment
 		}
 		return nil
 	}
-	r := newRig(t, Config{UploadBytes: 2000, Interval: 10 * time.Millisecond, ThreadPoolSize: 4, QueueSlices: 64}, faults, pubFail)
+	r := newRig(t, Config{UploadBytes: 2000, Interval: 10 * time.Millisecond, ThreadPoolSize: 4, QueueSlices: 64}, g.fault, pubFail)
 	var mu sync.Mutex
 	doneCount, doneErrs := 0, 0
 	done := func(_ UploadedObject, err error) {
@@ -160,34 +126,12 @@ func TestPublishOrderUnderFaults(t *testing.T) {
 		}
 		mu.Unlock()
 	}
-	// A held PUT also goes when the pipeline is full behind it (as a real
-	// slow PUT would end at its attempt timeout), or once submission ends.
-	stopRelease := make(chan struct{})
-	var submitted sync.WaitGroup
-	submitted.Add(1)
-	go func() {
-		defer submitted.Done()
-		for {
-			select {
-			case <-stopRelease:
-				return
-			default:
-			}
-			if r.c.Metrics().HeldSlices >= 64 {
-				releaseAll()
-			}
-			runtime.Gosched()
-		}
-	}()
+	// A held PUT also goes when the pipeline is full behind it, or once
+	// submission ends.
+	stopRelease := g.releaseWhenFull(r.c, 64)
 	want := submitAll(t, r.c, 20, 30, 100, done)
-	close(stopRelease)
-	submitted.Wait()
-	go func() {
-		for r.c.Metrics().HeldSlices > 0 {
-			releaseAll()
-			runtime.Gosched()
-		}
-	}()
+	stopRelease()
+	g.releaseUntilEmpty(r.c)
 	r.close(t)
 	m := r.c.Metrics()
 	if doneCount != 600 || doneErrs != 0 {

@@ -46,18 +46,33 @@
 //	object n:  [ P@10 | Q@0 | R@4 ]   P@0 given up earlier, not re-submitted
 //	published:   ----   Q@0   R@4      P@10: ErrEarlierSliceFailed, for P only
 //
-// # Held bytes
+// # Pacing and held bytes
+//
+// Objects not cut for size are paced by a budget (Policy.Interval,
+// Pending.Last and Next, a token bucket of two kept as one time): over
+// time at most one per Interval, one more early after a quiet spell, and
+// each as soon as its oldest byte exists and the budget allows. Under
+// steady traffic objects go every Interval and a byte waits Interval/2
+// on average before its PUT starts; a batch after a quiet spell goes at
+// once, and a producer that sends about once per Interval is not held to
+// a fixed phase. (An interval counted from each object's oldest byte made
+// such a producer's every batch wait all of it; a fixed cadence made it
+// wait whatever phase the run started at.)
+//
+//	budget    Next-I allows one object; a mark at t: Next = max(Next, t) + I
+//	steady    |──I──|──I──|──I──|   objects every I, bytes wait I/2
+//	sparse    b    b     b    b     each goes at once (≤ 2 within any I)
 //
 // A remote-WAL task below the upload size does not submit its bytes: it
 // announces them (Announce, with the time of its oldest byte) and holds
-// them in its log. The interval runs from the oldest byte, queued or
-// announced (PackWith's Pending). When it is up (less the measured time
-// tasks take to answer, at most half the interval), the cutter closes the
-// announced tickets' Called channel and waits until every called task has
+// them in its log. When they are due, the cutter closes the announced
+// tickets' Called channel and waits until every called task has
 // submitted and withdrawn, for at most half an interval; then it cuts, so
-// the object carries one slice per partition (a late one goes in the next
-// object). A Submit that has to wait for room ends that wait (a called
-// task may be the one blocked), and the queue is cut without it.
+// the object carries one slice per partition (a late one missed the
+// object and goes at once in the next). Bytes announced after the call
+// are not called into this object; the budget paces them. A Submit that
+// has to wait for room ends that wait (a called task may be the one
+// blocked), and the queue is cut without it.
 //
 // # Keys
 //
@@ -93,8 +108,8 @@
 //
 //   - Submit appends to the queue under Combiner.mu and wakes the cutter
 //     only when Pack's answer may change: the queue was empty, an object
-//     just became complete, or the slice is older than the one the
-//     interval timer is armed for. To know when an object is complete it
+//     just became complete, or the slice is older than the last paced
+//     object (it missed it, so it is due at once). To know when an object is complete it
 //     runs the same step as Pack (Policy.place) as slices arrive.
 //   - A slice without AppendedAt is stamped at Submit, but the clock is
 //     read once per object: later slices of the object Pack leaves open

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"sort"
 	"strings"
@@ -253,6 +254,15 @@ func checkOrder(t *testing.T, objs []UploadedObject, want map[metadata.TopicPart
 // closed, so backoffs and intervals elapse without the test sleeping on
 // them. It yields between looks.
 func pump(clk *clock.Manual, step time.Duration, stop <-chan struct{}) *sync.WaitGroup {
+	return spinUntil(stop, func() {
+		if clk.Pending() > 0 {
+			clk.Advance(step)
+		}
+	})
+}
+
+// spinUntil calls look, yielding between calls, until stop is closed.
+func spinUntil(stop <-chan struct{}, look func()) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -263,9 +273,7 @@ func pump(clk *clock.Manual, step time.Duration, stop <-chan struct{}) *sync.Wai
 				return
 			default:
 			}
-			if clk.Pending() > 0 {
-				clk.Advance(step)
-			}
+			look()
 			runtime.Gosched()
 		}
 	}()
@@ -290,4 +298,79 @@ func nameID(name string) metadata.ObjectID {
 	var id metadata.ObjectID
 	copy(id[:], name)
 	return id
+}
+
+// gatedFaults is a seeded schedule of PUT faults: by the PUT's number, a
+// 503 before storing (kind 0), a 500 after storing, an ambiguous PUT (1),
+// a PUT held at a gate, at most two at once (2), or none (any other
+// kind, of the kinds drawn); a PUT without a fault releases every held
+// one, so later objects finish first.
+type gatedFaults struct {
+	kinds []int
+	mu    struct {
+		sync.Mutex
+		held []chan struct{}
+	}
+}
+
+func newGatedFaults(seed uint64, kinds int) *gatedFaults {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	g := &gatedFaults{kinds: make([]int, 10000)}
+	for i := range g.kinds {
+		g.kinds[i] = rng.IntN(kinds)
+	}
+	return g
+}
+
+func (g *gatedFaults) fault(n int) fault {
+	switch g.kinds[n] {
+	case 0:
+		return fault{before: httpErr{503}}
+	case 1:
+		return fault{after: httpErr{500}}
+	case 2:
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if len(g.mu.held) < 2 {
+			gate := make(chan struct{})
+			g.mu.held = append(g.mu.held, gate)
+			return fault{gate: gate}
+		}
+		return fault{}
+	}
+	g.releaseAll()
+	return fault{}
+}
+
+func (g *gatedFaults) releaseAll() {
+	g.mu.Lock()
+	for _, gate := range g.mu.held {
+		close(gate)
+	}
+	g.mu.held = nil
+	g.mu.Unlock()
+}
+
+// releaseWhenFull releases the held PUTs whenever c holds limit slices
+// or more (as a real slow PUT would end at its attempt timeout when the
+// pipeline is full behind it), until the returned stop is called.
+func (g *gatedFaults) releaseWhenFull(c *Combiner, limit int) (stop func()) {
+	done := make(chan struct{})
+	wg := spinUntil(done, func() {
+		if c.Metrics().HeldSlices >= limit {
+			g.releaseAll()
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// releaseUntilEmpty releases held PUTs until c holds nothing (once
+// submission has ended, so that Close can drain).
+func (g *gatedFaults) releaseUntilEmpty(c *Combiner) {
+	go func() {
+		for c.Metrics().HeldSlices > 0 {
+			g.releaseAll()
+			runtime.Gosched()
+		}
+	}()
 }

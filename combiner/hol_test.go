@@ -134,7 +134,12 @@ func TestStuckPartitionDoesNotStopOthers(t *testing.T) {
 // the object, its partition's other slice included, is published, and the
 // epoch publishes from the re-submitted slice on.
 func TestRefusedSliceLeavesOthersPublished(t *testing.T) {
-	r := newRig(t, Config{UploadBytes: 1 << 20, Interval: 10 * time.Millisecond}, nil, nil)
+	// The four slices fill one object exactly, so it is cut for its size
+	// and the interval never: on the pumped clock a test descheduled
+	// between two Submits could see them split. The re-submitted two go
+	// at Close.
+	perSlice := int64(holSliceBytes + objformat.EntrySize("p"))
+	r := newRig(t, Config{UploadBytes: emptyObject + 4*perSlice, Interval: time.Hour}, nil, nil)
 	p, q := metadata.TopicPartition{Topic: "p"}, metadata.TopicPartition{Topic: "q"}
 	epoch2 := func(base, last int64) Slice { s := oneSlice(p, base, last); s.LeaderEpoch = 2; return s }
 	first := r.submitWait(t, oneSlice(p, 0, 9))
@@ -155,10 +160,10 @@ func TestRefusedSliceLeavesOthersPublished(t *testing.T) {
 		t.Fatalf("published %+v; want one object of two entries", o1.obj)
 	}
 	re1, re2 := r.submitWait(t, epoch2(5, 9)), r.submitWait(t, epoch2(10, 19))
+	r.close(t)
 	if o, o2 := <-re1, <-re2; o.err != nil || o2.err != nil {
 		t.Fatalf("re-submitted slices: %v, %v", o.err, o2.err)
 	}
-	r.close(t)
 	var got []string
 	for _, o := range r.pub.published() {
 		for _, e := range o.Entries {

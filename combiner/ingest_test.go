@@ -65,40 +65,7 @@ func TestBufferReuseKeepsInFlightBodies(t *testing.T) {
 	// Seeded faults: 503s before storing (retry after backoff), ambiguous
 	// PUTs that store and then fail (retry finds its own object), and PUTs
 	// held in flight while other workers encode the next objects.
-	rng := rand.New(rand.NewPCG(7, 7))
-	kinds := make([]int, 10000)
-	for i := range kinds {
-		kinds[i] = rng.IntN(5)
-	}
-	var gmu sync.Mutex
-	var held []chan struct{}
-	releaseAll := func() {
-		gmu.Lock()
-		for _, g := range held {
-			close(g)
-		}
-		held = nil
-		gmu.Unlock()
-	}
-	faults := func(n int) fault {
-		switch kinds[n] {
-		case 0:
-			return fault{before: httpErr{503}}
-		case 1:
-			return fault{after: httpErr{500}}
-		case 2:
-			gmu.Lock()
-			defer gmu.Unlock()
-			if len(held) < 2 {
-				g := make(chan struct{})
-				held = append(held, g)
-				return fault{gate: g}
-			}
-			return fault{}
-		}
-		releaseAll()
-		return fault{}
-	}
+	g := newGatedFaults(7, 5)
 	var bw *bodyCheckWriter
 	wrap := func(w ObjectWriter) ObjectWriter {
 		bw = &bodyCheckWriter{t: t, w: w}
@@ -106,27 +73,11 @@ func TestBufferReuseKeepsInFlightBodies(t *testing.T) {
 		return bw
 	}
 	const queueSlices = 48
-	r := newRigWrapped(t, Config{UploadBytes: 1500, ThreadPoolSize: 3, QueueSlices: queueSlices}, faults, nil, wrap)
+	r := newRigWrapped(t, Config{UploadBytes: 1500, ThreadPoolSize: 3, QueueSlices: queueSlices}, g.fault, nil, wrap)
 
 	// A held PUT also goes when the pipeline is full behind it, or once
 	// submission ends.
-	stop := make(chan struct{})
-	var releaser sync.WaitGroup
-	releaser.Add(1)
-	go func() {
-		defer releaser.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if r.c.Metrics().HeldSlices >= queueSlices {
-				releaseAll()
-			}
-			runtime.Gosched()
-		}
-	}()
+	stopRelease := g.releaseWhenFull(r.c, queueSlices)
 	var mu sync.Mutex
 	doneErrs := 0
 	done := func(_ UploadedObject, err error) {
@@ -151,14 +102,8 @@ func TestBufferReuseKeepsInFlightBodies(t *testing.T) {
 			want[tp] = base + n
 		}
 	}
-	close(stop)
-	releaser.Wait()
-	go func() {
-		for r.c.Metrics().HeldSlices > 0 {
-			releaseAll()
-			runtime.Gosched()
-		}
-	}()
+	stopRelease()
+	g.releaseUntilEmpty(r.c)
 	r.close(t)
 
 	if doneErrs != 0 {
@@ -337,24 +282,27 @@ func TestIntervalCountsFromTheOpenObjectsFirstSlice(t *testing.T) {
 	}
 	clk.Advance(8 * time.Millisecond)
 	submit(9)
-	close(gate)
-	waitFor(t, "objects 0-2 published", func() bool { return d.count() == 9 })
-	var at time.Time
-	waitFor(t, "the interval timer armed", func() bool { at = armed(c, clk); return !at.IsZero() })
+	c.mu.Lock()
+	at := c.mu.view[len(c.mu.view)-1].AppendedAt
+	c.mu.Unlock()
 	if want := t0.Add(8 * time.Millisecond); !at.Equal(want) {
 		t.Fatalf("the slice submitted at %v is stamped %v", want, at)
 	}
-	clk.Advance(5 * time.Millisecond)
-	if clk.Pending() != 1 || d.count() != 9 {
-		t.Fatal("the interval timer fired 5ms after the slice was submitted")
+	close(gate)
+	waitFor(t, "objects 0-2 published", func() bool { return d.count() >= 9 })
+	// Due Interval after the start: t0+10ms.
+	clk.Advance(time.Millisecond)
+	if d.count() != 9 {
+		t.Fatal("the last slice went before the interval")
 	}
-	clk.Advance(5 * time.Millisecond)
+	clk.Advance(time.Millisecond)
 	waitFor(t, "the last slice published", func() bool { return d.count() == 10 })
 }
 
 func TestOlderSliceWakesTheCutter(t *testing.T) {
-	// The timer is armed for the oldest slice queued; a slice appended
-	// longer ago must bring the cut forward, not wait for that timer.
+	// The timer is armed for the tick after the oldest slice queued; a
+	// slice appended before that tick's window was due at an earlier tick
+	// and must bring the cut forward, not wait for that timer.
 	c, clk := bareCombiner(t, Config{UploadBytes: 1 << 20, Interval: 10 * time.Millisecond}, nil)
 	done := make(chan struct{}, 2)
 	cb := func(_ UploadedObject, err error) {
@@ -373,10 +321,12 @@ func TestOlderSliceWakesTheCutter(t *testing.T) {
 		AppendedAt: older, Done: cb}); err != nil {
 		t.Fatal(err)
 	}
-	waitArmed(t, c, clk, older)
-	clk.Advance(3 * time.Millisecond) // older + Interval
+	// older was due at the tick t0: both go now, the clock unmoved.
 	<-done
 	<-done
+	if d := clk.Since(t0); d != 2*time.Millisecond {
+		t.Fatalf("cut after %v", d)
+	}
 }
 
 func TestSliceThatDoesNotFitWakesTheCutter(t *testing.T) {
@@ -394,8 +344,12 @@ func TestSliceThatDoesNotFitWakesTheCutter(t *testing.T) {
 	if err := c.Submit(context.Background(), d.slice(1, 60)); err != nil {
 		t.Fatal(err)
 	}
-	// The first object goes 4ms after its slice, not 10ms; the second
-	// slice starts the next object and has its own stamp.
+	// The first object goes 4ms after its slice, not at the tick; the
+	// second slice starts the next object, which waits for the tick
+	// (t0+10ms, whose window starts at t0).
 	waitFor(t, "the first object published", func() bool { return d.count() == 1 })
-	waitArmed(t, c, clk, t0.Add(4*time.Millisecond))
+	waitArmed(t, c, clk, t0)
+	if d.count() != 1 {
+		t.Fatal("the second slice went before its tick")
+	}
 }

@@ -14,6 +14,9 @@ import (
 type warnCounter struct {
 	mu    sync.Mutex
 	lines map[string]int
+	// after is the "after" of the last "succeed again" line: how long
+	// the outage lasted on the combiner's clock.
+	after time.Duration
 }
 
 func (c *warnCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
@@ -24,6 +27,12 @@ func (c *warnCounter) Handle(_ context.Context, r slog.Record) error {
 		c.lines = map[string]int{}
 	}
 	c.lines[r.Level.String()+" "+r.Message]++
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "after" {
+			c.after = a.Value.Duration()
+		}
+		return true
+	})
 	return nil
 }
 func (c *warnCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
@@ -70,10 +79,14 @@ func TestStoreOutageLogsStateChanges(t *testing.T) {
 	if refused.Load() < 50 {
 		t.Fatalf("only %d refused PUTs: the outage did not make objects retry", refused.Load())
 	}
-	// One "failing" line, then one per 10 s of a minute (the clock may run
-	// a little past it before the store heals).
-	if warns > 8 || lines.lines["WARN combiner: upload failing; retrying with backoff"] != 1 ||
+	// One "failing" line, then one per failureLogEvery of the outage (at
+	// least a minute; the pumped clock may run past it before the test
+	// heals the store), and one when it ends.
+	if lines.after < time.Minute {
+		t.Fatalf("the outage lasted %v on the clock, want at least a minute", lines.after)
+	}
+	if stills := int(lines.after / failureLogEvery); warns > 1+stills || lines.lines["WARN combiner: upload failing; retrying with backoff"] != 1 ||
 		lines.lines["INFO combiner: uploads succeed again"] != 1 {
-		t.Fatalf("log lines over a minute of outage: %v", lines.lines)
+		t.Fatalf("log lines over %v of outage: %v", lines.after, lines.lines)
 	}
 }

@@ -17,9 +17,17 @@ type Queued struct {
 
 // Policy is the packing policy's configuration.
 type Policy struct {
-	UploadBytes    int64         // cut once an object would hold this many bytes
-	MaxObjectBytes int64         // never exceed, except for one oversized slice
-	Interval       time.Duration // cut once the oldest queued slice is this old
+	UploadBytes    int64 // cut once an object would hold this many bytes
+	MaxObjectBytes int64 // never exceed, except for one oversized slice
+	// Interval spaces the objects not cut for size: they go at most one
+	// per Interval over time, with one more allowed early after a quiet
+	// spell (a budget of two, Pending.Next), and each as soon as its
+	// oldest byte exists and the budget allows. Under steady traffic
+	// objects go every Interval and a byte waits Interval/2 on average;
+	// a batch after a quiet spell goes at once, and a producer that
+	// sends about once per Interval is not made to wait for a fixed
+	// phase. 0 cuts at once.
+	Interval time.Duration
 }
 
 // Pending is what the packing policy knows of bytes that remote-WAL tasks
@@ -39,10 +47,14 @@ type Pending struct {
 	// slices go in the next object.
 	Called    int
 	CalledFor time.Duration
-	// Lead is how long called tasks take to answer (the combiner measures
-	// it): they are called that much before the interval is up, so that
-	// the object goes out about when it is due. At most Interval/2.
-	Lead time.Duration
+	// Last is when the last object not cut for size was cut, or the
+	// tasks were called for it (Plan.Mark); Next is the budget: the next
+	// such object may go from Next - Interval on. After a mark at now,
+	// Next becomes max(Next, now) + Interval (Policy.Marked). The
+	// combiner starts them at its start and start + 2·Interval, so its
+	// first such object goes no sooner than Interval after it. Last
+	// zero: everything is due at once.
+	Last, Next time.Time
 }
 
 // Plan is Pack's decision.
@@ -53,19 +65,24 @@ type Plan struct {
 	// queue's order (and with it each partition's offset order) is kept
 	// within and across objects.
 	Cuts []int
-	// Call asks the Announced tasks for their bytes now: the open object's
-	// interval is up. What is left queued is cut once every called task
-	// has answered (the next Pack with Called == 0), in one object with
-	// their slices.
+	// Call asks the Announced tasks for their bytes now: they are due.
+	// What is left queued is cut once every called task has answered (the
+	// next Pack with Called == 0), in one object with their slices.
 	Call bool
-	// Wait is how long until the oldest slice left queued, or the oldest
-	// announced byte, reaches Interval; 0 when there is nothing to wait
-	// for on a timer (nothing left, or called tasks to wait for).
+	// Wait is how long until what is left queued or announced is due, or
+	// until called tasks are no longer waited for; 0 when there is nothing
+	// to wait for on a timer.
 	Wait time.Duration
+	// Mark: this plan calls the tasks, or cuts an object for the
+	// interval; the caller passes Policy.Marked's Last and Next from here
+	// on. A cut of bytes older than Last (answers to the last call, or
+	// late ones) belongs to the last mark and makes none.
+	Mark bool
 }
 
 // Pack decides which objects to cut from queue (in submission order) at
-// now, with nothing announced. It is a pure function.
+// now, with nothing announced and no paced object before (so what is not
+// cut for size is due at once). It is a pure function.
 func Pack(queue []Queued, now time.Time, p Policy, flush bool) Plan {
 	return PackWith(queue, Pending{}, now, p, flush)
 }
@@ -76,10 +93,10 @@ func Pack(queue []Queued, now time.Time, p Policy, flush bool) Plan {
 // Greedily, from the head: slices join the current object while it stays
 // within MaxObjectBytes (a slice bigger than that goes alone); the object is
 // cut once it holds UploadBytes. What remains is cut as one last object
-// (split at MaxObjectBytes) if flush is set, or once its oldest byte,
-// queued or announced, is Interval old: then, if any task announced bytes,
-// those tasks are called first (Lead early) and the rest waits for their
-// answers (Called > 0), so each goes out in this object with one slice.
+// (split at MaxObjectBytes) if flush is set, or once it is due (Policy.
+// Interval). Announced bytes are called when due, and what is queued then
+// waits for the answers (Called > 0), so each task's bytes go out in this
+// object with one slice.
 func PackWith(queue []Queued, pend Pending, now time.Time, p Policy, flush bool) Plan {
 	var plan Plan
 	start, open := 0, emptyObject
@@ -110,36 +127,69 @@ func PackWith(queue []Queued, pend Pending, now time.Time, p Policy, flush bool)
 			return plan
 		}
 	}
-	if len(rest) == 0 && pend.Announced == 0 {
-		return plan
-	}
-	// The interval of the open object runs from its oldest byte, queued
-	// or announced.
-	var oldest time.Time
-	if pend.Announced > 0 {
-		oldest = pend.Oldest
-	}
-	for _, q := range rest {
-		if oldest.IsZero() || q.AppendedAt.Before(oldest) {
-			oldest = q.AppendedAt
+	// What is left is due when the budget allows (Next - Interval), or
+	// at its oldest byte if that is later; bytes older than Last missed
+	// the last object (late answers) and are due at once. Queued slices
+	// are cut when due; announced bytes are called when due, and what is
+	// queued then waits for the answers. Bytes announced after the call
+	// are not called into its object (calling them too would chain answer
+	// rounds, each adding to the queue's wait).
+	var queueDue, annDue, queueOldest time.Time
+	if len(rest) > 0 {
+		queueOldest = rest[0].AppendedAt
+		for _, q := range rest[1:] {
+			if q.AppendedAt.Before(queueOldest) {
+				queueOldest = q.AppendedAt
+			}
 		}
+		queueDue = p.due(queueOldest, pend)
 	}
-	age := now.Sub(oldest)
-	due := p.Interval
 	if pend.Announced > 0 {
-		due -= min(max(pend.Lead, 0), p.Interval/2)
+		annDue = p.due(pend.Oldest, pend)
 	}
 	switch {
-	case age < due:
-		plan.Wait = due - age
-	case pend.Announced > 0:
-		// About to cut for the interval: every announced task gives its
-		// bytes to this object first.
-		plan.Call = true
-	default:
+	case !annDue.IsZero() && !now.Before(annDue):
+		// Every announced task gives its bytes to this object first.
+		plan.Call, plan.Mark = true, true
+	case !queueDue.IsZero() && !now.Before(queueDue):
 		plan.Cuts = append(plan.Cuts, len(rest))
+		plan.Mark = pend.Last.IsZero() || !queueOldest.Before(pend.Last)
+		if !annDue.IsZero() {
+			plan.Wait = annDue.Sub(now)
+			if plan.Mark {
+				plan.Wait = max(plan.Wait, p.Interval)
+			}
+		}
+	case annDue.IsZero() && queueDue.IsZero():
+	case annDue.IsZero() || (!queueDue.IsZero() && queueDue.Before(annDue)):
+		plan.Wait = queueDue.Sub(now)
+	default:
+		plan.Wait = annDue.Sub(now)
 	}
 	return plan
+}
+
+// due returns when bytes whose oldest was appended at oldest are due:
+// at once if they are older than the last mark (they missed it) or if
+// there was none, else when the budget allows or at oldest, whichever is
+// later.
+func (p Policy) due(oldest time.Time, pend Pending) time.Time {
+	if p.Interval <= 0 || pend.Last.IsZero() || oldest.Before(pend.Last) {
+		return oldest
+	}
+	return later(oldest, pend.Next.Add(-p.Interval))
+}
+
+// Marked returns Pending's Last and Next after a mark at now.
+func (p Policy) Marked(pend Pending, now time.Time) (last, next time.Time) {
+	return now, later(pend.Next, now).Add(p.Interval)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // emptyObject is the size of an object before any slice joins it.

@@ -32,6 +32,19 @@ type Index interface {
 	Changed() <-chan struct{}
 }
 
+// IndexChanges is what an Index may also say: which partitions changed.
+// With it, an index change has the follower read again only the slices
+// of the partitions it touched; without it, those of every partition.
+// *metadata.State's ChangedSince has this contract.
+type IndexChanges interface {
+	// ChangedSince returns the partitions changed after since (the seq an
+	// earlier call returned, 0 before any) and the seq to pass next;
+	// complete false means the changes since are not all known, and every
+	// partition must be taken as changed. It must list every partition
+	// whose Slices a change may have changed.
+	ChangedSince(since uint64) (tps []metadata.TopicPartition, seq uint64, complete bool)
+}
+
 // Log is what the follower needs of one partition's local log.
 // *kafkalog.Log implements it.
 type Log interface {

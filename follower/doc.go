@@ -77,7 +77,9 @@
 // woken by the Index's Changed channel, its clock timer, Notify, commands
 // (AddPartition, RemovePartition) and completions. Its work per wake-up
 // does not grow with a partition's backlog: it reads the index again only
-// after Changed fired, the policy (decide, which is replica.PlanRemote:
+// after Changed fired, and then only the partitions the change touched
+// when the Index also says which (IndexChanges; every partition
+// otherwise), the policy (decide, which is replica.PlanRemote:
 // the one model of what a remote-WAL follower does next, with its
 // data-driven scripts in replica/testdata/remote) walks the sorted slices from
 // the log end only as far as the read-ahead, and the first partition that

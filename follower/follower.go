@@ -102,6 +102,8 @@ type Follower struct {
 	// indexChanged was taken before the partitions' slots were last read
 	// from the index: until it is closed they are up to date.
 	indexChanged <-chan struct{}
+	indexSeq     uint64 // IndexChanges: where the last ChangedSince left off
+	indexSeqOK   bool   // indexSeq was given by the index
 	refreshes    uint64
 	chains       map[metadata.TopicPartition][]Located // scratch for step
 	readKeys     []string                              // scratch for step
@@ -491,9 +493,10 @@ func (f *Follower) step(now time.Time) time.Time {
 	return wakeAt
 }
 
-// watchIndex marks every partition's slots stale when the index changed
-// since they were read. The channel is taken before the slots are read
-// again, so no change is missed.
+// watchIndex marks the partitions whose slots changed in the index since
+// they were read stale: those the index says (IndexChanges), else every
+// one. The channel is taken before the changes are asked for and the
+// slots read again, so no change is missed.
 func (f *Follower) watchIndex() {
 	if f.indexChanged != nil {
 		select {
@@ -503,6 +506,19 @@ func (f *Follower) watchIndex() {
 		}
 	}
 	f.indexChanged = f.cfg.Index.Changed()
+	if ix, ok := f.cfg.Index.(IndexChanges); ok {
+		tps, seq, complete := ix.ChangedSince(f.indexSeq)
+		known := f.indexSeqOK
+		f.indexSeq, f.indexSeqOK = seq, true
+		if complete && known {
+			for _, tp := range tps {
+				if p := f.parts[tp]; p != nil {
+					p.stale = true
+				}
+			}
+			return
+		}
+	}
 	for _, p := range f.order {
 		p.stale = true
 	}

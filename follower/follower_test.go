@@ -185,6 +185,20 @@ func (r *rig) uploadAll(rng *rand.Rand, codec metadata.Codec) []object {
 	return packObjects(r.t, r.put, "", interleave(rng, lists...), rng, 6, codec)
 }
 
+// publishMore appends n batches at epoch to tp's leader log l, uploads
+// them as objects of up to maxPer slices of about maxBytes under prefix,
+// publishes those to the index and returns them.
+func (r *rig) publishMore(tp metadata.TopicPartition, l *kafkalog.Log, rng *rand.Rand, n int, epoch int32, prefix string, maxBytes, maxPer int) []object {
+	r.t.Helper()
+	from := l.LogEndOffset()
+	fillLeader(r.t, l, rng, n, epoch)
+	objs := packObjects(r.t, r.put, prefix, cutSlices(r.t, tp, l, from, l.LogEndOffset(), rng, maxBytes), rng, maxPer, metadata.CodecNone)
+	for _, o := range objs {
+		r.ix.publish(o.key, o.entries...)
+	}
+	return objs
+}
+
 func TestRebuildThroughCombiner(t *testing.T) {
 	for _, codec := range []metadata.Codec{metadata.CodecNone, metadata.CodecZstd} {
 		t.Run("codec="+codec.String(), func(t *testing.T) {
@@ -322,6 +336,53 @@ func TestDuplicatedAndReorderedIndex(t *testing.T) {
 	r.checkAll()
 	if m := r.f.Metrics(); m.LeaderFetches != 0 {
 		t.Fatalf("fell back with every slice published: %+v", m)
+	}
+}
+
+// TestIndexChangeRereadsOnlyItsPartition: once both partitions are caught
+// up, objects holding slices of tp0 alone are published; the follower
+// reads tp0's slices from the index again, and tp1's not once, since the
+// index says which partitions each change touched (IndexChanges). The
+// same run with an index that cannot say has tp1 read again: what the
+// count would show if the follower re-read every partition.
+func TestIndexChangeRereadsOnlyItsPartition(t *testing.T) {
+	for _, says := range []bool{true, false} {
+		t.Run(fmt.Sprintf("index_says_what_changed=%v", says), func(t *testing.T) {
+			r := newRig(t)
+			defer r.stop()
+			rng := rand.New(rand.NewPCG(5, 6))
+			a, b := r.addLeader(tp0, 1), r.addLeader(tp1, 1)
+			fillLeader(t, a, rng, 40, 1)
+			fillLeader(t, b, rng, 40, 1)
+			objs := r.uploadAll(rng, metadata.CodecNone)
+			ci := &perPartitionIndex{ix: r.ix}
+			r.cfg = func(c *Config) {
+				c.Index = ci
+				if says {
+					c.Index = countingChanges{ci}
+				}
+			}
+			r.start()
+			for _, o := range objs {
+				r.ix.publish(o.key, o.entries...)
+			}
+			r.waitCaughtUp(false) // on a stopped clock: only index changes wake the follower
+			aBefore, bBefore := ci.count(tp0), ci.count(tp1)
+			more := r.publishMore(tp0, a, rng, 20, 1, "more-", 8<<10, 6)
+			r.waitCaughtUp(false)
+			r.checkAll()
+			aReads, bReads := ci.count(tp0)-aBefore, ci.count(tp1)-bBefore
+			t.Logf("%d objects of %v alone: %v read %d times, %v %d", len(more), tp0, tp0, aReads, tp1, bReads)
+			if aReads == 0 {
+				t.Fatalf("%v caught up without its slices read again", tp0)
+			}
+			if says && bReads != 0 {
+				t.Fatalf("%v's slices read %d times for changes of %v alone", tp1, bReads, tp0)
+			}
+			if !says && bReads == 0 {
+				t.Fatalf("without IndexChanges %v was not read again: the count does not see re-reads", tp1)
+			}
+		})
 	}
 }
 

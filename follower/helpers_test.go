@@ -31,10 +31,15 @@ type memIndex struct {
 		sync.Mutex
 		slices  map[metadata.TopicPartition][]Located
 		changed chan struct{}
+		// touched[i]: the partitions publish i+1 touched (IndexChanges).
+		touched [][]metadata.TopicPartition
 	}
 }
 
-var _ Index = (*memIndex)(nil)
+var (
+	_ Index        = (*memIndex)(nil)
+	_ IndexChanges = (*memIndex)(nil)
+)
 
 func newMemIndex() *memIndex {
 	ix := &memIndex{}
@@ -46,9 +51,12 @@ func newMemIndex() *memIndex {
 func (ix *memIndex) publish(key string, entries ...metadata.SliceEntry) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	var touched []metadata.TopicPartition
 	for _, e := range entries {
 		ix.mu.slices[e.TopicPartition] = append(ix.mu.slices[e.TopicPartition], Located{Key: key, Entry: e})
+		touched = append(touched, e.TopicPartition)
 	}
+	ix.mu.touched = append(ix.mu.touched, touched)
 	close(ix.mu.changed)
 	ix.mu.changed = make(chan struct{})
 }
@@ -69,6 +77,59 @@ func (ix *memIndex) Changed() <-chan struct{} {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	return ix.mu.changed
+}
+
+func (ix *memIndex) ChangedSince(since uint64) ([]metadata.TopicPartition, uint64, bool) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	var out []metadata.TopicPartition
+	for _, tps := range ix.mu.touched[since:] {
+		for _, tp := range tps {
+			if !slices.Contains(out, tp) {
+				out = append(out, tp)
+			}
+		}
+	}
+	return out, uint64(len(ix.mu.touched)), true
+}
+
+// perPartitionIndex counts the follower's Slices calls per partition. It
+// hides IndexChanges (the follower re-reads every partition at each
+// change); countingChanges is it with IndexChanges passed on.
+type perPartitionIndex struct {
+	ix *memIndex
+	mu struct {
+		sync.Mutex
+		n map[metadata.TopicPartition]int
+	}
+}
+
+var _ Index = (*perPartitionIndex)(nil)
+
+func (c *perPartitionIndex) Slices(tp metadata.TopicPartition, from int64) []Located {
+	c.mu.Lock()
+	if c.mu.n == nil {
+		c.mu.n = make(map[metadata.TopicPartition]int)
+	}
+	c.mu.n[tp]++
+	c.mu.Unlock()
+	return c.ix.Slices(tp, from)
+}
+
+func (c *perPartitionIndex) Changed() <-chan struct{} { return c.ix.Changed() }
+
+func (c *perPartitionIndex) count(tp metadata.TopicPartition) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.n[tp]
+}
+
+type countingChanges struct{ *perPartitionIndex }
+
+var _ IndexChanges = countingChanges{}
+
+func (c countingChanges) ChangedSince(since uint64) ([]metadata.TopicPartition, uint64, bool) {
+	return c.ix.ChangedSince(since)
 }
 
 // PublishObject makes memIndex a combiner.Publisher.

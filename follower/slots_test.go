@@ -471,12 +471,7 @@ func TestIndexReadOncePerChange(t *testing.T) {
 	}
 	// Later objects are seen, one index read per publish.
 	before := ci.calls.Load()
-	from := leader.LogEndOffset()
-	fillLeader(t, leader, rng, 40, 0)
-	more := packObjects(t, r.put, "more/", cutSlices(t, tp0, leader, from, leader.LogEndOffset(), rng, 2<<10), rng, 3, metadata.CodecNone)
-	for _, o := range more {
-		r.ix.publish(o.key, o.entries...)
-	}
+	more := r.publishMore(tp0, leader, rng, 40, 0, "more/", 2<<10, 3)
 	r.waitCaughtUp(false)
 	r.checkAll()
 	if n := ci.calls.Load() - before; n > int64(len(more))+1 {

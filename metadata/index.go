@@ -91,8 +91,24 @@ type State struct {
 		vouched map[TopicPartition]ReplicatedOffset
 		changed chan struct{}
 		stats   StateStats
+		// seq counts the ApplyAll calls that changed something; touched
+		// lists, oldest first, the partitions each of the last of them
+		// touched (every one with seq > touchedFrom), for ChangedSince.
+		seq         uint64
+		touched     []touch
+		touchedFrom uint64
 	}
 }
+
+// touch: a change numbered seq touched tp.
+type touch struct {
+	seq uint64
+	tp  TopicPartition
+}
+
+// maxTouched bounds State's list of touched partitions; a reader further
+// behind than that is told to read every partition again.
+const maxTouched = 1 << 14
 
 type part struct {
 	meta ObjectMetadata
@@ -135,8 +151,14 @@ func (s *State) ApplyAll(evs []Event, done func(i int, err error)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	any := false
+	seq := s.mu.seq + 1
 	for i, ev := range evs {
+		mark := len(s.mu.touched)
+		s.touchLocked(ev, seq) // before applying: a Tombstone forgets its entries
 		changed, err := s.applyLocked(ev)
+		if !changed || err != nil {
+			s.mu.touched = s.mu.touched[:mark]
+		}
 		switch {
 		case err != nil:
 			s.mu.stats.Refused++
@@ -151,9 +173,71 @@ func (s *State) ApplyAll(evs []Event, done func(i int, err error)) {
 		}
 	}
 	if any {
+		s.mu.seq = seq
+		if n := len(s.mu.touched); n > maxTouched {
+			drop := n - maxTouched/2
+			s.mu.touchedFrom = s.mu.touched[drop-1].seq
+			s.mu.touched = slices.Delete(s.mu.touched, 0, drop)
+			// A change cut in two leaves its rest listed, which is
+			// more than needed, never less: touchedFrom is its seq.
+		}
 		close(s.mu.changed)
 		s.mu.changed = make(chan struct{})
 	}
+}
+
+// touchLocked lists the partitions ev would touch as change seq: those of
+// an object's entries (the event's and, for an update or a tombstone, the
+// indexed part's), or the one a partition event names.
+func (s *State) touchLocked(ev Event, seq uint64) {
+	add := func(tp TopicPartition) { s.mu.touched = append(s.mu.touched, touch{seq: seq, tp: tp}) }
+	entries := func(ref ObjectRef) {
+		if p, ok := s.mu.parts[ref]; ok {
+			for i := range p.meta.Entries {
+				add(p.meta.Entries[i].TopicPartition)
+			}
+		}
+	}
+	switch e := ev.(type) {
+	case *ObjectMetadata:
+		for i := range e.Entries {
+			add(e.Entries[i].TopicPartition)
+		}
+		entries(e.Ref())
+	case *StateUpdate:
+		entries(e.Ref())
+	case *Tombstone:
+		entries(e.ObjectRef)
+	case *PartitionDelete:
+		add(e.TopicPartition)
+	case *DeadRange:
+		add(e.TopicPartition)
+	case *ReplicatedOffset:
+		add(e.TopicPartition)
+	}
+}
+
+// ChangedSince returns the partitions that changes after since touched
+// (since is what an earlier call returned as seq, 0 before any), each
+// once, and the seq to pass next. complete is false when the changes
+// since are no longer all listed (the caller is too far behind): then
+// every partition must be taken as changed. A reader takes Changed
+// before calling it, as before Slices, so no change is missed.
+func (s *State) ChangedSince(since uint64) (tps []TopicPartition, seq uint64, complete bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if since < s.mu.touchedFrom {
+		return nil, s.mu.seq, false
+	}
+	i, _ := slices.BinarySearchFunc(s.mu.touched, since+1, func(t touch, seq uint64) int { return cmp.Compare(t.seq, seq) })
+	seen := make(map[TopicPartition]struct{})
+	for _, t := range s.mu.touched[i:] {
+		if _, ok := seen[t.tp]; !ok {
+			seen[t.tp] = struct{}{}
+			tps = append(tps, t.tp)
+		}
+	}
+	return tps, s.mu.seq, true
 }
 
 func (s *State) applyLocked(ev Event) (bool, error) {

@@ -115,7 +115,9 @@ func TestTasksHoldBytesUntilCalled(t *testing.T) {
 	round := func(batches int) {
 		t.Helper()
 		appendAll(batches)
-		spinUntil(t, "every task to announce", func() bool { return comb.Metrics().Announced == parts })
+		// The first announcement wakes the combiner, which then arms its
+		// timer: wait for both.
+		spinUntil(t, "every task to announce", func() bool { return comb.Metrics().Announced == parts && clk.Pending() > 0 })
 		if n := len(pub.published()); n != objects {
 			t.Fatalf("%d objects before the interval, want %d", n, objects)
 		}

@@ -16,9 +16,9 @@
 // A task cuts when the bytes pending past its last cut reach UploadBytes,
 // at a segment roll or leader-epoch change, or when the combiner calls for
 // them. Below UploadBytes a task holds its bytes in the log and announces
-// them to the combiner (PackCaller: Combiner.Announce), whose interval
-// counts them as if queued; when an object is due the combiner calls every
-// announced task (Ticket.Called), each cuts what it holds and withdraws,
+// them to the combiner (PackCaller: Combiner.Announce), whose pacing
+// counts them as if queued; when they are due it calls every announced
+// task (Ticket.Called), each cuts what it holds and withdraws,
 // and the object goes out with one slice per partition. So no task runs a
 // timer, an idle task only waits on its log's append notification, and a
 // task knows where its next offset lies in the log after each cut

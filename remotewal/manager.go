@@ -37,7 +37,7 @@ type Sink interface {
 	Submit(ctx context.Context, s combiner.Slice) error
 }
 
-// PackCaller is a Sink that cuts objects on an interval of its own and asks
+// PackCaller is a Sink that paces objects on an interval of its own and asks
 // the tasks for what they hold when one is due; *combiner.Combiner
 // implements it. A task whose sink is a PackCaller holds bytes below
 // UploadBytes in its log, announced (Announce), until the sink calls for

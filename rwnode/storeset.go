@@ -293,6 +293,12 @@ func (x routedIndex) Slices(tp metadata.TopicPartition, fromOffset int64) []foll
 
 func (x routedIndex) Changed() <-chan struct{} { return x.state.Changed() }
 
+var _ follower.IndexChanges = routedIndex{}
+
+func (x routedIndex) ChangedSince(since uint64) ([]metadata.TopicPartition, uint64, bool) {
+	return x.state.ChangedSince(since)
+}
+
 // ownStore resolves the store this broker uploads to (its rack's, else the
 // default) and records it with its id.
 func (r *RemoteWALReplicator) ownStore() (objstore.Store, error) {

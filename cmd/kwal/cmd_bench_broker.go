@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/kwal/kwal/cmd/kwal/internal/brokerbench"
+
+	"github.com/kwal/kwal/cmd/kwal/internal/benchreport"
 )
 
 func init() {
@@ -99,11 +101,7 @@ func runBenchBroker(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	files := map[string]func(io.Writer) error{
-		"report.json": func(w io.Writer) error {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(full)
-		},
+		"report.json": func(w io.Writer) error { return benchreport.WriteJSON(w, full) },
 	}
 	if full.OneBroker != nil {
 		files["onebroker-throughput.png"] = func(w io.Writer) error { return brokerbench.WriteOneBrokerPNG(w, full.OneBroker, false) }

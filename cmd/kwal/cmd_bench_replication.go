@@ -25,7 +25,7 @@ func runBenchReplication(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&cfg.RateMBps, "rate", 4, "produced MB/s over all partitions")
 	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "how long each run produces")
 	fs.DurationVar(&cfg.Interval, "interval", 10*time.Millisecond, "combiner interval")
-	fs.DurationVar(&cfg.TaskInterval, "task-interval", 5*time.Millisecond, "remote-WAL task interval")
+	fs.DurationVar(&cfg.TaskInterval, "task-interval", 5*time.Millisecond, "remote-WAL task interval (the tasks hold their bytes until the combiner calls for them, so this is only the retry delay after a failed cut)")
 	fs.Int64Var(&cfg.UploadBytes, "upload-bytes", 256<<10, "combiner upload size")
 	latencyModelFlag(fs, &cfg.LatencyModel)
 	runs := fs.Int("runs", 3, "repetitions (medians are reported)")

@@ -2,7 +2,6 @@ package brokerbench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,6 +21,8 @@ import (
 	"github.com/kwal/kwal/internal/kclient"
 	"github.com/kwal/kwal/internal/stats"
 	"github.com/kwal/kwal/localcluster"
+
+	"github.com/kwal/kwal/cmd/kwal/internal/benchreport"
 )
 
 // Config is one invocation.
@@ -312,8 +313,4 @@ func fmtRuns(v []float64) string {
 }
 
 // WriteJSON writes the report.
-func WriteJSON(w io.Writer, rep *Report) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(rep)
-}
+func WriteJSON(w io.Writer, rep *Report) error { return benchreport.WriteJSON(w, rep) }

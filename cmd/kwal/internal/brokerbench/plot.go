@@ -8,6 +8,8 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/kwal/kwal/cmd/kwal/internal/benchreport"
 )
 
 // WriteOneBrokerPNG plots the one-broker case's medians per target, as
@@ -39,8 +41,8 @@ func WriteOneBrokerPNG(out io.Writer, rep *OneBrokerReport, cpu bool) error {
 		v    plotter.Values
 		c    color.Color
 	}{
-		{"produce", prod, color.RGBA{R: 90, G: 90, B: 90, A: 255}},
-		{"consume", cons, color.RGBA{R: 30, G: 110, B: 200, A: 255}},
+		{"produce", prod, benchreport.ClassicColor},
+		{"consume", cons, benchreport.RemoteWALColor},
 	} {
 		bars, err := plotter.NewBarChart(s.v, w)
 		if err != nil {
@@ -59,10 +61,5 @@ func WriteOneBrokerPNG(out io.Writer, rep *OneBrokerReport, cpu bool) error {
 		top = max(top, prod[i], cons[i])
 	}
 	p.Y.Max = 1.25 * top // room for the legend
-	wt, err := p.WriterTo(8*vg.Inch, 5*vg.Inch, "png")
-	if err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
-	_, err = wt.WriteTo(out)
-	return err
+	return benchreport.WritePNG(out, p, 8*vg.Inch, 5*vg.Inch)
 }

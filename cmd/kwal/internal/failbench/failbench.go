@@ -2,7 +2,6 @@ package failbench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,8 @@ import (
 	"github.com/kwal/kwal/internal/stats"
 	"github.com/kwal/kwal/localcluster"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kwal/kwal/cmd/kwal/internal/benchreport"
 )
 
 // Config is one benchmark.
@@ -437,8 +438,4 @@ func WriteTable(w io.Writer, rep *Report) {
 }
 
 // WriteJSON writes the report.
-func WriteJSON(w io.Writer, rep *Report) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(rep)
-}
+func WriteJSON(w io.Writer, rep *Report) error { return benchreport.WriteJSON(w, rep) }

@@ -9,6 +9,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/kwal/kwal/cmd/kwal/internal/benchreport"
 )
 
 // WritePNG plots, per kill, the time to a new leader and to the first
@@ -22,10 +24,7 @@ func WritePNG(out io.Writer, rep *Report) error {
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
-	colors := map[string]color.Color{
-		"classic":   color.RGBA{R: 90, G: 90, B: 90, A: 255},
-		"remotewal": color.RGBA{R: 30, G: 110, B: 200, A: 255},
-	}
+	colors := map[string]color.Color{"classic": benchreport.ClassicColor, "remotewal": benchreport.RemoteWALColor}
 	for _, m := range rep.Modes {
 		for _, series := range []struct {
 			name  string
@@ -55,10 +54,5 @@ func WritePNG(out io.Writer, rep *Report) error {
 		}
 	}
 	p.Y.Min = 0
-	wt, err := p.WriterTo(10*vg.Inch, 6*vg.Inch, "png")
-	if err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
-	_, err = wt.WriteTo(out)
-	return err
+	return benchreport.WritePNG(out, p, 10*vg.Inch, 6*vg.Inch)
 }

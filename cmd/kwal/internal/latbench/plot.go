@@ -14,13 +14,15 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/kwal/kwal/cmd/kwal/internal/benchreport"
 )
 
 func modeColor(mode string) color.Color {
 	if mode == Classic {
-		return color.RGBA{R: 90, G: 90, B: 90, A: 255}
+		return benchreport.ClassicColor
 	}
-	return color.RGBA{R: 30, G: 110, B: 200, A: 255}
+	return benchreport.RemoteWALColor
 }
 
 func palette(i int) color.Color {
@@ -35,12 +37,7 @@ func palette(i int) color.Color {
 }
 
 func writePNG(p *plot.Plot, out io.Writer) error {
-	wt, err := p.WriterTo(10*vg.Inch, 6*vg.Inch, "png")
-	if err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
-	_, err = wt.WriteTo(out)
-	return err
+	return benchreport.WritePNG(out, p, 10*vg.Inch, 6*vg.Inch)
 }
 
 // WriteCDFPNG draws the latency CDF of workload w in each mode, every

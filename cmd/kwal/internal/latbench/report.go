@@ -2,7 +2,6 @@ package latbench
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/kwal/kwal/cost"
 	"github.com/kwal/kwal/objstore/latency"
+
+	"github.com/kwal/kwal/cmd/kwal/internal/benchreport"
 )
 
 // Env is the machine a report ran on.
@@ -342,11 +343,7 @@ func (r *Report) rowsFor(headline bool) []Row {
 }
 
 // WriteJSON writes the report, every run included (without raw samples).
-func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
+func (r *Report) WriteJSON(w io.Writer) error { return benchreport.WriteJSON(w, r) }
 
 // File names under the output directory.
 const (

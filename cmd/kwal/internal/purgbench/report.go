@@ -1,7 +1,6 @@
 package purgbench
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/kwal/kwal/cmd/kwal/internal/benchreport"
 )
 
 // Config chooses the sizes of a Run.
@@ -268,8 +269,4 @@ func quick(q bool) string {
 }
 
 // WriteJSON writes every figure of the report.
-func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
+func (r *Report) WriteJSON(w io.Writer) error { return benchreport.WriteJSON(w, r) }

@@ -2,7 +2,6 @@ package replbench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,6 +24,8 @@ import (
 	"github.com/kwal/kwal/objstore/latency"
 	"github.com/kwal/kwal/objstore/mem"
 	"github.com/kwal/kwal/remotewal"
+
+	"github.com/kwal/kwal/cmd/kwal/internal/benchreport"
 )
 
 // Config is one run.
@@ -34,7 +35,7 @@ type Config struct {
 	RateMBps     float64       // produced MB/s over all partitions
 	Duration     time.Duration // how long to produce
 	Interval     time.Duration // combiner interval
-	TaskInterval time.Duration // remotewal task interval
+	TaskInterval time.Duration // remotewal task interval: with the combiner calling for bytes, only the retry delay after a failed cut
 	UploadBytes  int64
 	LatencyModel string // objstore/latency preset
 	Logger       *slog.Logger
@@ -97,11 +98,18 @@ func setOnce[K comparable](m map[K]time.Time, k K, t time.Time) {
 	}
 }
 
-// sink times submits and learns each slice's object.
+// sink times submits and learns each slice's object. It passes Announce
+// and Withdraw through, so the tasks hold their bytes until the combiner
+// calls for them, as in the broker's write path (remotewal.NewWritePath).
 type sink struct {
-	next remotewal.Sink
+	next remotewal.PackCaller
 	r    *recorder
 }
+
+var _ remotewal.PackCaller = sink{}
+
+func (s sink) Announce(since time.Time) combiner.Ticket { return s.next.Announce(since) }
+func (s sink) Withdraw(tk combiner.Ticket)              { s.next.Withdraw(tk) }
 
 func (s sink) Submit(ctx context.Context, sl combiner.Slice) error {
 	k := sliceKey{sl.TopicPartition, sl.BaseOffset}
@@ -465,9 +473,7 @@ func WriteTable(w io.Writer, runs []*Result) {
 // WriteJSON writes every run and the medians.
 func WriteJSON(w io.Writer, runs []*Result) error {
 	p50, p99 := Median(runs)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(struct {
+	return benchreport.WriteJSON(w, struct {
 		Runs      []*Result          `json:"runs"`
 		MedianP50 map[string]float64 `json:"median_p50_ms"`
 		MedianP99 map[string]float64 `json:"median_p99_ms"`

@@ -1,9 +1,7 @@
 package scalebench
 
 import (
-	"encoding/json"
 	"fmt"
-	"image/color"
 	"io"
 	"sort"
 	"text/tabwriter"
@@ -13,6 +11,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/kwal/kwal/cmd/kwal/internal/benchreport"
 )
 
 // WriteTable prints one column per partition count.
@@ -28,38 +28,36 @@ func WriteTable(w io.Writer, rep *Report) {
 		fmt.Fprintf(tw, "%d\t", r.Partitions)
 	}
 	fmt.Fprintln(tw)
-	row := func(name, format string, get func(Result) float64) {
-		fmt.Fprintf(tw, "%s\t", name)
-		for _, r := range rep.Results {
-			fmt.Fprintf(tw, format+"\t", get(r))
-		}
-		fmt.Fprintln(tw)
+	rows := []benchreport.Metric[Result]{
+		benchreport.Row("produced MB/s", "%.1f", func(r Result) float64 { return r.ProducedMBps }),
+		benchreport.Row("batches/s", "%.0f", func(r Result) float64 { return r.BatchesPerS }),
+		benchreport.Row("PUTs/s", "%.1f", func(r Result) float64 { return r.PutsPerS }),
+		benchreport.Row("PUT MB/s", "%.1f", func(r Result) float64 { return r.PutMBps }),
+		benchreport.Row("slices per object", "%.0f", func(r Result) float64 { return r.SlicesPerPut }),
+		benchreport.Row("unpublished at end MiB", "%.1f", func(r Result) float64 { return r.UnpublishedMB }),
+		benchreport.Row("metadata events/s", "%.0f", func(r Result) float64 { return r.MetaEventsPerS }),
+		benchreport.Row("metadata KB/s", "%.1f", func(r Result) float64 { return r.MetaBytesPerS / 1e3 }),
+		benchreport.Row("metadata topic MB (run)", "%.2f", func(r Result) float64 { return float64(r.MetaBytes) / 1e6 }),
+		benchreport.Row("metadata topic records", "%.0f", func(r Result) float64 { return float64(r.MetaRecords) }),
+		benchreport.Row("metadata topic MB (steady, est.)", "%.0f", func(r Result) float64 { return r.MetaSteadyBytes / 1e6 }),
+		benchreport.Row("follower bootstrap ms", "%.0f", func(r Result) float64 { return r.BootstrapMs }),
+		benchreport.Row("bootstrap records", "%.0f", func(r Result) float64 { return float64(r.BootstrapRecords) }),
+		benchreport.Row("heap in use MB (baseline)", "%.0f", func(r Result) float64 { return r.BaseHeapMB }),
+		benchreport.Row("heap in use MB (end)", "%.0f", func(r Result) float64 { return r.HeapMB }),
+		benchreport.Row("heap in use MB (peak)", "%.0f", func(r Result) float64 { return r.HeapPeakMB }),
 	}
-	row("produced MB/s", "%.1f", func(r Result) float64 { return r.ProducedMBps })
-	row("batches/s", "%.0f", func(r Result) float64 { return r.BatchesPerS })
-	row("PUTs/s", "%.1f", func(r Result) float64 { return r.PutsPerS })
-	row("PUT MB/s", "%.1f", func(r Result) float64 { return r.PutMBps })
-	row("slices per object", "%.0f", func(r Result) float64 { return r.SlicesPerPut })
-	row("unpublished at end MiB", "%.1f", func(r Result) float64 { return r.UnpublishedMB })
-	row("metadata events/s", "%.0f", func(r Result) float64 { return r.MetaEventsPerS })
-	row("metadata KB/s", "%.1f", func(r Result) float64 { return r.MetaBytesPerS / 1e3 })
-	row("metadata topic MB (run)", "%.2f", func(r Result) float64 { return float64(r.MetaBytes) / 1e6 })
-	row("metadata topic records", "%.0f", func(r Result) float64 { return float64(r.MetaRecords) })
-	row("metadata topic MB (steady, est.)", "%.0f", func(r Result) float64 { return r.MetaSteadyBytes / 1e6 })
-	row("follower bootstrap ms", "%.0f", func(r Result) float64 { return r.BootstrapMs })
-	row("bootstrap records", "%.0f", func(r Result) float64 { return float64(r.BootstrapRecords) })
-	row("heap in use MB (baseline)", "%.0f", func(r Result) float64 { return r.BaseHeapMB })
-	row("heap in use MB (end)", "%.0f", func(r Result) float64 { return r.HeapMB })
-	row("heap in use MB (peak)", "%.0f", func(r Result) float64 { return r.HeapPeakMB })
 	if c.Store == "mem" {
-		row("mem store objects MB (not in heap rows)", "%.0f", func(r Result) float64 { return r.StoreHeldMB })
+		rows = append(rows, benchreport.Row("mem store objects MB (not in heap rows)", "%.0f", func(r Result) float64 { return r.StoreHeldMB }))
 	}
-	row("RSS MB (end)", "%.0f", func(r Result) float64 { return r.RSSMB })
-	row("RSS MB (peak)", "%.0f", func(r Result) float64 { return r.RSSPeakMB })
-	row("CPU-s per s", "%.2f", func(r Result) float64 { return r.CPUPerS })
-	row("CPU-ms per MB produced", "%.1f", func(r Result) float64 { return r.CPUmsPerMB })
-	row("GETs/s (priced)", "%.0f", func(r Result) float64 { return r.GetsPerS })
-	row("$ per broker-month", "%.2f", func(r Result) float64 { return r.CostUSD })
+	rows = append(rows, []benchreport.Metric[Result]{
+		benchreport.Row("RSS MB (end)", "%.0f", func(r Result) float64 { return r.RSSMB }),
+		benchreport.Row("RSS MB (peak)", "%.0f", func(r Result) float64 { return r.RSSPeakMB }),
+		benchreport.Row("CPU-s per s", "%.2f", func(r Result) float64 { return r.CPUPerS }),
+		benchreport.Row("CPU-ms per MB produced", "%.1f", func(r Result) float64 { return r.CPUmsPerMB }),
+		benchreport.Row("GETs/s (priced)", "%.0f", func(r Result) float64 { return r.GetsPerS }),
+		benchreport.Row("$ per broker-month", "%.2f", func(r Result) float64 { return r.CostUSD }),
+	}...)
+	benchreport.WriteRows(tw, rep.Results, rows)
 	tw.Flush()
 	items := map[string]bool{}
 	for _, r := range rep.Results {
@@ -87,11 +85,7 @@ func WriteTable(w io.Writer, rep *Report) {
 }
 
 // WriteJSON writes the report.
-func WriteJSON(w io.Writer, rep *Report) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(rep)
-}
+func WriteJSON(w io.Writer, rep *Report) error { return benchreport.WriteJSON(w, rep) }
 
 // WritePNG plots, against the partition count, PUTs/s, metadata KB/s,
 // the follower's bootstrap time and the heap in use, one panel each.
@@ -129,7 +123,7 @@ func WritePNG(out io.Writer, rep *Report) error {
 		if err != nil {
 			return err
 		}
-		c := color.RGBA{R: 30, G: 110, B: 200, A: 255}
+		c := benchreport.RemoteWALColor
 		line.Color, points.Color, points.Shape = c, c, draw.CircleGlyph{}
 		p.Add(line, points)
 		p.Y.Min = 0
