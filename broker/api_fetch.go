@@ -185,6 +185,7 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 		}
 	}
 	if replica >= 0 {
+		b.changes.Signal() // the leader's view of a follower moved (Changed)
 		for _, part := range op.parts {
 			if part.err == nil && part.p.maybeAdvanceHW() {
 				b.wake(part.tp)
@@ -206,7 +207,11 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 			b.alterISR(e.p, e.prop)
 		}
 	}
-	op.Timeout = time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond
+	// The long poll counts from the fetch's arrival, the reading its
+	// follower fetch time was recorded at: a manual clock a test moved
+	// past that fetch's poll while this handler ran would otherwise park
+	// it a whole max.wait.ms more (purgatory.Op.Start).
+	op.Timeout, op.Start = time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, now
 	if cs.noWait {
 		op.Timeout = 0
 	}
@@ -360,7 +365,7 @@ func (b *Broker) readPart(o *fetchOp, part *fetchPart, budget int, first bool) (
 	bound := hw
 	if o.replica >= 0 {
 		bound = leo
-		urgent = p.hwChangedFor(o.replica, true)
+		urgent = p.hwChangedFor(o.replica, hw) // the HW this answer carries
 		urgent = p.logStartChangedFor(o.replica, start) || urgent
 		if p.mode == RemoteWAL {
 			rp.UnknownTags.Set(TagLeaderLogEnd, binary.AppendUvarint(nil, uint64(leo)))

@@ -162,7 +162,7 @@ func (b *Broker) handleProduce(cs *connState, req *kmsg.ProduceRequest) (kmsg.Re
 		keys = append(keys, w.tp)
 	}
 	op := &produceOp{b: b, waits: waits, resp: resp, ch: make(chan struct{}), start: b.clock.Now()}
-	op.Timeout = time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond
+	op.Timeout, op.Start = time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond, op.start
 	if cs.noWait {
 		op.Timeout = 0
 	}

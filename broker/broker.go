@@ -159,7 +159,7 @@ func New(cfg Config) (*Broker, error) {
 	heartbeatTimer := b.clock.NewTimer(cfg.BrokerHeartbeatInterval)
 	b.wg.Add(6)
 	go b.acceptLoop()
-	go b.isrLoop(b.clock.NewTimer(b.isrCheckInterval()))
+	go b.isrLoop(b.clock.Now().Add(b.isrCheckInterval()), b.clock.NewTimer(b.isrCheckInterval()))
 	go b.retentionLoop(b.clock.NewTimer(cfg.RetentionCheckInterval))
 	go b.producerExpirationLoop(b.clock.NewTimer(cfg.ProducerIDExpirationCheckInterval))
 	go b.heartbeatLoop(heartbeatTimer)
@@ -310,8 +310,10 @@ func (b *Broker) wake(tp TopicPartition) {
 // Changed returns a channel closed at the next change of what this
 // broker serves: a partition log's end, high watermark, start offset or
 // segments (appends, truncation, retention, DeleteRecords, compaction), a
-// topic state applied, or a group coordinator change (a group stepped, an
-// offset commit applied, a coordinator partition loaded or unloaded).
+// topic state applied, a follower's fetch recorded on the leader (its log
+// end and the time it was last caught up), or a group coordinator change
+// (a group stepped, an offset commit applied, a coordinator partition
+// loaded or unloaded).
 // Take the channel, check the state, then wait: a change in between is
 // not missed. Tests wait on it instead of polling.
 func (b *Broker) Changed() <-chan struct{} { return b.changes.Changed() }
@@ -459,9 +461,42 @@ func (b *Broker) dropPartition(tp TopicPartition) {
 }
 
 // isrLoop shrinks ISRs of lagging followers every half
-// replica.lag.time.max.ms, as Kafka's isr-expiration task does.
-func (b *Broker) isrLoop(t clock.Timer) {
-	b.everyOn(t, b.isrCheckInterval(), b.shrinkISRs, nil)
+// replica.lag.time.max.ms at a fixed rate, as Kafka's isr-expiration task
+// (scheduleAtFixedRate): the checks are due at first + k·interval (t is
+// armed for first by New), and each pass reads the clock before it runs,
+// so every due instant is followed by a pass that reads at least it,
+// however late this goroutine ran. A follower that lags past
+// replica.lag.time.max.ms is therefore out of the ISR by the first due
+// instant after that, at most one interval later: a bound from the
+// configuration alone (the broker tests on the manual clock use it),
+// where re-arming from the pass's own time would add each pass's
+// scheduling delay.
+func (b *Broker) isrLoop(first time.Time, t clock.Timer) {
+	defer b.wg.Done()
+	defer t.Stop()
+	interval, due := b.isrCheckInterval(), first
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C():
+		}
+		at := b.clock.Now()
+		b.shrinkISRs() // decides at a reading no earlier than at
+		due = nextFixedRate(due, at, interval)
+		t.Reset(due.Sub(b.clock.Now())) // not after: fires at once
+	}
+}
+
+// nextFixedRate is the first instant of the grid due + k·period (k ≥ 0)
+// strictly after at: the next run of a fixed-rate task whose run at a
+// reading of at covered every instant up to it (one run however many
+// were skipped: only the latest reading matters).
+func nextFixedRate(due, at time.Time, period time.Duration) time.Time {
+	if due.After(at) {
+		return due
+	}
+	return due.Add((at.Sub(due)/period + 1) * period)
 }
 
 // isrCheckInterval is how often the leader looks for lagging followers:

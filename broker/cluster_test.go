@@ -126,7 +126,6 @@ func TestClusterAcksAllAndFetchFromFollower(t *testing.T) {
 // fetches again.
 func TestClusterISRShrinkAndExpand(t *testing.T) {
 	c := startCluster(t, []string{"az1", "az2", "az3"}, func(cfg *Config) {
-		onRealClock(cfg) // see doc.go: a parked follower fetch on the manual clock
 		cfg.ReplicaLagTimeMax = 300 * time.Millisecond
 		cfg.ReplicaFetchWaitMax = 50 * time.Millisecond
 		cfg.MinInsyncReplicas = 3
@@ -154,7 +153,27 @@ func TestClusterISRShrinkAndExpand(t *testing.T) {
 	if err := one.ProduceSync(context.Background(), &kgo.Record{Value: value(1)}).FirstErr(); err != nil {
 		t.Fatal(err) // acks=1: the log end moves past the stopped follower
 	}
-	waitISR(t, c.ctrl, tp, 2, "ISR shrink", 10*time.Second)
+	// The clock has not moved: the stopped follower was last caught up
+	// now. It is dropped at the first ISR check strictly after
+	// replica.lag.time.max.ms from here (the checks are at a fixed rate,
+	// isrLoop), at most one check interval later; the other follower
+	// keeps fetching all along, so it stays.
+	var active int32
+	for _, b := range c.brokers {
+		if b != lagging && b.cfg.BrokerID != leaderID {
+			active = b.cfg.BrokerID
+		}
+	}
+	leader := c.broker(leaderID)
+	stopped := c.clk.Now()
+	short := leader.cfg.ReplicaLagTimeMax
+	c.advanceFetching(t, leader, tp, short, active)
+	if isr := isrOf(t, c.ctrl, tp); len(isr) != 3 {
+		t.Fatalf("ISR %v at replica.lag.time.max.ms after the follower stopped: not yet lagging (lag > the limit)", isr)
+	}
+	c.advanceFetching(t, leader, tp, leader.isrCheckInterval(), active)
+	waitISR(t, c.ctrl, tp, 2, "ISR shrink", 10*time.Second) // a hang guard only
+	t.Logf("ISR shrunk by %v of clock time after the follower stopped (lag limit %v, check interval %v)", c.clk.Since(stopped), short, leader.isrCheckInterval())
 	err := prod.ProduceSync(context.Background(), &kgo.Record{Value: value(2)}).FirstErr()
 	if !errors.Is(err, kerr.NotEnoughReplicas) {
 		t.Fatalf("produce with a shrunk ISR: %v, want NOT_ENOUGH_REPLICAS", err)
@@ -163,6 +182,19 @@ func TestClusterISRShrinkAndExpand(t *testing.T) {
 	ts, _ = c.ctrl.Topic(topic)
 	lagging.fetchers.add(p, leaderID, ts.Partitions[0].LeaderEpoch)
 	waitISR(t, c.ctrl, tp, 3, "ISR expand", 10*time.Second)
+}
+
+// isrOf is tp's ISR as the controller has it now.
+func isrOf(t testing.TB, ctrl Controller, tp TopicPartition) []int32 {
+	t.Helper()
+	ts, _ := ctrl.Topic(tp.Topic)
+	for _, ps := range ts.Partitions {
+		if ps.Partition == tp.Partition {
+			return ps.ISR
+		}
+	}
+	t.Fatalf("controller has no %s", tp)
+	return nil
 }
 
 // waitISR waits for the controller to notify an ISR of n replicas for tp:

@@ -103,11 +103,15 @@ func (b *Broker) setPhase(cs *connState, p int32) {
 // max alone is let through once nothing else is held, as
 // socket.request.max.bytes already bounds it) and counts them; ok is
 // false if the connection closed meanwhile, waited says whether it had
-// to wait.
-func (cs *connState) reserve(n, max int64) (ok, waited bool) {
+// to wait. waiting, if set, runs once before the first wait, under the
+// buffer's lock (it must not block).
+func (cs *connState) reserve(n, max int64, waiting func()) (ok, waited bool) {
 	cs.buffered.Lock()
 	defer cs.buffered.Unlock()
 	for cs.buffered.n > 0 && cs.buffered.n+n > max && !cs.buffered.closed {
+		if !waited && waiting != nil {
+			waiting()
+		}
 		waited = true
 		cs.buffered.cond.Wait()
 	}
@@ -260,17 +264,19 @@ func (b *Broker) serveConn(cs *connState) {
 		// back-pressure, not a slow request: if reserve has to wait, the
 		// read timeout starts again once the body may be read; if not,
 		// it still runs from the request's first byte.
-		started := cs.state.Load()
-		cs.state.Store(packPhase(phaseServing, b.clock.Now()))
-		ok, waited := cs.reserve(int64(size), b.cfg.ConnectionMaxBufferedBytes)
+		// Only a wait leaves the reading phase: a request that fits stays
+		// in it, stamped at its first byte, with no moment in which the
+		// reaper would skip it (a pass that fell in such a moment let a
+		// slowloris request live one reaper interval more).
+		ok, waited := cs.reserve(int64(size), b.cfg.ConnectionMaxBufferedBytes, func() {
+			cs.state.Store(packPhase(phaseServing, b.clock.Now()))
+		})
 		if !ok {
 			cs.release(int64(size))
 			return
 		}
 		if waited {
 			b.setPhase(cs, phaseReading)
-		} else {
-			cs.state.Store(started)
 		}
 		held := int64(size)
 		if cap(cs.buf) < int(size) {

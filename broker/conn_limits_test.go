@@ -295,14 +295,14 @@ func TestConnectionBufferedBytesBound(t *testing.T) {
 	a, pb := net.Pipe()
 	defer pb.Close()
 	cs := newConnState(a)
-	ok1, w1 := cs.reserve(60, 100)
-	ok2, w2 := cs.reserve(30, 100)
+	ok1, w1 := cs.reserve(60, 100, nil)
+	ok2, w2 := cs.reserve(30, 100, nil)
 	if !ok1 || !ok2 || w1 || w2 {
 		t.Fatal("reserve under the bound")
 	}
 	got := make(chan bool)
 	go func() {
-		ok, waited := cs.reserve(20, 100)
+		ok, waited := cs.reserve(20, 100, nil)
 		got <- ok && waited
 	}()
 	select {
@@ -316,11 +316,11 @@ func TestConnectionBufferedBytesBound(t *testing.T) {
 	}
 	// One request larger than the bound passes alone.
 	cs.release(50)
-	if ok, _ := cs.reserve(500, 100); !ok {
+	if ok, _ := cs.reserve(500, 100, nil); !ok {
 		t.Fatal("lone large request refused")
 	}
 	go func() {
-		ok, _ := cs.reserve(1, 100)
+		ok, _ := cs.reserve(1, 100, nil)
 		got <- ok
 	}()
 	cs.close()

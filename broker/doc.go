@@ -135,8 +135,8 @@
 // maybeAdvanceHW (where the HW advances; publishHW applies AdvanceHW to the
 // log and reports HWApplied), ackDone (AckDone: the only acks=all
 // completion rule, which api_produce.go's produce operation asks),
-// shrinkProposal (Tick, run by the ISR loop shrinkISRs in broker.go:
-// where the ISR shrinks) and applyState (a new Leader per leader epoch,
+// shrinkProposal (Tick, run by shrinkISRs from the fixed-rate ISR loop
+// isrLoop in broker.go: where the ISR shrinks) and applyState (a new Leader per leader epoch,
 // ISRChanged for the controller's answers). fetcher.go drives one
 // replica.Follower per followed partition and epoch: it sends the
 // OffsetForLeaderEpoch queries and fetches the machines ask for and
@@ -359,8 +359,8 @@
 //
 // Broker.Changed is a broadcast (changefeed.Feed) closed at the next change of
 // what the broker serves: a log change (kafkalog Config.OnChange), a
-// topic state applied, a group coordinator change (group
-// Config.OnChange). MemController and
+// topic state applied, a follower's fetch recorded on the leader, a group
+// coordinator change (group Config.OnChange). MemController and
 // KafkaController have their own Changed. Tests wait on these (waitFor in
 // helpers_test.go) instead of polling.
 //
@@ -371,19 +371,25 @@
 // brokers themselves give them one. Time passes only when a test about
 // time advances it (sessions, ISR lag, acks=all and retention timeouts,
 // group sessions), to a computed deadline. Every periodic loop's timer is
-// armed in New, so an advance right after New reaches it. The tests left
-// on the wall clock (onRealClock), and why:
+// armed in New, so an advance right after New reaches it. Two rules make
+// those deadlines exact whatever the goroutine schedule:
+//   - a fetch's long poll and an acks=all produce's timeout count from the
+//     request's arrival, the clock reading the leader recorded the
+//     follower's fetch time at (purgatory.Op.Start), not from when the
+//     handler got to arm them; so a test that saw a follower's fetch and
+//     advanced past its max.wait.ms gets it answered (advanceFetching
+//     steps the clock while named followers keep fetching);
+//   - the ISR check runs at a fixed rate (isrLoop): a follower that lags
+//     past replica.lag.time.max.ms is out by the next check after that,
+//     at most half the limit later, not one scheduling delay per pass
+//     later.
+//
+// The tests left on the wall clock (onRealClock), and why:
 //   - kcat_test.go (TestKcatProduceConsume and its cases),
 //     kcat_security_test.go (TestKcatTLSAndSASL): kcat (librdkafka) runs
-//     as a subprocess, and `kcat -e` ends only on an empty answer to its
-//     fetch long poll, which a manual clock would hold for ever.
-//   - cluster_test.go TestClusterISRShrinkAndExpand, slowfollower_test.go
-//     TestSlowFollowerHoldsAcksAllOnlyUntilLagLimit: the ISR shrinks only
-//     after replica.lag.time.max.ms while another follower keeps
-//     fetching, and that follower's parked long poll, stepped past its
-//     deadline on the manual clock, was seen not to be answered (1 run in
-//     about 20 under -race); until that is understood they run on the
-//     wall clock.
+//     as a subprocess with its own timers, and `kcat -e` ends only on an
+//     empty answer to its fetch long poll, which a manual clock would hold
+//     for ever.
 //   - Nothing else. Network deadlines (the slowloris/read timeout, the TLS
 //     handshake timeout, socket write deadlines) are wall-clock socket
 //     deadlines in every test; the reaper that enforces the read and idle

@@ -160,3 +160,41 @@ func consumeBytes(l *ledger.Ledger, component string) int64 {
 }
 
 func value(i int) []byte { return []byte(fmt.Sprintf("record-%05d", i)) }
+
+// advanceFetching moves the cluster's clock on by total while the
+// followers in fetching keep fetching tp from leader, so that only the
+// others fall behind (one jump of total would leave a follower that is
+// still fetching its way to the leader's log end looking as lagging as a
+// stopped one). It steps by the leader's replica fetch long poll plus the
+// purgatory's tick, the longest a parked poll can last past its arrival
+// (purgatory.Op.Start), and after each step waits until leader has
+// recorded a fetch of tp from every broker in fetching at the new time:
+// their polls were answered and they fetched again. What is left of total
+// is one last, shorter step after which nobody is waited for, so those
+// followers' last fetches are less than one step old when it returns.
+func (c *testCluster) advanceFetching(t testing.TB, leader *Broker, tp TopicPartition, total time.Duration, fetching ...int32) {
+	t.Helper()
+	p := leader.partition(tp)
+	if p == nil {
+		t.Fatalf("broker %d has no replica of %s", leader.cfg.BrokerID, tp)
+	}
+	step := leader.cfg.ReplicaFetchWaitMax + leader.fetchWait.Timer().Tick()
+	for ; total >= step; total -= step {
+		c.clk.Advance(step)
+		now := c.clk.Now()
+		waitFor(t, fmt.Sprintf("followers %v to fetch %s at %v", fetching, tp, now), 10*time.Second, func() bool {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.mu.leader == nil {
+				return false
+			}
+			for _, id := range fetching {
+				if pr, ok := p.mu.leader.Follower(id); !ok || pr.LastFetchTime.Before(now) {
+					return false
+				}
+			}
+			return true
+		}, leader)
+	}
+	c.clk.Advance(total)
+}

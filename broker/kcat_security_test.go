@@ -71,7 +71,7 @@ func TestKcatTLSAndSASL(t *testing.T) {
 	pki := newTestPKI(t, "kwal-kcat-ca")
 	_, users := testUsers(t)
 	c := startCluster(t, []string{"az1", "az2"}, func(cfg *Config) {
-		onRealClock(cfg)
+		onRealClock(cfg) // kcat's long polls: see TestKcatProduceConsume
 		cfg.Logger = testLogger(t, slog.LevelError)
 		pemFile := pki.issue(t, fmt.Sprintf("kcat-broker-%d", cfg.BrokerID))
 		srv, err := TLSSettings{KeystoreLocation: pemFile}.ServerConfig()

@@ -19,6 +19,9 @@ func TestKcatProduceConsume(t *testing.T) {
 	if err != nil {
 		t.Skip("SKIPPED: kcat is not installed (apt-get install -y kcat); the librdkafka interop test did not run")
 	}
+	// The wall clock: kcat (librdkafka, another process, with its own
+	// timers) ends `-e` only on an empty answer to its fetch long poll,
+	// and nothing would move a manual clock to give it one.
 	c := startCluster(t, []string{"az1", "az2", "az1"}, onRealClock)
 	if _, err := c.ctrl.CreateTopic(TopicSpec{Name: "kcat", Partitions: 1, ReplicationFactor: 3}); err != nil {
 		t.Fatal(err)
@@ -63,7 +66,7 @@ func TestKcatCompressionNegotiated(t *testing.T) {
 	if err != nil {
 		t.Skip("SKIPPED: kcat is not installed (apt-get install -y kcat); the librdkafka codec test did not run")
 	}
-	c := startCluster(t, []string{"az1"}, onRealClock)
+	c := startCluster(t, []string{"az1"}, onRealClock) // kcat's long polls: see TestKcatProduceConsume
 	bootstrap := strings.Join(c.seeds(), ",")
 	for codec, id := range map[string]int8{"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4} {
 		t.Run(codec, func(t *testing.T) {

@@ -426,12 +426,17 @@ func (p *partition) isrDone() {
 }
 
 // hwChangedFor reports whether the follower has not yet been told the
-// current high watermark; sent records that it now has been.
-func (p *partition) hwChangedFor(replicaID int32, sent bool) bool {
-	hw := p.log.HighWatermark()
+// high watermark hw, the one the answer being built carries, and records
+// that it now has been. hw is that answer's reading, not a fresh one: a
+// high watermark that moved between the two readings would be recorded as
+// told while the answer carried the older one, and the follower's next
+// long poll would wait for a change it had already been counted as
+// having seen (on a manual clock, for ever: TestCompactedTopicOnEveryReplica
+// timed out once so, its followers short of the leader's last HW).
+func (p *partition) hwChangedFor(replicaID int32, hw int64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mu.leader != nil && p.mu.leader.HWToSend(replicaID, hw, sent)
+	return p.mu.leader != nil && p.mu.leader.HWToSend(replicaID, hw, true)
 }
 
 // leoChangedFor reports whether the leader's log end differs from the one

@@ -18,7 +18,9 @@ type Clock interface {
 // Timer is the subset of *time.Timer kwal uses.
 type Timer interface {
 	C() <-chan time.Time
-	// Stop prevents the timer from firing; it reports whether it was pending.
+	// Stop prevents the timer from firing; it reports whether it was
+	// pending. As with Go 1.23's timers, no receive after Stop (or Reset)
+	// sees a firing from before it.
 	Stop() bool
 	// Reset re-arms the timer to fire after d.
 	Reset(d time.Duration)
@@ -132,14 +134,18 @@ func (m *Manual) Pending() int {
 	return n
 }
 
+// fire sends on the channel of every timer now due, in deadline order.
+// The sends (non-blocking: each channel holds one value) happen under the
+// lock, as Go's own timers do since Go 1.23: a Stop or Reset that returns
+// has also taken out a value its timer's old arming left unreceived, so
+// no receive after it sees a stale firing. Sent after the unlock, a
+// firing read here could land after its owner had re-armed the timer,
+// and wake the owner as if the new arming had come due.
 func (m *Manual) fire() {
-	type firing struct {
-		t        *manualTimer
-		deadline time.Time
-	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	now := m.mu.now
-	var due []firing
+	var due []*manualTimer
 	keep := m.mu.timers[:0]
 	for _, t := range m.mu.timers {
 		if !t.armed {
@@ -147,7 +153,7 @@ func (m *Manual) fire() {
 		}
 		if !t.deadline.After(now) {
 			t.armed = false
-			due = append(due, firing{t, t.deadline})
+			due = append(due, t)
 			continue
 		}
 		keep = append(keep, t)
@@ -156,13 +162,10 @@ func (m *Manual) fire() {
 		m.mu.timers[i] = nil
 	}
 	m.mu.timers = keep
-	m.mu.Unlock()
-	// Deadlines were read under the lock: a timer Reset meanwhile by its
-	// owner is a new arming, not this firing.
 	sort.SliceStable(due, func(i, j int) bool { return due[i].deadline.Before(due[j].deadline) })
-	for _, f := range due {
+	for _, t := range due {
 		select {
-		case f.t.c <- now:
+		case t.c <- now:
 		default:
 		}
 	}
@@ -182,6 +185,7 @@ func (t *manualTimer) Stop() bool {
 	defer t.m.mu.Unlock()
 	was := t.armed
 	t.armed = false
+	t.drainLocked()
 	for i, o := range t.m.mu.timers {
 		if o == t {
 			t.m.mu.timers = append(t.m.mu.timers[:i], t.m.mu.timers[i+1:]...)
@@ -194,6 +198,7 @@ func (t *manualTimer) Stop() bool {
 func (t *manualTimer) Reset(d time.Duration) {
 	t.m.mu.Lock()
 	t.deadline = t.m.mu.now.Add(d)
+	t.drainLocked()
 	if !t.armed {
 		t.armed = true
 		t.m.mu.timers = append(t.m.mu.timers, t)
@@ -201,4 +206,13 @@ func (t *manualTimer) Reset(d time.Duration) {
 	t.m.notifyArmedLocked()
 	t.m.mu.Unlock()
 	t.m.fire()
+}
+
+// drainLocked takes out a firing not yet received (the caller holds m.mu,
+// under which fire sends).
+func (t *manualTimer) drainLocked() {
+	select {
+	case <-t.c:
+	default:
+	}
 }

@@ -94,3 +94,41 @@ func TestManualArmedSignalsEachArming(t *testing.T) {
 		t.Fatal("Reset did not signal Armed")
 	}
 }
+
+// TestManualStopAndResetDropStaleFirings: a firing not received before
+// Stop or Reset is gone after it, as with Go's timers since 1.23, so an
+// owner that re-arms is woken by the new arming only, never early by the
+// old one's value.
+func TestManualStopAndResetDropStaleFirings(t *testing.T) {
+	m := NewManual(time.Unix(0, 0))
+	empty := func(tm Timer) bool {
+		select {
+		case <-tm.C():
+			return false
+		default:
+			return true
+		}
+	}
+	a := m.NewTimer(time.Second)
+	m.Advance(time.Second) // fires; nobody receives
+	a.Reset(time.Second)
+	if !empty(a) {
+		t.Fatal("a firing from before Reset was received after it")
+	}
+	m.Advance(999 * time.Millisecond)
+	if !empty(a) {
+		t.Fatal("fired before the reset deadline")
+	}
+	m.Advance(time.Millisecond)
+	if empty(a) {
+		t.Fatal("not fired at the reset deadline")
+	}
+	b := m.NewTimer(time.Second)
+	m.Advance(time.Second)
+	if b.Stop() {
+		t.Fatal("Stop of a fired timer reported pending")
+	}
+	if !empty(b) {
+		t.Fatal("a firing from before Stop was received after it")
+	}
+}

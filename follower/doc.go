@@ -67,7 +67,9 @@
 // have appended from a deposed leader before it stopped) the follower walks
 // its own leader-epoch cache from the latest entry down, asks the leader
 // for the end of each epoch, and truncates its log to the first answer, as
-// Kafka's follower does; nothing is appended until that check is done.
+// Kafka's follower does; nothing is appended until that check is done. The
+// offset is decided by replica.TruncationOffset (decide.go calls it), the
+// one truncation rule the classic fetcher uses too.
 //
 // # Concurrency
 //

@@ -14,6 +14,9 @@ import (
 // ManualClock are the two usual ones.
 type Clock interface {
 	Now() int64
+	// Reading is the module-clock instant t on this scale: what Now
+	// returns at t. An Op's Start goes through it.
+	Reading(t time.Time) int64
 }
 
 // timerClock is a Clock whose timers the wheel's driver sleeps on: the
@@ -42,6 +45,7 @@ type moduleClock struct {
 var _ timerClock = (*moduleClock)(nil)
 
 func (m *moduleClock) Now() int64                           { return int64(m.c.Now().Sub(m.base)) }
+func (m *moduleClock) Reading(t time.Time) int64            { return int64(t.Sub(m.base)) }
 func (m *moduleClock) newTimer(d time.Duration) clock.Timer { return m.c.NewTimer(d) }
 
 // RealClock is clock.Real read as nanoseconds since NewRealClock. Make it
@@ -56,6 +60,10 @@ func NewRealClock() *RealClock { return &RealClock{base: time.Now()} }
 // Now returns the nanoseconds elapsed since NewRealClock (time.Since: one
 // monotonic reading, the speed the wheel's benchmarks were taken at).
 func (c *RealClock) Now() int64 { return int64(time.Since(c.base)) }
+
+// Reading returns t as nanoseconds since NewRealClock (t from time.Now
+// or clock.Real, with its monotonic reading).
+func (c *RealClock) Reading(t time.Time) int64 { return int64(t.Sub(c.base)) }
 
 func (c *RealClock) newTimer(d time.Duration) clock.Timer { return clock.Real{}.NewTimer(d) }
 
@@ -85,6 +93,10 @@ func (c *ManualClock) Manual() *clock.Manual {
 
 // Now returns the current manual time.
 func (c *ManualClock) Now() int64 { return c.now.Load() }
+
+// Reading returns t, an instant of the clock.Manual returned by Manual,
+// on this clock's scale.
+func (c *ManualClock) Reading(t time.Time) int64 { return int64(t.Sub(manualEpoch)) }
 
 // Advance moves the clock forward by d (d < 0 is ignored: time never goes
 // back) and returns the new time.

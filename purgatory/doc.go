@@ -90,4 +90,13 @@
 // Manual: no driver and no executor goroutines exist, and expired tasks run
 // inside Poll on the caller's goroutine, so tests are deterministic and
 // never sleep.
+//
+// An operation's timeout counts from its Op.Start when set (an instant of
+// the module clock, taken to the purgatory's scale by Clock.Reading), else
+// from TryCompleteElseWatch. A handler that read the clock when its
+// request arrived sets Start to that reading, so the deadline does not
+// depend on how long the handler took to arm it: on a manual clock a test
+// that advanced past a request's timeout while the handler ran would
+// otherwise wait a whole timeout more (TestStartCountsFromArrival,
+// TestStartInterleavings).
 package purgatory

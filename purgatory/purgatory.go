@@ -68,6 +68,17 @@ type Op struct {
 	// Timeout is how long the operation may wait. Zero or less expires it
 	// at the next tick unless it completes first.
 	Timeout time.Duration
+	// Start, if set, is the instant (of the module clock the purgatory
+	// was made on, see Of) Timeout counts from; unset, it counts from
+	// TryCompleteElseWatch. A request handler that read the clock when
+	// the request arrived and acted on that reading (a follower fetch's
+	// time, which decides the ISR) sets it, so that a clock moving on
+	// before the operation is armed cannot put the deadline later than
+	// that reading plus Timeout: on a manual clock, a test that advances
+	// past the deadline of a request it saw arrive would otherwise leave
+	// the request waiting a whole Timeout more. A Start later than the
+	// clock's time at arming counts as that time.
+	Start time.Time
 
 	entry    TimerEntry
 	deadline int64
@@ -347,7 +358,11 @@ func (p *Purgatory[K]) TryCompleteElseWatch(op Operation, keys []K) bool {
 	if p.try(o) {
 		return true
 	}
-	o.deadline = p.clock.Now() + int64(o.Timeout)
+	start := p.clock.Now()
+	if !o.Start.IsZero() {
+		start = min(start, p.clock.Reading(o.Start))
+	}
+	o.deadline = start + int64(o.Timeout)
 	if err := p.arm(o, o.deadline); err != nil {
 		// Closed: Shutdown came first.
 		o.finish(ShutDown)

@@ -168,6 +168,10 @@ func (t *Timer) Len() int {
 	return t.mu.w.count
 }
 
+// Tick returns the wheel's resolution: an entry runs at most one tick
+// after its deadline.
+func (t *Timer) Tick() time.Duration { return time.Duration(t.mu.w.tick) } // fixed at NewTimer
+
 // Levels returns how many wheel levels exist (overflow levels are created
 // on demand).
 func (t *Timer) Levels() int {

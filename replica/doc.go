@@ -14,10 +14,15 @@
 //	FollowerFetch(now, replica, epoch, offset, leo) ─► error code, [ProposeISR expand]
 //	MaybeAdvanceHW(leo)  (after an append or fetch) ─► [AdvanceHW]
 //	HWApplied(hw)        (the driver set the log's HW)
-//	Tick(now)            (ISR expiration)           ─► [ProposeISR shrink]
+//	Tick(now, leo)       (ISR expiration)           ─► [ProposeISR shrink]
 //	ISRChanged / ISRRefused (controller's answer)   ─► [AdvanceHW]
 //	CheckProduce(acks), AckDone(required)           ─► NOT_ENOUGH_REPLICAS(_AFTER_APPEND) or done
+//	HWToSend / LEOToSend / LogStartToSend(replica, v) ─► whether v is news to the follower
 //
+// The ...ToSend calls record v as told: the driver passes the value the
+// answer it is building carries (one reading of the log), never a fresh
+// one, or a change between the two readings would count as told and the
+// follower's next long poll would wait for it in vain.
 // The high watermark advances only in Leader.MaybeAdvanceHW: to the
 // smallest log end over the maximal ISR (the ISR plus a follower whose
 // expansion is in flight), bounded by the leader's log end, never back,
@@ -30,7 +35,8 @@
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR fell below
 // min.insync.replicas meanwhile.
 //
-// The ISR shrinks only through Leader.Tick: a member whose log end is not
+// The ISR shrinks only through Leader.Tick (the broker calls it at a
+// fixed rate, every half replica.lag.time.max.ms: isrLoop): a member whose log end is not
 // the leader's and that last caught up more than replica.lag.time.max.ms
 // ago is proposed out (LaggingReplicas, Kafka's getOutOfSyncReplicas with
 // isCaughtUp; a stopped follower of an idle partition is removed by the
