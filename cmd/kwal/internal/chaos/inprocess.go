@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kwal/kwal/broker"
+	"github.com/kwal/kwal/internal/retry"
 	"github.com/kwal/kwal/localcluster"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
@@ -222,23 +223,12 @@ func (r *inproc) start(e Event) (undo func()) {
 
 // restart starts broker id again, retrying every 100 ms while it refuses
 // to (a broker needs its metadata Kafka to start, and it may be down), as
-// a supervisor would; it gives up after Settle.
+// a supervisor would (supervise); it gives up after Settle. The pause
+// does not grow: in-process schedules are a second long.
 func (r *inproc) restart(id int32) {
-	deadline := time.Now().Add(r.cfg.Settle)
-	for attempt := 1; ; attempt++ {
-		err := r.lc.RestartBroker(id)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			r.cfg.Logger.Error("chaos: broker does not start again", "broker", id, "attempts", attempt, "err", err)
-			return
-		}
-		if attempt == 1 {
-			r.cfg.Logger.Warn("chaos: broker refused to start; retrying", "broker", id, "err", err)
-		}
-		time.Sleep(100 * time.Millisecond) // a supervisor's restart backoff, on the real clock the cluster runs on
-	}
+	supervise(r.cfg.Logger, id, r.cfg.Settle, retry.Backoff{Base: 100 * time.Millisecond, Max: 100 * time.Millisecond}, func() error {
+		return r.lc.RestartBroker(id)
+	})
 }
 
 // converge waits until every partition has a leader whose followers all

@@ -25,6 +25,7 @@ import (
 	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/internal/faultnet"
 	"github.com/kwal/kwal/internal/procs"
+	"github.com/kwal/kwal/internal/retry"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore"
@@ -327,26 +328,20 @@ func (c *procCluster) auditStores() map[string]objstore.Store {
 
 func (c *procCluster) storeFaults() int64 { return c.s3.Injected() }
 
-// restart starts broker id again, retrying while it refuses to start (a
-// broker checks its store and metadata Kafka before it listens, and
-// either may be down), as a supervisor would.
+// restart starts broker id again, retrying while it refuses to start,
+// as a supervisor would (supervise): 100 ms after the first refusal,
+// doubling to a second.
 func (c *procCluster) restart(id int32) {
 	b := c.brokers[id]
-	deadline := time.Now().Add(c.cfg.Settle)
-	for attempt := 1; ; attempt++ {
+	supervise(c.cfg.Logger, id, c.cfg.Settle, retry.Backoff{Base: 100 * time.Millisecond, Max: time.Second}, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
 		err := b.proc.Start(ctx)
-		cancel()
-		if err == nil {
-			return
+		if err != nil {
+			b.proc.Kill()
 		}
-		b.proc.Kill()
-		if time.Now().After(deadline) {
-			c.cfg.Logger.Error("chaos: broker does not start again", "broker", id, "attempts", attempt, "err", err)
-			return
-		}
-		c.cfg.Logger.Warn("chaos: broker refused to start; starting it again", "broker", id, "attempt", attempt, "err", err)
-	}
+		return err
+	})
 }
 
 func (c *procCluster) setPairs(pairs [][2]int32, m faultnet.Mode) {
