@@ -394,12 +394,7 @@ func (l *Leader) HWToSend(replica int32, hw int64, sent bool) bool {
 // last told to replica (remotewal FollowerFetch), and records it as told.
 func (l *Leader) LEOToSend(replica int32, leo int64) bool {
 	f := l.followers[replica]
-	if f == nil {
-		return false
-	}
-	changed := f.lastSentLEO != leo
-	f.lastSentLEO = leo
-	return changed
+	return f != nil && tell(&f.lastSentLEO, leo)
 }
 
 // LogStartToSend reports whether replica has not been told the leader's
@@ -409,11 +404,13 @@ func (l *Leader) LEOToSend(replica int32, leo int64) bool {
 // waiting for the long poll to end.
 func (l *Leader) LogStartToSend(replica int32, start int64) bool {
 	f := l.followers[replica]
-	if f == nil {
-		return false
-	}
-	changed := f.lastSentLogStart != start
-	f.lastSentLogStart = start
+	return f != nil && tell(&f.lastSentLogStart, start)
+}
+
+// tell records v as told in *last and reports whether it was news.
+func tell(last *int64, v int64) bool {
+	changed := *last != v
+	*last = v
 	return changed
 }
 
