@@ -107,6 +107,16 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 	if req.Version >= 15 {
 		replica = req.ReplicaState.ID
 	}
+	// The follower's order of its fetches and reports (TagFetchStamp).
+	stamp, err := fetchStampOf(&req.UnknownTags)
+	if replica >= 0 {
+		if err != nil {
+			b.logger.Warn("replica fetch refused: malformed fetch stamp", "remote", cs.remote, "replica", replica, "err", err)
+			resp := req.ResponseKind().(*kmsg.FetchResponse)
+			resp.ErrorCode = kerr.InvalidRequest.Code
+			return resp
+		}
+	}
 	now := b.clock.Now()
 	op := &fetchOp{b: b, req: req, replica: replica, ch: make(chan struct{}), fallback: replica >= 0 && req.Rack == FallbackRack}
 	if cs.sendfile && !cs.noWait && !b.cfg.ZeroCopyFetchDisabled && req.Version >= 4 {
@@ -164,7 +174,7 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 				if part.p.followerLogStartFetched(replica, rp.LogStartOffset) {
 					b.produceWait.CheckAndComplete(part.tp) // DeleteRecords waits there
 				}
-				if part.err, prop = part.p.followerFetched(replica, rp.FetchOffset, now); prop != nil {
+				if part.err, prop = part.p.followerFetched(replica, rp.FetchOffset, now, stamp); prop != nil {
 					expand = append(expand, struct {
 						p    *partition
 						prop *isrProposal

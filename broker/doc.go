@@ -170,6 +170,16 @@
 //	follower: append from object storage ─► report (Fetch, max wait 0) ─► leader:
 //	    follower LEO, HW advances ─► answer HW ─► follower: SetHW, wakes its consumers
 //
+// Two connections do not keep the order the follower read its log ends
+// in: a report may be handled before the long poll sent ahead of it, whose
+// older offset would then lower the leader's view of the follower and
+// stall the HW until the next round. Every replica fetch and report
+// carries a stamp (TagFetchStamp: the broker's random incarnation and a
+// sequence number taken when its log ends were read, under the fetcher's
+// lock), and the leader takes an offset only from a newer stamp
+// (replica.Leader.FollowerFetchStamped). Not a max: a truncated follower's
+// next fetch has a newer stamp and a lower offset, and lowers the view.
+//
 // # Group coordinator
 //
 // __consumer_offsets is created by the first FindCoordinator for a group

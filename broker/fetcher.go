@@ -178,7 +178,18 @@ type replicaFetcher struct {
 		// up, or a new leader epoch, does not wait for the poll to end.
 		polling     *wireClient
 		interrupted bool
+		// seq numbers the fetch rounds and report requests, taken when
+		// their log ends are read (both under mu): the leader orders
+		// them by it (replica.FetchStamp).
+		seq uint64
 	}
+}
+
+// stampLocked is the FetchStamp of a request whose log ends are being
+// read now, under f.mu.
+func (f *replicaFetcher) stampLocked() replica.FetchStamp {
+	f.mu.seq++
+	return replica.FetchStamp{Incarnation: f.b.incarnation, Seq: f.mu.seq}
 }
 
 func newReplicaFetcher(b *Broker, leader int32) *replicaFetcher {
@@ -393,6 +404,7 @@ type round struct {
 	queries map[TopicPartition]queryReq
 	fetches map[TopicPartition]fetchReq
 	added   uint64
+	stamp   replica.FetchStamp // when the fetches' log ends were read
 }
 
 // errRoundStale: a partition was added after the round was built; the
@@ -419,7 +431,7 @@ func (f *replicaFetcher) next() (round, time.Duration) {
 	idle := time.Minute
 	var starts []*followState
 	f.mu.Lock()
-	r.added = f.mu.added
+	r.added, r.stamp = f.mu.added, f.stampLocked()
 	for tp, st := range f.mu.parts {
 		acts := st.fsm.Next(now, st.h.followerView(!st.fsm.Truncated()))
 		if len(acts) == 0 {
@@ -590,11 +602,11 @@ func (f *replicaFetcher) reportLoop() {
 			return
 		case <-f.reportCh:
 		}
-		reports := f.reports()
+		reports, stamp := f.reports()
 		if len(reports) == 0 {
 			continue
 		}
-		if err := f.sendReports(reports); err != nil && !f.stopped() {
+		if err := f.sendReports(reports, stamp); err != nil && !f.stopped() {
 			f.b.logger.Debug("log end report to the leader failed", "leader", f.leader, "err", err)
 			f.mu.Lock()
 			if c := f.mu.reportConn; c != nil {
@@ -615,11 +627,14 @@ type reportReq struct {
 }
 
 // reports asks the machines of the partitions appended to since the last
-// call whether they have a log end to report.
-func (f *replicaFetcher) reports() map[TopicPartition]reportReq {
+// call whether they have a log end to report, and stamps them: a report
+// may reach the leader before the long poll sent ahead of it, which then
+// carries an older stamp and does not lower the leader's view.
+func (f *replicaFetcher) reports() (map[TopicPartition]reportReq, replica.FetchStamp) {
 	out := map[TopicPartition]reportReq{}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	stamp := f.stampLocked()
 	for tp := range f.mu.appended {
 		st := f.mu.parts[tp]
 		if st == nil || !st.started {
@@ -630,12 +645,12 @@ func (f *replicaFetcher) reports() map[TopicPartition]reportReq {
 		}
 	}
 	clear(f.mu.appended)
-	return out
+	return out, stamp
 }
 
 // sendReports sends one Fetch that does not wait, on the report
 // connection, and feeds each partition's answer to its machine.
-func (f *replicaFetcher) sendReports(reports map[TopicPartition]reportReq) error {
+func (f *replicaFetcher) sendReports(reports map[TopicPartition]reportReq, stamp replica.FetchStamp) error {
 	f.mu.Lock()
 	conn := f.mu.reportConn
 	f.mu.Unlock()
@@ -654,6 +669,7 @@ func (f *replicaFetcher) sendReports(reports map[TopicPartition]reportReq) error
 		f.mu.Unlock()
 	}
 	fr := f.newFetchRequest(0)
+	setFetchStamp(fr.req, stamp)
 	for tp, r := range reports {
 		fr.add(tp, r.st.fsm.LeaderEpoch(), r.Offset, r.LogStart)
 	}
@@ -701,7 +717,7 @@ func (f *replicaFetcher) step(conn *wireClient, r round) error {
 	if len(r.queries) > 0 {
 		return f.truncate(conn, r.queries)
 	}
-	return f.fetch(conn, r.fetches, r.added)
+	return f.fetch(conn, r.fetches, r.added, r.stamp)
 }
 
 // kerrOf is the typed error of a response code (nil for none).
@@ -815,11 +831,12 @@ func (b fetchRequest) add(tp TopicPartition, epoch int32, offset, logStart int64
 	b.req.Topics[i].Partitions = append(b.req.Topics[i].Partitions, rp)
 }
 
-func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetchReq, added uint64) error {
+func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetchReq, added uint64, stamp replica.FetchStamp) error {
 	// A remotewal partition's fetch long-polls too: the leader answers
 	// it when it appends (readPart) or its HW moves, and the log end of
 	// each append goes out in a report (reportLoop), not in this fetch.
 	fr := f.newFetchRequest(f.b.cfg.ReplicaFetchWaitMax)
+	setFetchStamp(fr.req, stamp)
 	for tp, q := range fetches {
 		fr.add(tp, q.st.fsm.LeaderEpoch(), q.Offset, q.LogStart)
 	}

@@ -387,16 +387,16 @@ func (p *partition) maybeAdvanceHW() bool {
 }
 
 // followerFetched feeds the leader machine a follower's fetch offset (its
-// log end). It returns the error for the response and the ISR to propose
+// log end), ordered by its stamp (replica.FetchStamp). It returns the error for the response and the ISR to propose
 // when the follower caught up outside the ISR (nil otherwise); the caller
 // then calls maybeAdvanceHW.
-func (p *partition) followerFetched(replicaID int32, fetchOffset int64, now time.Time) (*kerr.Error, *isrProposal) {
+func (p *partition) followerFetched(replicaID int32, fetchOffset int64, now time.Time, stamp replica.FetchStamp) (*kerr.Error, *isrProposal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.leader == nil {
 		return kerr.NotLeaderForPartition, nil
 	}
-	err, acts := p.mu.leader.FollowerFetch(now, replicaID, -1, fetchOffset, p.log.LogEndOffset())
+	err, acts := p.mu.leader.FollowerFetchStamped(now, replicaID, -1, fetchOffset, p.log.LogEndOffset(), stamp)
 	if err != nil {
 		return err, nil
 	}

@@ -12,6 +12,7 @@
 // the committed ISR, the leader epoch and the high watermark.
 //
 //	FollowerFetch(now, replica, epoch, offset, leo) ─► error code, [ProposeISR expand]
+//	FollowerFetchStamped(..., stamp)  (a fetch or report older than the LEO's is ignored)
 //	MaybeAdvanceHW(leo)  (after an append or fetch) ─► [AdvanceHW]
 //	HWApplied(hw)        (the driver set the log's HW)
 //	Tick(now, leo)       (ISR expiration)           ─► [ProposeISR shrink]

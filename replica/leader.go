@@ -69,6 +69,10 @@ type Progress struct {
 	lastSentHW         int64
 	lastSentLEO        int64
 	lastSentLogStart   int64
+	// stamp is the newest FetchStamp whose offset became LEO: an older
+	// stamp of the same incarnation is a fetch or report read before it
+	// that arrived after it (two connections), and changes nothing.
+	stamp FetchStamp
 	// marks are earlier fetches (time, the leader's log end then), oldest
 	// first, at most maxMarks, at least lagMax/maxMarks apart, none at or
 	// before LastCaughtUp; the leader's log end only grows within an
@@ -211,14 +215,47 @@ func (l *Leader) MaybeAdvanceHW(leo int64) []Action {
 	return []Action{AdvanceHW{HW: hw}}
 }
 
-// FollowerFetch is a follower's fetch at fetchOffset (its log end) with
+// FetchStamp orders one follower's fetches and log end reports, which
+// reach the leader on two connections (a remote-WAL follower reports each
+// append beside its long-poll fetch) and so may arrive in another order
+// than the follower read its log end for them. Incarnation names the
+// follower's process (a random id per broker start, as Kafka's broker
+// registration carries an incarnation id); Seq counts up within it, taken
+// when the log end the request carries was read. The zero stamp is an
+// unstamped fetch (any client but kwal's replica fetcher): it always
+// counts, as in Kafka.
+type FetchStamp struct{ Incarnation, Seq uint64 }
+
+// IsZero reports an unstamped fetch.
+func (s FetchStamp) IsZero() bool { return s == FetchStamp{} }
+
+// before reports whether s was read before t by the same incarnation.
+func (s FetchStamp) before(t FetchStamp) bool {
+	return !s.IsZero() && s.Incarnation == t.Incarnation && s.Seq <= t.Seq
+}
+
+// FollowerFetch is FollowerFetchStamped with an unstamped fetch.
+func (l *Leader) FollowerFetch(now time.Time, replica int32, epoch int32, fetchOffset, leo int64) (*kerr.Error, []Action) {
+	return l.FollowerFetchStamped(now, replica, epoch, fetchOffset, leo, FetchStamp{})
+}
+
+// FollowerFetchStamped is a follower's fetch at fetchOffset (its log end) with
 // its current leader epoch (-1: not given), the leader's log end being
 // leo: Kafka's updateFollowerFetchState, then maybeExpandIsr. It returns
 // the partition error for the response and, when the follower reached
 // both the HW and the start offset of this leader's epoch while out of the
 // ISR, the expansion to propose. As Kafka does next, the driver then calls
 // MaybeAdvanceHW (so that it knows to wake the waiting operations).
-func (l *Leader) FollowerFetch(now time.Time, replica int32, epoch int32, fetchOffset, leo int64) (*kerr.Error, []Action) {
+//
+// A fetch whose stamp is older than the one the follower's LEO came from
+// (see FetchStamp) is answered but changes nothing: its offset is a log
+// end the follower had before the one already recorded. Taking the
+// larger offset instead would be wrong, since a follower's log end goes
+// down when it truncates (a divergence, also within one leader epoch),
+// and its first fetch after that carries a newer stamp and a lower
+// offset, which must lower the LEO: the HW never passes what the
+// follower has.
+func (l *Leader) FollowerFetchStamped(now time.Time, replica int32, epoch int32, fetchOffset, leo int64, stamp FetchStamp) (*kerr.Error, []Action) {
 	if err := CheckEpoch(epoch, l.st.LeaderEpoch); err != nil {
 		return err, nil
 	}
@@ -228,6 +265,12 @@ func (l *Leader) FollowerFetch(now time.Time, replica int32, epoch int32, fetchO
 	}
 	if fetchOffset > leo || fetchOffset < 0 {
 		return kerr.OffsetOutOfRange, nil
+	}
+	if stamp.before(f.stamp) {
+		return nil, nil
+	}
+	if !stamp.IsZero() {
+		f.stamp = stamp
 	}
 	l.caughtUp(f, now, fetchOffset, leo)
 	f.LEO, f.LastFetchLeaderLEO, f.LastFetchTime = fetchOffset, leo, later(f.LastFetchTime, now)
