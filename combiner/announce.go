@@ -31,8 +31,8 @@ type announcements struct {
 	// always one still held. Were it left at a withdrawn task's time, the
 	// cutter would count bytes as due that no task holds any more, and
 	// cut an early extra object.
-	live  byAge
-	call  chan struct{} // closed when gen is called
+	live   byAge
+	call   chan struct{} // closed when gen is called
 	called int           // announcements of earlier generations, called, not withdrawn
 	// calledAt is when the outstanding call went out (zero: none).
 	calledAt time.Time
