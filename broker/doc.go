@@ -153,9 +153,12 @@
 // usually means the leader had not applied, or registered, the new state
 // yet; the back-off timer stays the fallback. The leader answers a
 // follower's parked fetch at once when the follower lacks the current
-// high watermark or log start (HWToSend, LogStartToSend), so a
+// high watermark or log start (replica.Leader.News), so a
 // DeleteRecords waiting on the followers' log starts does not wait for a
-// long poll to end. Socket deadlines are taken from the wall clock, never
+// long poll to end. What an answer told counts only once it was written
+// to the follower's connection (Leader.Told, connState.written); the
+// fetcher resets the connection of a poll it cuts, so the answer to it
+// fails to be written and its news stay news. Socket deadlines are taken from the wall clock, never
 // Config.Clock.
 //
 // A remotewal follower's fetch carries no records and long-polls like a

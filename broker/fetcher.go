@@ -295,11 +295,14 @@ func (f *replicaFetcher) clusterChanged() {
 }
 
 // cutPollLocked closes the connection of the long poll in flight, if
-// any, so that the fetcher sends a new round at once (see add).
+// any, so that the fetcher sends a new round at once (see add). It
+// resets the connection (wireClient.abort), so that the leader's answer
+// to the cut poll fails to be written and its news stay news for the
+// next round (replica.Leader.Told).
 func (f *replicaFetcher) cutPollLocked() {
 	if c := f.mu.polling; c != nil {
 		f.mu.polling, f.mu.interrupted = nil, true
-		c.close()
+		c.abort()
 	}
 }
 

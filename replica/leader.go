@@ -418,43 +418,41 @@ func (l *Leader) AckDone(required int64) (bool, *kerr.Error) {
 	return true, nil
 }
 
-// HWToSend reports whether replica has not been told hw (the high
-// watermark the driver puts in its answer, which may trail the machine's
-// while the driver publishes it) yet; sent records that it now has been.
-func (l *Leader) HWToSend(replica int32, hw int64, sent bool) bool {
+// Answer is what one fetch answer tells a follower: the high watermark,
+// the log start and, in remotewal mode, the leader's log end (-1: the
+// answer carries none). The driver builds it from the one reading of the
+// log the answer carries, never a fresh one.
+type Answer struct{ HW, LogStart, LEO int64 }
+
+// News says which of a's values replica has not been told yet: a parked
+// fetch of the follower is answered at once for any of them (a new HW
+// lets it serve and ack; a new log start, which a DeleteRecords waits
+// for; a new leader log end, which tells a remote-WAL follower that bytes
+// exist). It records nothing: see Told. A replica that is not a follower
+// has no news.
+func (l *Leader) News(replica int32, a Answer) (hw, logStart, leo bool) {
 	f := l.followers[replica]
 	if f == nil {
-		return false
+		return false, false, false
 	}
-	changed := f.lastSentHW != hw
-	if sent {
-		f.lastSentHW = hw
+	return f.lastSentHW != a.HW, f.lastSentLogStart != a.LogStart, a.LEO >= 0 && f.lastSentLEO != a.LEO
+}
+
+// Told records that replica has been told a: the driver calls it once
+// the answer was written to the follower's connection, never when it is
+// only built. An answer to a fetch on a connection the follower has
+// closed (the fetcher cut its long poll) is never read; counted as told,
+// its news would leave the follower's next long poll waiting for a
+// change it never got.
+func (l *Leader) Told(replica int32, a Answer) {
+	f := l.followers[replica]
+	if f == nil {
+		return
 	}
-	return changed
-}
-
-// LEOToSend reports whether the leader's log end leo differs from the one
-// last told to replica (remotewal FollowerFetch), and records it as told.
-func (l *Leader) LEOToSend(replica int32, leo int64) bool {
-	f := l.followers[replica]
-	return f != nil && tell(&f.lastSentLEO, leo)
-}
-
-// LogStartToSend reports whether replica has not been told the leader's
-// log start offset start yet (DeleteRecords or retention moved it), and
-// records it as told: a parked fetch of the follower is answered at once,
-// so that its log start, which a DeleteRecords waits for, follows without
-// waiting for the long poll to end.
-func (l *Leader) LogStartToSend(replica int32, start int64) bool {
-	f := l.followers[replica]
-	return f != nil && tell(&f.lastSentLogStart, start)
-}
-
-// tell records v as told in *last and reports whether it was news.
-func tell(last *int64, v int64) bool {
-	changed := *last != v
-	*last = v
-	return changed
+	f.lastSentHW, f.lastSentLogStart = a.HW, a.LogStart
+	if a.LEO >= 0 {
+		f.lastSentLEO = a.LEO
+	}
 }
 
 // CheckEpoch fences a client's or follower's current leader epoch against
