@@ -89,7 +89,10 @@
 // to the controller at once, which moves its leaderships (see "Liveness
 // and election"). rwnode.OpenRemoteWALParts lists
 // the store within remote.wal.storage.check.timeout.ms; kwal broker bounds
-// the metadata bootstrap by remote.wal.metadata.bootstrap.timeout.ms. Each
+// each attempt at the metadata bootstrap by
+// remote.wal.metadata.bootstrap.timeout.ms, and retries an unreachable
+// metadata Kafka for up to remote.wal.metadata.start.wait.ms (as a Kafka
+// broker waits for its controller quorum; cmd/kwal startwait.go). Each
 // refusal wraps ErrConfig and names the key, the value, the range and
 // what to do. Topic configs get the same treatment at CreateTopics
 // (INVALID_CONFIG naming the key).
