@@ -37,7 +37,7 @@ const (
 	DefaultMetadataBootstrapTimeout = 15 * time.Second
 	// DefaultMetadataStartWait is remote.wal.metadata.start.wait.ms.
 	DefaultMetadataStartWait = 2 * time.Minute
-	maxStartupTimeoutMs             = 10 * 60 * 1000
+	maxStartupTimeoutMs      = 10 * 60 * 1000
 	// DefaultFollowerFallback is remote.wal.follower.fallback.ms: well
 	// under replica.lag.time.max.ms (Kafka's default 30 s), so that a
 	// store outage costs acks=all about a second, not the ISR.
