@@ -161,8 +161,10 @@
 // long poll to end. What an answer told counts only once it was written
 // to the follower's connection (Leader.Told, connState.written); the
 // fetcher resets the connection of a poll it cuts, so the answer to it
-// fails to be written and its news stay news. Socket deadlines are taken from the wall clock, never
-// Config.Clock.
+// fails to be written and its news stay news. Socket deadlines are taken from the wall clock, except
+// a replica long poll's: its max wait plus 30 s (Kafka's
+// replica.socket.timeout.ms) on Config.Clock, the clock the leader's poll
+// waits on, so a test's frozen manual clock never cuts it.
 //
 // A remotewal follower's fetch carries no records and long-polls like a
 // classic one; the leader answers it when it appends or its HW moves. Its

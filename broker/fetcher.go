@@ -178,6 +178,10 @@ type replicaFetcher struct {
 		// up, or a new leader epoch, does not wait for the poll to end.
 		polling     *wireClient
 		interrupted bool
+		// expired: the long poll in flight got no answer within its
+		// max wait plus replicaRequestTimeout on the broker's clock, and
+		// its connection was reset (fetch).
+		expired bool
 		// seq numbers the fetch rounds and report requests, taken when
 		// their log ends are read (both under mu): the leader orders
 		// them by it (replica.FetchStamp).
@@ -306,9 +310,16 @@ func (f *replicaFetcher) cutPollLocked() {
 	}
 }
 
+// replicaRequestTimeout is how long a replica request may go unanswered
+// beyond the wait it asks the leader for: Kafka's replica.socket.timeout.ms
+// default.
+const replicaRequestTimeout = 30 * time.Second
+
 // netDeadline is a socket deadline d from now. Sockets time out on the
 // wall clock, whatever cfg.Clock is (a manual clock in a test stands
-// still, so a deadline taken from it would be in the past or never come).
+// still, so a deadline taken from it would be in the past or never come),
+// for requests the leader answers at once; a long poll's deadline is on
+// cfg.Clock instead (fetch), since the leader's answer waits on it.
 func netDeadline(d time.Duration) time.Time { return time.Now().Add(d) }
 
 func (f *replicaFetcher) stopped() bool {
@@ -378,12 +389,20 @@ func (f *replicaFetcher) run() {
 			if f.mu.conn == conn {
 				f.mu.conn = nil
 			}
-			interrupted := f.mu.interrupted
-			f.mu.interrupted = false
+			interrupted, expired := f.mu.interrupted, f.mu.expired
+			f.mu.interrupted, f.mu.expired = false, false
 			f.mu.Unlock()
 			conn.close()
 			if interrupted {
 				f.b.logger.Debug("replica fetcher cut its long poll for an added partition", "leader", f.leader)
+				continue
+			}
+			if expired {
+				// At most one line per max wait plus 30 s: no flood. The
+				// next round goes at once, on a new connection, as after
+				// a cut poll: the deadline was the wait itself.
+				f.b.logger.Info("replica fetch got no answer in time; fetching again on a new connection", "leader", f.leader,
+					"deadline", f.b.cfg.ReplicaFetchWaitMax+replicaRequestTimeout)
 				continue
 			}
 			f.b.logger.Info("replica fetcher connection failed", "leader", f.leader, "err", err)
@@ -850,12 +869,33 @@ func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetc
 	}
 	f.mu.polling = conn
 	f.mu.Unlock()
-	r, err := conn.roundTrip(fr.req, netDeadline(f.b.cfg.ReplicaFetchWaitMax+30*time.Second))
+	// The poll's deadline is its max wait plus the request timeout on
+	// the broker's clock, the one the leader's long poll waits on: a
+	// wall-clock socket deadline cut a poll that a test's manual clock
+	// kept parked (30 s of wall time later), and the fetcher then backed
+	// off on that clock. The socket itself has no deadline meanwhile.
+	expire := f.b.clock.NewTimer(f.b.cfg.ReplicaFetchWaitMax + replicaRequestTimeout)
+	replied := make(chan struct{})
+	go func() {
+		select {
+		case <-expire.C():
+			f.mu.Lock()
+			if f.mu.polling == conn { // still waiting for the answer
+				f.mu.polling, f.mu.expired = nil, true
+				conn.abort()
+			}
+			f.mu.Unlock()
+		case <-replied:
+		}
+	}()
+	r, err := conn.roundTrip(fr.req, time.Time{})
 	f.mu.Lock()
 	if f.mu.polling == conn {
 		f.mu.polling = nil
 	}
 	f.mu.Unlock()
+	close(replied)
+	expire.Stop()
 	if err != nil {
 		return err
 	}
