@@ -174,6 +174,15 @@ func TestBrokerWaitsForItsMetadataKafka(t *testing.T) {
 	if err := os.WriteFile(props, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The Kafka is closed after the broker has stopped (cleanups run last
+	// first): a broker shutting down with its metadata Kafka gone waits
+	// for it.
+	var kf *kfake.Cluster
+	t.Cleanup(func() {
+		if kf != nil {
+			kf.Close()
+		}
+	})
 	cmd := exec.Command(os.Args[0], "broker", "--config", props)
 	cmd.Env = append(os.Environ(), childAsKwalEnv+"=1")
 	stdout, _ := cmd.StdoutPipe()
@@ -226,11 +235,10 @@ func TestBrokerWaitsForItsMetadataKafka(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the broker did not say it waits for its metadata Kafka")
 	}
-	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port))
+	kf, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer kf.Close()
 	select {
 	case <-listening:
 	case <-time.After(90 * time.Second):
