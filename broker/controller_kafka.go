@@ -510,8 +510,23 @@ func (c *KafkaController) proposeWithin(timeout time.Duration, key func(proposal
 	ctx, cancel := context.WithTimeout(c.ctx, timeout)
 	defer cancel()
 	kr := &kgo.Record{Key: []byte(key(rec.Proposal)), Value: val, Partition: 0}
-	if err := c.cl.ProduceSync(ctx, kr).FirstErr(); err != nil {
-		return applyResult{}, fmt.Errorf("controller: %s: produce %s: %w", rec.Kind, kr.Key, err)
+	// Not ProduceSync: an idempotent producer does not give up a record
+	// it has tried to send while its Kafka is unreachable, whatever the
+	// context says, and a controlled shutdown with the Kafka gone waited
+	// on it for minutes. The proposal is bounded here instead; a record
+	// that lands later is applied and answers nobody.
+	produced := make(chan error, 1)
+	c.cl.Produce(ctx, kr, func(_ *kgo.Record, err error) { produced <- err })
+	select {
+	case err := <-produced:
+		if err != nil {
+			return applyResult{}, fmt.Errorf("controller: %s: produce %s: %w", rec.Kind, key(rec.Proposal), err)
+		}
+	case <-ctx.Done():
+		if c.ctx.Err() != nil {
+			return applyResult{}, ErrControllerClosed
+		}
+		return applyResult{}, fmt.Errorf("controller: %s: produce %s: %w", rec.Kind, key(rec.Proposal), ctx.Err())
 	}
 	select {
 	case res := <-ch:

@@ -346,3 +346,45 @@ func mustTopic(t *testing.T, c Controller, name string) TopicState {
 	}
 	return ts
 }
+
+// A proposal is bounded by RequestTimeout even when the controller's
+// Kafka has gone away while the proposal's record was on its way: a
+// controlled shutdown (ShutdownBroker) with the Kafka gone must give up
+// and let the broker stop, not wait on the producer for minutes.
+func TestKafkaControllerProposalBoundedWithKafkaGone(t *testing.T) {
+	emb := startKfake(t)
+	const timeout = 2 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := NewKafkaController(ctx, KafkaControllerConfig{
+		Bootstrap: emb.Bootstrap(), Brokers: threeBrokers(), Logger: quietLogger(), RequestTimeout: timeout,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := c.RegisterBroker(threeBrokers()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb.Close()
+	done := make(chan error, 1)
+	go func() { done <- c.ShutdownBroker(reg.ID, reg.Epoch) }()
+	// The bound is the proposal's own timeout with room for a loaded
+	// machine; the old code waited here for minutes.
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("ShutdownBroker succeeded with the controller's Kafka gone")
+		}
+		t.Logf("ShutdownBroker gave up: %v", err)
+	case <-time.After(15 * timeout):
+		t.Fatalf("ShutdownBroker still waiting %v after the Kafka went away (RequestTimeout %v)", 15*timeout, timeout)
+	}
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(15 * timeout):
+		t.Fatal("Close did not return with the controller's Kafka gone")
+	}
+}
