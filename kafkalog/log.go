@@ -116,7 +116,11 @@ type Log struct {
 		ckptHW        int64 // last high watermark written, -1 none
 		recoveryPoint int64
 		compacted     bool // the cleaner has rewritten (or may have) segments
-		failed        error
+		// epochsDirty: the leader-epoch cache has entries the checkpoint
+		// file lacks (assignEpochs); they are written before the recovery
+		// point passes them (roll, Close) or at Flush.
+		epochsDirty bool
+		failed      error
 		buf           []byte
 		refs          []batchRef
 		idx           []indexEntry
@@ -198,6 +202,7 @@ func (l *Log) load() error {
 		rp = 0
 	}
 	now := l.clock.Now()
+	var epochStarts []EpochEntry // of the segments recovered (verify)
 	for i, base := range bases {
 		s := newSegmentPaths(l.dir, base)
 		if n := len(l.mu.segs); n > 0 && base < l.mu.segs[n-1].next {
@@ -222,6 +227,7 @@ func (l *Log) load() error {
 		}
 		s.size, s.next, s.index, s.maxTimestamp = res.validEnd, res.next, res.index, res.maxTimestamp
 		s.timeIndex, s.bytesSinceTimeIndex = res.timeIndex, res.bytesSinceTimeIndex
+		epochStarts = append(epochStarts, res.epochStarts...)
 		s.bytesSinceIndex, s.lastModified = res.bytesSinceIndex, now
 		if res.validEnd > 0 {
 			s.firstAppend = now
@@ -265,8 +271,21 @@ func (l *Log) load() error {
 	}
 	l.mu.epochs.entries = entries
 	ch1 := l.mu.epochs.truncateFromEnd(l.mu.leo)
+	// The checkpoint holds every epoch that starts below the recovery
+	// point (assignEpochs defers the write, but roll and Close write it
+	// before the recovery point moves); the epochs of the batches past it
+	// are taken from the segments recovered, as Kafka's LogSegment.recover
+	// does, so an epoch whose checkpoint write a crash lost is found again.
+	ch3 := false
+	for _, e := range epochStarts {
+		if latest, ok := l.mu.epochs.latest(); (!ok || e.Epoch > latest.Epoch) && e.StartOffset < l.mu.leo {
+			l.mu.epochs.assign(e.Epoch, e.StartOffset)
+			l.logger.Info("kafkalog: leader epoch recovered from the log, not in its checkpoint", "epoch", e.Epoch, "startOffset", e.StartOffset)
+			ch3 = true
+		}
+	}
 	ch2 := l.mu.epochs.truncateFromStart(l.logStartOffset())
-	if ch1 || ch2 {
+	if ch1 || ch2 || ch3 {
 		if err := l.writeEpochCheckpoint(); err != nil {
 			return err
 		}
@@ -331,8 +350,23 @@ func (l *Log) writeIndexFile(path string, entries []indexEntry) error {
 	return err
 }
 
+// writeEpochCheckpoint writes the leader-epoch cache to its checkpoint
+// (fsynced). Caller holds writeMu.
 func (l *Log) writeEpochCheckpoint() error {
-	return writeCheckpoint(l.fs, l.dir, leaderEpochCheckpointFile, epochLines(l.mu.epochs.entries))
+	if err := writeCheckpoint(l.fs, l.dir, leaderEpochCheckpointFile, epochLines(l.mu.epochs.entries)); err != nil {
+		return err
+	}
+	l.w.epochsDirty = false
+	return nil
+}
+
+// flushEpochCheckpoint writes the leader-epoch checkpoint if the cache
+// has entries it lacks. Caller holds writeMu.
+func (l *Log) flushEpochCheckpoint() error {
+	if !l.w.epochsDirty {
+		return nil
+	}
+	return l.writeEpochCheckpoint()
 }
 
 // active is the last segment. Caller holds mu or writeMu.
@@ -544,9 +578,15 @@ func (l *Log) appendAsFollower(parts [][]byte, batches []byte, verified bool) (A
 	return l.appendValidated(parts, refs)
 }
 
-// assignEpochs records each new epoch among refs and persists the cache
-// before the data is written, as Kafka does; recovery trims entries past
-// the log end if the data does not make it. Caller holds writeMu.
+// assignEpochs records each new epoch among refs. The checkpoint file is
+// not written here, on the append path (a temp file, two fsyncs and a
+// rename per new epoch: on a follower, per new log and per leader
+// change), but before the recovery point passes the new entries (roll,
+// Close) and at Flush: recovery takes the epochs of the batches past the
+// recovery point from the segments themselves (load), as Kafka's
+// LogSegment.recover does, and trims entries past the log end. So a
+// crash between this append and the checkpoint write loses no epoch.
+// Caller holds writeMu.
 func (l *Log) assignEpochs(refs []batchRef) error {
 	changed := false
 	for i := range refs {
@@ -562,11 +602,8 @@ func (l *Log) assignEpochs(refs []batchRef) error {
 		l.mu.Unlock()
 		changed = true
 	}
-	if !changed {
-		return nil
-	}
-	if err := l.writeEpochCheckpoint(); err != nil {
-		return fmt.Errorf("kafkalog: append: %w", err)
+	if changed {
+		l.w.epochsDirty = true
 	}
 	return nil
 }
@@ -703,6 +740,9 @@ func (l *Log) roll(base int64) error {
 	l.mu.Unlock()
 	l.w.unflushed = 0
 	l.logger.Debug("kafkalog: rolled segment", "from", old.base, "to", base)
+	if err := l.flushEpochCheckpoint(); err != nil { // before the recovery point passes its entries
+		return fmt.Errorf("kafkalog: roll: %w", err)
+	}
 	if err := writeOffsetCheckpoint(l.fs, l.dir, recoveryPointCheckpointFile, base); err != nil {
 		return fmt.Errorf("kafkalog: roll: %w", err)
 	}
@@ -711,7 +751,9 @@ func (l *Log) roll(base int64) error {
 	return nil
 }
 
-// Flush fsyncs the active segment and writes the high-watermark checkpoint.
+// Flush fsyncs the active segment and writes the high-watermark checkpoint
+// and, if the leader-epoch cache changed since it was last written, the
+// leader-epoch checkpoint.
 // Errors: ErrClosed, ErrFailed, I/O errors.
 func (l *Log) Flush() error {
 	l.writeMu.Lock()
@@ -722,6 +764,9 @@ func (l *Log) Flush() error {
 	now := l.clock.Now()
 	if err := l.flushLocked(now); err != nil {
 		return err
+	}
+	if err := l.flushEpochCheckpoint(); err != nil {
+		return fmt.Errorf("kafkalog: flush: %w", err)
 	}
 	return l.checkpointHW(now)
 }
@@ -1160,7 +1205,9 @@ func (l *Log) Close() error {
 		act := l.active()
 		errs = append(errs, l.flushLocked(now), l.checkpointHW(now),
 			l.writeIndexFile(act.indexPath, act.index))
-		if l.w.recoveryPoint < act.base {
+		epochErr := l.flushEpochCheckpoint()
+		errs = append(errs, epochErr)
+		if l.w.recoveryPoint < act.base && epochErr == nil { // the recovery point passes the epochs only once they are written
 			errs = append(errs, writeOffsetCheckpoint(l.fs, l.dir, recoveryPointCheckpointFile, act.base))
 		}
 		// Kafka snapshots at a clean shutdown too: the next open replays nothing.
