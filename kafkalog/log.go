@@ -121,11 +121,11 @@ type Log struct {
 		// point passes them (roll, Close) or at Flush.
 		epochsDirty bool
 		failed      error
-		buf           []byte
-		refs          []batchRef
-		idx           []indexEntry
-		one           [1][]byte // chunks of a one-buffer append
-		iov           [][]byte  // a write's pieces (chunks.span)
+		buf         []byte
+		refs        []batchRef
+		idx         []indexEntry
+		one         [1][]byte // chunks of a one-buffer append
+		iov         [][]byte  // a write's pieces (chunks.span)
 	}
 
 	// mu guards what readers see. Writers take it only to publish.
