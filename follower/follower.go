@@ -499,10 +499,13 @@ func (f *Follower) step(now time.Time) time.Time {
 			MaxRangeBytes: f.cfg.MaxRangeBytes, MergeGapBytes: f.cfg.MergeGapBytes,
 			MaxReads: free,
 		}, &f.planScratch)
-		for _, r := range reads {
+		for i, r := range reads {
 			if ok, w := f.bucket.take(now, r.Len); !ok {
 				f.c.rateLimited.Add(1)
 				wake(now.Add(w))
+				for _, r := range reads[i:] {
+					f.planScratch.giveSlices(r.Slices)
+				}
 				break
 			}
 			f.startRead(r)
@@ -696,6 +699,7 @@ func (f *Follower) readDone(res readResult) {
 			delete(p.byID, id)
 		}
 	}
+	f.planScratch.giveSlices(res.read.Slices) // nothing keeps it
 	for _, p := range failedParts {
 		p.readFails++ // once per read, however many of its slices failed
 		p.retryAt = now.Add(f.backoff(max(p.failures, p.readFails)))

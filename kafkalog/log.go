@@ -540,30 +540,34 @@ func (l *Log) appendAsFollower(parts [][]byte, batches []byte, verified bool) (A
 		latest = e.Epoch
 	}
 	pos := 0
-	split, gapsOK := splitBatches, false
-	if verified {
-		split = splitVerifiedBatches
-	}
-	if l.cfg.Compacted {
-		// A compacted leader's sealed segments have gaps and sparse
-		// batches; a follower catching up copies them as they are.
-		split, gapsOK = splitStoredBatches, true
+	// A compacted leader's sealed segments have gaps and sparse batches;
+	// a follower catching up copies them as they are.
+	gapsOK := l.cfg.Compacted
+	each := func(h BatchHeader, b []byte) error {
+		if h.BaseOffset < expected || (!gapsOK && h.BaseOffset != expected) {
+			return offsetMismatch(expected, h.BaseOffset)
+		}
+		if h.PartitionLeaderEpoch < latest && h.PartitionLeaderEpoch >= 0 {
+			return fmt.Errorf("%w: batch at offset %d has epoch %d, latest %d", ErrEpochRegression, h.BaseOffset, h.PartitionLeaderEpoch, latest)
+		}
+		latest = max(latest, h.PartitionLeaderEpoch)
+		expected = h.NextOffset()
+		refs = append(refs, batchRef{pos: pos, h: h})
+		pos += len(b)
+		return nil
 	}
 	var err error
 	for _, part := range parts {
-		err = split(part, math.MaxInt32, func(h BatchHeader, b []byte) error {
-			if h.BaseOffset < expected || (!gapsOK && h.BaseOffset != expected) {
-				return offsetMismatch(expected, h.BaseOffset)
-			}
-			if h.PartitionLeaderEpoch < latest && h.PartitionLeaderEpoch >= 0 {
-				return fmt.Errorf("%w: batch at offset %d has epoch %d, latest %d", ErrEpochRegression, h.BaseOffset, h.PartitionLeaderEpoch, latest)
-			}
-			latest = max(latest, h.PartitionLeaderEpoch)
-			expected = h.NextOffset()
-			refs = append(refs, batchRef{pos: pos, h: h})
-			pos += len(b)
-			return nil
-		})
+		// Static calls, so that each (and what it captures) stays on the
+		// stack: no allocation per part.
+		switch {
+		case l.cfg.Compacted:
+			err = splitStoredBatches(part, math.MaxInt32, each)
+		case verified:
+			err = splitVerifiedBatches(part, math.MaxInt32, each)
+		default:
+			err = splitBatches(part, math.MaxInt32, each)
+		}
 		if err != nil {
 			break
 		}
