@@ -88,9 +88,13 @@
 // slice (the highest end known, the epochs to ask about) are kept until
 // the slices, the epochs or the fence answers change, and only the slices
 // of the objects the free read slots can serve are planned. GETs, leader fetches and
-// epoch queries run on goroutines the driver starts (at most
-// Config.MaxInFlight GET reads, one fallback and one epoch query per
-// partition) and send their results back on a channel; slice CRC checks and
+// epoch queries run off the driver (at most Config.MaxInFlight GET
+// reads of at most two GETs each, one fallback and one epoch query per
+// partition), on long-lived workers (workers.go: an idle one takes the
+// job, else a new goroutine does, so no job waits for another; no
+// goroutine is made, nor its stack grown, per read), and send their
+// results back on a channel, which the driver drains before it plans
+// again; slice CRC checks and
 // decompression run there too, in parallel (an uncompressed slice's
 // batches are checked as Kafka's follower checks a replicated batch, CRC
 // and header: kafkalog.ValidateBatchesCRC32C). A read watches its own

@@ -87,6 +87,8 @@ type Follower struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 	c      counters
+	// pool runs the work off the driver (workers.go).
+	pool *workers
 
 	mu struct {
 		sync.Mutex
@@ -218,6 +220,9 @@ func New(cfg Config) (*Follower, error) {
 	}
 	f.mu.status = make(map[metadata.TopicPartition]PartitionStatus)
 	f.mu.gets.Every = cfg.LogEvery
+	// Idle workers kept: enough for every read and its hedge, and as many
+	// again for leader fetches, epoch queries and probes.
+	f.pool = newWorkers(ctx.Done(), &f.wg, 3*cfg.MaxInFlight)
 	go f.run()
 	return f, nil
 }
@@ -341,22 +346,35 @@ func (f *Follower) run() {
 			fn()
 		case fn := <-f.res:
 			fn()
+			f.drainResults()
 		}
 	}
 }
 
-// spawn runs work on a new goroutine and hands its completion to the
-// driver.
+// drainResults takes the completions that are already waiting, so that
+// reads finishing together are planned again in one step, not one step
+// each.
+func (f *Follower) drainResults() {
+	for range cap(f.res) {
+		select {
+		case fn := <-f.res:
+			fn()
+		default:
+			return
+		}
+	}
+}
+
+// spawn runs work off the driver (on the worker pool) and hands its
+// completion to the driver.
 func (f *Follower) spawn(work func() func()) {
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
+	f.pool.run(func() {
 		done := work()
 		select {
 		case f.res <- done:
 		case <-f.ctx.Done():
 		}
-	}()
+	})
 }
 
 // step decides and starts what each partition needs; it returns when the
@@ -481,10 +499,13 @@ func (f *Follower) step(now time.Time) time.Time {
 			MaxRangeBytes: f.cfg.MaxRangeBytes, MergeGapBytes: f.cfg.MergeGapBytes,
 			MaxReads: free,
 		}, &f.planScratch)
-		for _, r := range reads {
+		for i, r := range reads {
 			if ok, w := f.bucket.take(now, r.Len); !ok {
 				f.c.rateLimited.Add(1)
 				wake(now.Add(w))
+				for _, r := range reads[i:] {
+					f.planScratch.giveSlices(r.Slices)
+				}
 				break
 			}
 			f.startRead(r)
@@ -678,6 +699,7 @@ func (f *Follower) readDone(res readResult) {
 			delete(p.byID, id)
 		}
 	}
+	f.planScratch.giveSlices(res.read.Slices) // nothing keeps it
 	for _, p := range failedParts {
 		p.readFails++ // once per read, however many of its slices failed
 		p.retryAt = now.Add(f.backoff(max(p.failures, p.readFails)))

@@ -70,10 +70,35 @@ func PlanChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig) []
 }
 
 // planScratch is PlanChains' working memory, which the driver keeps from
-// one step to the next (the reads returned and their Slices are new).
+// one step to the next. The reads returned are valid until the next
+// call; each one's Slices is the caller's until it gives it back
+// (giveSlices), which the driver does once the read is done.
 type planScratch struct {
-	tps  []metadata.TopicPartition
-	objs []planObject
+	tps   []metadata.TopicPartition
+	objs  []planObject
+	reads []Read
+	free  [][]Located // Slices given back, for the next reads
+}
+
+// takeSlices returns an empty []Located, reusing one given back.
+func (sc *planScratch) takeSlices() []Located {
+	if n := len(sc.free); n > 0 {
+		ls := sc.free[n-1]
+		sc.free[n-1] = nil
+		sc.free = sc.free[:n-1]
+		return ls
+	}
+	return make([]Located, 0, 4)
+}
+
+// giveSlices takes back a read's Slices: the caller keeps no reference
+// to it. At most a few dozen are kept.
+func (sc *planScratch) giveSlices(ls []Located) {
+	if cap(ls) == 0 || len(sc.free) >= 64 {
+		return
+	}
+	clear(ls)
+	sc.free = append(sc.free, ls[:0])
 }
 
 type planObject struct {
@@ -138,7 +163,8 @@ func planChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig, sc
 		}
 	}
 
-	var reads []Read
+	clear(sc.reads)
+	reads := sc.reads[:0]
 	for _, o := range objs {
 		ls := o.ls
 		slices.SortStableFunc(ls, func(a, b Located) int { return cmp.Compare(a.Entry.Position, b.Entry.Position) })
@@ -154,7 +180,7 @@ func planChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig, sc
 					continue
 				}
 			}
-			reads = append(reads, Read{Key: o.key, Off: start, Len: end - start, Slices: []Located{l}})
+			reads = append(reads, Read{Key: o.key, Off: start, Len: end - start, Slices: append(sc.takeSlices(), l)})
 			cur = &reads[len(reads)-1]
 		}
 		if cfg.MaxReads > 0 && len(reads) >= cfg.MaxReads {
@@ -162,8 +188,12 @@ func planChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig, sc
 		}
 	}
 	if cfg.MaxReads > 0 && len(reads) > cfg.MaxReads {
+		for _, r := range reads[cfg.MaxReads:] {
+			sc.giveSlices(r.Slices)
+		}
 		reads = reads[:cfg.MaxReads]
 	}
+	sc.reads = reads
 	// Keep the capacity, not the slices and keys.
 	for i := range objs {
 		clear(objs[i].ls)

@@ -59,9 +59,7 @@ func (f *Follower) read(ctx context.Context, r Read) readResult {
 		launched++
 		outstanding++
 		f.c.gets.Add(1)
-		f.wg.Add(1)
-		go func() {
-			defer f.wg.Done()
+		f.pool.run(func() {
 			t0 := f.cfg.Clock.Now()
 			// The body is lent (objstore.GetBody): verified slices point
 			// into it until they are appended, with no copy. An answer
@@ -71,7 +69,7 @@ func (f *Follower) read(ctx context.Context, r Read) readResult {
 				f.cfg.Observer.Observe(stagehist.Get, f.cfg.Clock.Since(t0))
 			}
 			answers <- getAnswer{b, err, hedge}
-		}()
+		})
 	}
 	launch(false)
 	var hedgeC <-chan time.Time

@@ -498,6 +498,11 @@ func TestLagMsFromTheLastBatch(t *testing.T) {
 	waitFor(t, "half", nil, 0, func() bool { s, _ := r.f.Status(tp0); return s.LogEndOffset == half }, func() string { return "" })
 	r.clk.Advance(1500 * time.Millisecond) // fillLeader stamps t0
 	waitFor(t, "lag", nil, 0, func() bool {
+		// The status is published at each wake-up, at the clock's time
+		// then. The driver may have stopped its poll timer and not yet
+		// armed it again when the clock moved (it then fires only at the
+		// next move): Notify wakes it without moving the clock.
+		r.f.Notify()
 		s, _ := r.f.Status(tp0)
 		return s.LagMs == 1500 && s.LagOffsets == leader.LogEndOffset()-half
 	}, func() string { s, _ := r.f.Status(tp0); return fmt.Sprintf("%+v", s) })

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -65,10 +66,11 @@ func TestCrashRecovery(t *testing.T) {
 			}
 			off = h.NextOffset()
 		}
-		for _, ep := range e.log.EpochEntries() {
-			if ep.StartOffset >= leo && leo > 0 {
-				t.Fatalf("seed %d: epoch entry %+v at or past LEO %d", seed, ep, leo)
-			}
+		// The leader-epoch cache is exactly the epochs of the batches that
+		// survived: none lost with a checkpoint write the crash dropped
+		// (appends do not write it), none past the log end.
+		if got, want := e.log.EpochEntries(), epochStartsOf(hs); !slices.Equal(got, want) {
+			t.Fatalf("seed %d: epochs after recovery %v, the batches say %v", seed, got, want)
 		}
 		// The recovered log accepts appends where it ended.
 		if info := mustAppendLeader(t, e.log, batch(1, 5), epoch); info.FirstOffset != leo {
@@ -81,6 +83,93 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatal("no seed produced a torn tail; the crash model is not exercised")
 	}
 	t.Logf("%d of 60 crashes left a torn tail", torn)
+}
+
+// epochStartsOf is the leader-epoch cache that batches hs (from the log
+// start) imply: where each epoch above the one before it starts.
+func epochStartsOf(hs []BatchHeader) []EpochEntry {
+	var es []EpochEntry
+	for _, h := range hs {
+		if n := len(es); h.PartitionLeaderEpoch >= 0 && (n == 0 || h.PartitionLeaderEpoch > es[n-1].Epoch) {
+			es = append(es, EpochEntry{Epoch: h.PartitionLeaderEpoch, StartOffset: h.BaseOffset})
+		}
+	}
+	return es
+}
+
+// TestEpochCheckpointCrashBetweenAppendAndWrite crashes after an append
+// that starts a new leader epoch and before the epoch checkpoint is
+// written (an append does not write it; roll, Flush and Close do): with
+// the batches fsynced (flush.messages=1), recovery finds the epoch in the
+// segment; with them lost, the epoch is gone too; after a roll, the
+// checkpoint holds the epochs below the recovery point.
+func TestEpochCheckpointCrashBetweenAppendAndWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		flush   bool // Flush after the first epoch (checkpoint written)
+		roll    bool // roll a segment after epoch 2 starts
+		durable bool // the epoch-2 batches are fsynced before the crash
+	}{
+		{name: "data-fsynced", cfg: Config{FlushMessages: 1}, flush: true, durable: true},
+		{name: "data-lost", cfg: Config{}, flush: true},
+		{name: "no-checkpoint-ever", cfg: Config{FlushMessages: 1}, durable: true},
+		{name: "after-roll", cfg: Config{FlushMessages: 1, SegmentBytes: 4096}, flush: true, roll: true, durable: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, tc.cfg)
+			mustAppendLeader(t, e.log, batch(3, 50), 1)
+			if tc.flush {
+				if err := e.log.Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before, _ := e.fs.FileBytes(e.dir + "/leader-epoch-checkpoint")
+			info := mustAppendLeader(t, e.log, batch(2, 50), 2)
+			if after, _ := e.fs.FileBytes(e.dir + "/leader-epoch-checkpoint"); !bytes.Equal(before, after) {
+				t.Fatalf("the append wrote the epoch checkpoint: %q, was %q", after, before)
+			}
+			want := []EpochEntry{{Epoch: 1, StartOffset: 0}}
+			if tc.durable {
+				want = append(want, EpochEntry{Epoch: 2, StartOffset: info.FirstOffset})
+			}
+			if tc.roll {
+				for len(e.log.Segments()) < 3 {
+					mustAppendLeader(t, e.log, batch(4, 200), 2)
+				}
+				mustAppendLeader(t, e.log, batch(1, 10), 3) // in the active segment only
+				want = append(want, EpochEntry{Epoch: 3, StartOffset: e.log.LogEndOffset() - 1})
+			}
+			if !tc.durable {
+				want = []EpochEntry{{Epoch: 1, StartOffset: 0}}
+			}
+			leo := e.log.LogEndOffset()
+			e.crash(e.fs.CrashClone(nil)) // only what was fsynced
+			if tc.durable && e.log.LogEndOffset() != leo {
+				t.Fatalf("LEO %d after the crash, want %d (fsynced)", e.log.LogEndOffset(), leo)
+			}
+			if !tc.durable && e.log.LogEndOffset() != 3 {
+				t.Fatalf("LEO %d after the crash, want 3 (the unsynced batches lost)", e.log.LogEndOffset())
+			}
+			got := e.log.EpochEntries()
+			if !slices.Equal(got, want) {
+				t.Fatalf("epochs after the crash %v, want %v", got, want)
+			}
+			if !slices.Equal(got, epochStartsOf(readAll(t, e.log))) {
+				t.Fatalf("epochs %v do not match the batches", got)
+			}
+			if len(want) > 1 {
+				if fe, off := e.log.EndOffsetForEpoch(1); fe != 1 || off != want[1].StartOffset {
+					t.Fatalf("EndOffsetForEpoch(1) = %d, %d; want 1, %d", fe, off, want[1].StartOffset)
+				}
+			}
+			// The recovered cache was written: a second crash keeps it.
+			e.crash(e.fs.CrashClone(nil))
+			if got := e.log.EpochEntries(); !slices.Equal(got, want) {
+				t.Fatalf("epochs after a second crash %v, want %v", got, want)
+			}
+		})
+	}
 }
 
 // TestConcurrentReadersSeeWholeBatches runs one writer and several

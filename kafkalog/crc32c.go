@@ -30,29 +30,37 @@ var x2n = func() (t [32]uint32) {
 
 // multModP multiplies a and b modulo the polynomial (reflected bit order).
 func multModP(a, b uint32) uint32 {
-	m := uint32(1) << 31
+	// Branch-free: a and b are CRC values, random bits, so a branch on
+	// each bit is mispredicted half the time (about 320 ns a call against
+	// 60 here); a batch's check makes one call, a slice's first batch
+	// about seven more (x8n).
 	var p uint32
-	for {
-		if a&m != 0 {
-			p ^= b
-			if a&(m-1) == 0 {
-				return p
-			}
-		}
-		m >>= 1
-		if b&1 != 0 {
-			b = b>>1 ^ castagnoliReflected
-		} else {
-			b >>= 1
-		}
+	for range 32 {
+		p ^= b & -(a >> 31)
+		a <<= 1
+		b = b>>1 ^ castagnoliReflected&-(b&1)
 	}
+	return p
 }
+
+// x8nLow[j] and x8nHigh[j] are x^(8j) and x^(8*256*j) modulo the
+// polynomial: x8n of a batch's length (below 64 KiB, the usual) is one
+// product of two of them.
+var x8nLow, x8nHigh = func() (lo, hi [256]uint32) {
+	lo[0], hi[0] = 1<<31, 1<<31 // x^0
+	for j := 1; j < 256; j++ {
+		lo[j] = multModP(lo[j-1], x2n[3])  // times x^8
+		hi[j] = multModP(hi[j-1], x2n[11]) // times x^2048
+	}
+	return lo, hi
+}()
 
 // x8n returns x^(8n) modulo the polynomial.
 func x8n(n int) uint32 {
-	p := uint32(1) << 31 // x^0
-	for k := 3; n > 0; n, k = n>>1, k+1 {
-		if n&1 != 0 {
+	p := multModP(x8nLow[n&255], x8nHigh[n>>8&255])
+	// The bits from 2^16 on; bit i stands for x^(8*2^i) = x^(2^(i+3)).
+	for m, k := n>>16, 19; m > 0; m, k = m>>1, k+1 {
+		if m&1 != 0 {
 			p = multModP(x2n[k&31], p)
 		}
 	}

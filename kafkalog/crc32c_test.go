@@ -16,7 +16,7 @@ import (
 // without the final inversion is exactly multiplication by x^(8n).
 func TestX8nIsShiftByZeroBytes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, n := range []int{0, 1, 2, 3, 7, 21, 100, 4096, 16363, 1 << 20} {
+	for _, n := range []int{0, 1, 2, 3, 7, 21, 100, 255, 256, 257, 4096, 16363, 65535, 65536, 65537, 70000, 1 << 20, 1<<20 + 12345, 1<<24 + 1} {
 		a, b := make([]byte, 1+rng.IntN(64)), make([]byte, n)
 		for i := range a {
 			a[i] = byte(rng.Uint32())

@@ -150,9 +150,20 @@
 // point to the end are validated batch by batch (CRC, record framing,
 // contiguous offsets starting at the segment base); the first bad or torn
 // batch and everything after it are cut, with a slog.Warn saying the
-// position and the bytes dropped. Earlier segments get a header walk. The
-// leader-epoch cache is then trimmed to the log end: it is persisted
-// before the data it describes, as Kafka does.
+// position and the bytes dropped. Earlier segments get a header walk.
+//
+// The leader-epoch checkpoint is not written on the append path (a new
+// epoch costs a temp file, two fsyncs and a rename: on a follower, once
+// per new log and per leader change). An append records a new epoch in
+// memory; the checkpoint is written (fsynced, renamed into place) before
+// the recovery point passes it (roll, Close), at Flush, and at once by
+// truncation and log-start moves. At Open the cache is the checkpoint
+// trimmed to the log end plus the epochs of the batches in the segments
+// recovered (Kafka's LogSegment.recover assigns them the same way): every
+// epoch that starts below the recovery point is in the checkpoint, and
+// every one past it is in a segment that recovery walks, so a crash
+// between an append and the checkpoint write loses no epoch and keeps
+// none of data it lost.
 //
 // # Concurrency
 //

@@ -116,12 +116,16 @@ type Log struct {
 		ckptHW        int64 // last high watermark written, -1 none
 		recoveryPoint int64
 		compacted     bool // the cleaner has rewritten (or may have) segments
-		failed        error
-		buf           []byte
-		refs          []batchRef
-		idx           []indexEntry
-		one           [1][]byte // chunks of a one-buffer append
-		iov           [][]byte  // a write's pieces (chunks.span)
+		// epochsDirty: the leader-epoch cache has entries the checkpoint
+		// file lacks (assignEpochs); they are written before the recovery
+		// point passes them (roll, Close) or at Flush.
+		epochsDirty bool
+		failed      error
+		buf         []byte
+		refs        []batchRef
+		idx         []indexEntry
+		one         [1][]byte // chunks of a one-buffer append
+		iov         [][]byte  // a write's pieces (chunks.span)
 	}
 
 	// mu guards what readers see. Writers take it only to publish.
@@ -198,6 +202,7 @@ func (l *Log) load() error {
 		rp = 0
 	}
 	now := l.clock.Now()
+	var epochStarts []EpochEntry // of the segments recovered (verify)
 	for i, base := range bases {
 		s := newSegmentPaths(l.dir, base)
 		if n := len(l.mu.segs); n > 0 && base < l.mu.segs[n-1].next {
@@ -222,6 +227,7 @@ func (l *Log) load() error {
 		}
 		s.size, s.next, s.index, s.maxTimestamp = res.validEnd, res.next, res.index, res.maxTimestamp
 		s.timeIndex, s.bytesSinceTimeIndex = res.timeIndex, res.bytesSinceTimeIndex
+		epochStarts = append(epochStarts, res.epochStarts...)
 		s.bytesSinceIndex, s.lastModified = res.bytesSinceIndex, now
 		if res.validEnd > 0 {
 			s.firstAppend = now
@@ -265,8 +271,21 @@ func (l *Log) load() error {
 	}
 	l.mu.epochs.entries = entries
 	ch1 := l.mu.epochs.truncateFromEnd(l.mu.leo)
+	// The checkpoint holds every epoch that starts below the recovery
+	// point (assignEpochs defers the write, but roll and Close write it
+	// before the recovery point moves); the epochs of the batches past it
+	// are taken from the segments recovered, as Kafka's LogSegment.recover
+	// does, so an epoch whose checkpoint write a crash lost is found again.
+	ch3 := false
+	for _, e := range epochStarts {
+		if latest, ok := l.mu.epochs.latest(); (!ok || e.Epoch > latest.Epoch) && e.StartOffset < l.mu.leo {
+			l.mu.epochs.assign(e.Epoch, e.StartOffset)
+			l.logger.Info("kafkalog: leader epoch recovered from the log, not in its checkpoint", "epoch", e.Epoch, "startOffset", e.StartOffset)
+			ch3 = true
+		}
+	}
 	ch2 := l.mu.epochs.truncateFromStart(l.logStartOffset())
-	if ch1 || ch2 {
+	if ch1 || ch2 || ch3 {
 		if err := l.writeEpochCheckpoint(); err != nil {
 			return err
 		}
@@ -331,8 +350,23 @@ func (l *Log) writeIndexFile(path string, entries []indexEntry) error {
 	return err
 }
 
+// writeEpochCheckpoint writes the leader-epoch cache to its checkpoint
+// (fsynced). Caller holds writeMu.
 func (l *Log) writeEpochCheckpoint() error {
-	return writeCheckpoint(l.fs, l.dir, leaderEpochCheckpointFile, epochLines(l.mu.epochs.entries))
+	if err := writeCheckpoint(l.fs, l.dir, leaderEpochCheckpointFile, epochLines(l.mu.epochs.entries)); err != nil {
+		return err
+	}
+	l.w.epochsDirty = false
+	return nil
+}
+
+// flushEpochCheckpoint writes the leader-epoch checkpoint if the cache
+// has entries it lacks. Caller holds writeMu.
+func (l *Log) flushEpochCheckpoint() error {
+	if !l.w.epochsDirty {
+		return nil
+	}
+	return l.writeEpochCheckpoint()
 }
 
 // active is the last segment. Caller holds mu or writeMu.
@@ -506,30 +540,34 @@ func (l *Log) appendAsFollower(parts [][]byte, batches []byte, verified bool) (A
 		latest = e.Epoch
 	}
 	pos := 0
-	split, gapsOK := splitBatches, false
-	if verified {
-		split = splitVerifiedBatches
-	}
-	if l.cfg.Compacted {
-		// A compacted leader's sealed segments have gaps and sparse
-		// batches; a follower catching up copies them as they are.
-		split, gapsOK = splitStoredBatches, true
+	// A compacted leader's sealed segments have gaps and sparse batches;
+	// a follower catching up copies them as they are.
+	gapsOK := l.cfg.Compacted
+	each := func(h BatchHeader, b []byte) error {
+		if h.BaseOffset < expected || (!gapsOK && h.BaseOffset != expected) {
+			return offsetMismatch(expected, h.BaseOffset)
+		}
+		if h.PartitionLeaderEpoch < latest && h.PartitionLeaderEpoch >= 0 {
+			return fmt.Errorf("%w: batch at offset %d has epoch %d, latest %d", ErrEpochRegression, h.BaseOffset, h.PartitionLeaderEpoch, latest)
+		}
+		latest = max(latest, h.PartitionLeaderEpoch)
+		expected = h.NextOffset()
+		refs = append(refs, batchRef{pos: pos, h: h})
+		pos += len(b)
+		return nil
 	}
 	var err error
 	for _, part := range parts {
-		err = split(part, math.MaxInt32, func(h BatchHeader, b []byte) error {
-			if h.BaseOffset < expected || (!gapsOK && h.BaseOffset != expected) {
-				return offsetMismatch(expected, h.BaseOffset)
-			}
-			if h.PartitionLeaderEpoch < latest && h.PartitionLeaderEpoch >= 0 {
-				return fmt.Errorf("%w: batch at offset %d has epoch %d, latest %d", ErrEpochRegression, h.BaseOffset, h.PartitionLeaderEpoch, latest)
-			}
-			latest = max(latest, h.PartitionLeaderEpoch)
-			expected = h.NextOffset()
-			refs = append(refs, batchRef{pos: pos, h: h})
-			pos += len(b)
-			return nil
-		})
+		// Static calls, so that each (and what it captures) stays on the
+		// stack: no allocation per part.
+		switch {
+		case l.cfg.Compacted:
+			err = splitStoredBatches(part, math.MaxInt32, each)
+		case verified:
+			err = splitVerifiedBatches(part, math.MaxInt32, each)
+		default:
+			err = splitBatches(part, math.MaxInt32, each)
+		}
 		if err != nil {
 			break
 		}
@@ -544,9 +582,15 @@ func (l *Log) appendAsFollower(parts [][]byte, batches []byte, verified bool) (A
 	return l.appendValidated(parts, refs)
 }
 
-// assignEpochs records each new epoch among refs and persists the cache
-// before the data is written, as Kafka does; recovery trims entries past
-// the log end if the data does not make it. Caller holds writeMu.
+// assignEpochs records each new epoch among refs. The checkpoint file is
+// not written here, on the append path (a temp file, two fsyncs and a
+// rename per new epoch: on a follower, per new log and per leader
+// change), but before the recovery point passes the new entries (roll,
+// Close) and at Flush: recovery takes the epochs of the batches past the
+// recovery point from the segments themselves (load), as Kafka's
+// LogSegment.recover does, and trims entries past the log end. So a
+// crash between this append and the checkpoint write loses no epoch.
+// Caller holds writeMu.
 func (l *Log) assignEpochs(refs []batchRef) error {
 	changed := false
 	for i := range refs {
@@ -562,11 +606,8 @@ func (l *Log) assignEpochs(refs []batchRef) error {
 		l.mu.Unlock()
 		changed = true
 	}
-	if !changed {
-		return nil
-	}
-	if err := l.writeEpochCheckpoint(); err != nil {
-		return fmt.Errorf("kafkalog: append: %w", err)
+	if changed {
+		l.w.epochsDirty = true
 	}
 	return nil
 }
@@ -703,6 +744,9 @@ func (l *Log) roll(base int64) error {
 	l.mu.Unlock()
 	l.w.unflushed = 0
 	l.logger.Debug("kafkalog: rolled segment", "from", old.base, "to", base)
+	if err := l.flushEpochCheckpoint(); err != nil { // before the recovery point passes its entries
+		return fmt.Errorf("kafkalog: roll: %w", err)
+	}
 	if err := writeOffsetCheckpoint(l.fs, l.dir, recoveryPointCheckpointFile, base); err != nil {
 		return fmt.Errorf("kafkalog: roll: %w", err)
 	}
@@ -711,7 +755,9 @@ func (l *Log) roll(base int64) error {
 	return nil
 }
 
-// Flush fsyncs the active segment and writes the high-watermark checkpoint.
+// Flush fsyncs the active segment and writes the high-watermark checkpoint
+// and, if the leader-epoch cache changed since it was last written, the
+// leader-epoch checkpoint.
 // Errors: ErrClosed, ErrFailed, I/O errors.
 func (l *Log) Flush() error {
 	l.writeMu.Lock()
@@ -722,6 +768,9 @@ func (l *Log) Flush() error {
 	now := l.clock.Now()
 	if err := l.flushLocked(now); err != nil {
 		return err
+	}
+	if err := l.flushEpochCheckpoint(); err != nil {
+		return fmt.Errorf("kafkalog: flush: %w", err)
 	}
 	return l.checkpointHW(now)
 }
@@ -1160,7 +1209,9 @@ func (l *Log) Close() error {
 		act := l.active()
 		errs = append(errs, l.flushLocked(now), l.checkpointHW(now),
 			l.writeIndexFile(act.indexPath, act.index))
-		if l.w.recoveryPoint < act.base {
+		epochErr := l.flushEpochCheckpoint()
+		errs = append(errs, epochErr)
+		if l.w.recoveryPoint < act.base && epochErr == nil { // the recovery point passes the epochs only once they are written
 			errs = append(errs, writeOffsetCheckpoint(l.fs, l.dir, recoveryPointCheckpointFile, act.base))
 		}
 		// Kafka snapshots at a clean shutdown too: the next open replays nothing.

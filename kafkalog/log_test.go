@@ -660,6 +660,9 @@ func TestCheckpointFormat(t *testing.T) {
 	mustAppendLeader(t, e.log, batch(2, 1), 3)
 	mustAppendLeader(t, e.log, batch(2, 1), 5)
 	e.log.SetHighWatermark(3)
+	if err := e.log.Flush(); err != nil { // appends leave the epoch checkpoint to Flush, roll and Close
+		t.Fatal(err)
+	}
 	b, err := e.fs.FileBytes(e.dir + "/leader-epoch-checkpoint")
 	if err != nil || string(b) != "0\n2\n3 0\n5 2\n" {
 		t.Fatalf("leader-epoch-checkpoint %q %v", b, err)

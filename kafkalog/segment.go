@@ -194,6 +194,10 @@ type scanResult struct {
 	bytesSinceTimeIndex int
 	records             int64
 	problem             string // why the scan stopped before the end, or ""
+	// epochStarts, with verify: where each leader epoch above the one
+	// before it starts among the segment's batches (Kafka's
+	// LogSegment.recover assigns them to the leader-epoch cache).
+	epochStarts []EpochEntry
 }
 
 // scanSegment walks a segment file from the start. With verify it
@@ -260,6 +264,11 @@ func scanSegment(f File, size int64, base int64, interval int, verify, compacted
 		res.maxTimestamp = max(res.maxTimestamp, h.MaxTimestamp)
 		res.timeIndex, res.bytesSinceTimeIndex = addTimeEntry(res.timeIndex, res.bytesSinceTimeIndex, len(b), interval, res.maxTimestamp, h.LastOffset())
 		res.records += int64(h.RecordCount)
+		if e := h.PartitionLeaderEpoch; verify && e >= 0 {
+			if n := len(res.epochStarts); n == 0 || e > res.epochStarts[n-1].Epoch {
+				res.epochStarts = append(res.epochStarts, EpochEntry{Epoch: e, StartOffset: h.BaseOffset})
+			}
+		}
 		res.next = h.NextOffset()
 		pos += int64(len(b))
 	}
