@@ -117,7 +117,9 @@ func TestTasksHoldBytesUntilCalled(t *testing.T) {
 		appendAll(batches)
 		// The first announcement wakes the combiner, which then arms its
 		// timer: wait for both.
-		spinUntil(t, "every task to announce", func() bool { return m.Metrics().Announced == parts && comb.Metrics().Announced > 0 && clk.Pending() > 0 })
+		spinUntil(t, "every task to announce", func() bool {
+			return m.Metrics().Announced == parts && comb.Metrics().Announced > 0 && clk.Pending() > 0
+		})
 		if n := len(pub.published()); n != objects {
 			t.Fatalf("%d objects before the interval, want %d", n, objects)
 		}

@@ -143,13 +143,14 @@ type Result struct {
 	// grows with the objects it holds (GOGC), not with the node's own state.
 	LiveHeapMB float64 `json:"live_heap_mb"`
 	StackMB    float64 `json:"stack_inuse_mb"` // goroutine stacks at the window's end
-	// Combiner gauges at the window's end: tasks holding bytes announced,
-	// tasks called for them that had not answered, and slices queued.
-	Announced    int     `json:"combiner_announced"`
-	Called       int     `json:"combiner_called"`
+	// At the window's end: remote-WAL tasks holding bytes announced, tasks
+	// called for them that had not answered (remotewal.Metrics), and the
+	// combiner's queued slices and held bytes.
+	Announced    int     `json:"tasks_announced"`
+	Called       int     `json:"tasks_called"`
 	QueuedSlices int     `json:"combiner_queued_slices"`
 	HeldMB       float64 `json:"combiner_held_mb"`
-	CPUPerS     float64 `json:"cpu_s_per_s"` // user+system CPU-seconds of the process per second of window
+	CPUPerS      float64 `json:"cpu_s_per_s"` // user+system CPU-seconds of the process per second of window
 	// CPUmsPerMB is CPUPerS per produced MB/s: the cost of a MB, whatever
 	// share of the machine the run got.
 	CPUmsPerMB float64 `json:"cpu_ms_per_mb"`
@@ -316,9 +317,6 @@ func (r *run) do(ctx context.Context) (*Result, error) {
 	}
 	bc := broker.Config{BrokerID: 1, Rack: "az1", LogDir: filepath.Join(dir, "logs"), Logger: log}
 	bc.RemoteWAL.SystemEnable = true
-	if v, _ := strconv.Atoi(os.Getenv("KWAL_SCALE_POOL")); v > 0 {
-		bc.RemoteWAL.ThreadPoolSize = v
-	}
 	if err := bc.CheckSettings(); err != nil {
 		return nil, err
 	}
