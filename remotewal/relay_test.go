@@ -87,11 +87,15 @@ func TestCalledRoundGrantsEveryTask(t *testing.T) {
 		}
 		r.settled(t)
 	}
-	for _, ol := range r.logs {
-		if p, _ := r.m.PublishedOffset(ol.tp); p != ol.l.LogEndOffset() {
-			t.Fatalf("%v: published to %d, log end %d", ol.tp, p, ol.l.LogEndOffset())
+	// The combiner tells the tasks after the publisher returned.
+	spinUntil(t, "every task to hear its slices published", func() bool {
+		for _, ol := range r.logs {
+			if p, _ := r.m.PublishedOffset(ol.tp); p != ol.l.LogEndOffset() {
+				return false
+			}
 		}
-	}
+		return true
+	})
 }
 
 // TestStopDuringCalledRound stops half the tasks while their round is
