@@ -430,11 +430,14 @@ func (t *task) takeSlot(ctx context.Context) error {
 	}
 }
 
-// releaseSlot gives back the task's worker slot, if it holds one.
+// releaseSlot gives back the task's worker slot, if it holds one: to the
+// next called task waiting for one, if any, else to the pool.
 func (t *task) releaseSlot() {
 	if t.holdsSlot {
 		t.holdsSlot = false
-		<-t.m.pool
+		if t.m.relay == nil || !t.m.relay.pass() {
+			<-t.m.pool
+		}
 	}
 }
 

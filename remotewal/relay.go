@@ -35,9 +35,12 @@ type relay struct {
 
 	mu struct {
 		sync.Mutex
-		open      *round // the round new announcements join; nil: none
-		announced int    // tasks announced, not called
-		called    int    // tasks called, not yet withdrawn
+		open *round // the round new announcements join; nil: none
+		// calling are the called rounds with tasks not yet granted, in
+		// the order they were called.
+		calling   []*round
+		announced int // tasks announced, not called
+		called    int // tasks called, not yet withdrawn
 	}
 }
 
@@ -134,7 +137,10 @@ func (r *relay) await(rd *round) {
 			r.mu.called++
 		}
 	}
+	r.mu.calling = append(r.mu.calling, rd)
 	r.mu.Unlock()
+	// Slots a task gives back go on to the next called task (pass); this
+	// takes the slots that are free.
 	for {
 		select {
 		case r.pool <- struct{}{}:
@@ -144,15 +150,7 @@ func (r *relay) await(rd *round) {
 			return
 		}
 		r.mu.Lock()
-		var t *task
-		for rd.next < len(rd.tasks) && t == nil {
-			if c := rd.tasks[rd.next]; c.rel.round == rd {
-				t = c
-				t.rel.granted = true
-			}
-			rd.tasks[rd.next] = nil
-			rd.next++
-		}
+		t := r.nextGrantLocked()
 		r.mu.Unlock()
 		if t == nil {
 			<-r.pool
@@ -160,6 +158,41 @@ func (r *relay) await(rd *round) {
 		}
 		t.grant <- struct{}{} // cap 1, one grant per announcement: never blocks
 	}
+}
+
+// nextGrantLocked picks the next called task not yet granted, oldest
+// round first, and marks it granted; nil if there is none. Called with
+// r.mu held.
+func (r *relay) nextGrantLocked() *task {
+	for len(r.mu.calling) > 0 {
+		rd := r.mu.calling[0]
+		for rd.next < len(rd.tasks) {
+			c := rd.tasks[rd.next]
+			rd.tasks[rd.next] = nil
+			rd.next++
+			if c.rel.round == rd {
+				c.rel.granted = true
+				return c
+			}
+		}
+		r.mu.calling[0] = nil
+		r.mu.calling = r.mu.calling[1:]
+	}
+	return nil
+}
+
+// pass hands a worker slot that a task gives back to the next called task
+// not yet granted, and reports whether it did; so a called round's tasks
+// follow one another through the slots without a wake-up in between.
+func (r *relay) pass() bool {
+	r.mu.Lock()
+	t := r.nextGrantLocked()
+	r.mu.Unlock()
+	if t == nil {
+		return false
+	}
+	t.grant <- struct{}{}
+	return true
 }
 
 // counts returns the tasks announced and not called, and called and not
