@@ -131,12 +131,9 @@ func (r *relay) await(rd *round) {
 	if r.mu.open == rd {
 		r.mu.open = nil
 	}
-	for _, t := range rd.tasks[rd.next:] {
-		if t.rel.round == rd {
-			r.mu.announced--
-			r.mu.called++
-		}
-	}
+	// rd.live is the tasks still in rd: they are called now.
+	r.mu.announced -= rd.live
+	r.mu.called += rd.live
 	r.mu.calling = append(r.mu.calling, rd)
 	r.mu.Unlock()
 	// Slots a task gives back go on to the next called task (pass); this
