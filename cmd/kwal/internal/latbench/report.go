@@ -169,6 +169,9 @@ type RunResult struct {
 	// the run as the brokers saw them (latency model and backend).
 	StorePut Summary `json:"store_put"`
 	StoreGet Summary `json:"store_get"`
+	// Wire is the producer's Produce requests on the wire (Produce and
+	// ProduceAll runs).
+	Wire WireFigures `json:"wire"`
 }
 
 // Row is the medians over the repetitions of one (phase, workload, mode).
@@ -205,6 +208,12 @@ type Row struct {
 	PutP99 time.Duration `json:"put_p99_ns"`
 	GetP50 time.Duration `json:"get_p50_ns"`
 	GetP99 time.Duration `json:"get_p99_ns"`
+	// WireRTTMean and WireRTTP50: medians over the runs of each run's
+	// mean and p50 Produce round trip on the wire; WireRequestBytes the
+	// median of each run's mean request size (zero without requests).
+	WireRTTMean      time.Duration `json:"wire_rtt_mean_ns"`
+	WireRTTP50       time.Duration `json:"wire_rtt_p50_ns"`
+	WireRequestBytes float64       `json:"wire_request_bytes"`
 }
 
 // Report is everything a run measured.
@@ -217,8 +226,11 @@ type Report struct {
 	Rows   []Row         `json:"rows"`
 	// Target is issue 14's target 1 from the headline rows (TargetOf),
 	// nil without them.
-	Target  *Target       `json:"target_e2e_acks1,omitempty"`
-	Elapsed time.Duration `json:"elapsed_ns"`
+	Target *Target `json:"target_e2e_acks1,omitempty"`
+	// InFlight is the produce workloads' in-flight bound (InFlightOf)
+	// from the headline rows.
+	InFlight []InFlight    `json:"in_flight,omitempty"`
+	Elapsed  time.Duration `json:"elapsed_ns"`
 }
 
 // Aggregate computes Rows from Runs: medians over repetitions.
@@ -314,6 +326,16 @@ func (r *Report) Aggregate() {
 		p99 := func(sm Summary) time.Duration { return sm.P99 }
 		row.PutP50, row.PutP99 = storeMed(put, p50), storeMed(put, p99)
 		row.GetP50, row.GetP99 = storeMed(get, p50), storeMed(get, p99)
+		wire := func(x RunResult) Summary { return x.Wire.RTT }
+		row.WireRTTMean = storeMed(wire, func(sm Summary) time.Duration { return sm.Mean })
+		row.WireRTTP50 = storeMed(wire, p50)
+		var reqBytes []float64
+		for _, run := range runs {
+			if run.Wire.Requests > 0 {
+				reqBytes = append(reqBytes, float64(run.Wire.RequestBytes)/float64(run.Wire.Requests))
+			}
+		}
+		row.WireRequestBytes = Median(reqBytes)
 		r.Rows = append(r.Rows, row)
 	}
 	wi := func(w Workload) int {
@@ -329,6 +351,7 @@ func (r *Report) Aggregate() {
 	if t, ok := TargetOf(r.rowsFor(true)); ok {
 		r.Target = &t
 	}
+	r.InFlight = InFlightOf(r.rowsFor(true))
 }
 
 // rowsFor returns the rows of the headline phase or of the sweep.
@@ -484,6 +507,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		b.WriteString("\n")
 		r.writeCostLines(&b, head)
 		r.writeTarget(&b, head)
+		writeInFlight(&b, head)
 		writeStages(&b, head)
 	}
 

@@ -293,12 +293,12 @@ func (p *phase) createTopic(ctx context.Context, prefix, mode string) (string, e
 	return name, nil
 }
 
-func (p *phase) producer(topic string, w Workload) (*kgo.Client, error) {
+func (p *phase) producer(topic string, w Workload, extra ...kgo.Opt) (*kgo.Client, error) {
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(p.lc.Bootstrap()...), kgo.Dialer(p.net.clientDial(producerRack)),
 		kgo.DefaultProduceTopic(topic),
 	}, producerConfigFor(w).opts()...)
-	return kgo.NewClient(opts...)
+	return kgo.NewClient(append(opts, extra...)...)
 }
 
 func (p *phase) consumer(topic string) (*kgo.Client, error) {
@@ -481,7 +481,8 @@ func consumeIndexed(ctx context.Context, cons *kgo.Client, n int, count *atomic.
 // from just before Produce is called to its acknowledgement, so it
 // includes time queued in the client, as in the Java tool.
 func (p *phase) producePerf(ctx context.Context, r *RunResult) error {
-	prod, err := p.producer(r.Topic, r.Workload)
+	wire := &wireRecorder{}
+	prod, err := p.producer(r.Topic, r.Workload, kgo.WithHooks(wire))
 	if err != nil {
 		return err
 	}
@@ -489,6 +490,7 @@ func (p *phase) producePerf(ctx context.Context, r *RunResult) error {
 	if err := warmUp(ctx, prod); err != nil {
 		return err
 	}
+	wire.start()
 	n, size := p.cfg.PerfRecords, p.cfg.PerfRecordBytes
 	// Like the Java tool, a few random payloads are reused.
 	rng := rand.New(rand.NewPCG(p.cfg.Seed, uint64(p.index)<<32|uint64(r.Rep)))
@@ -534,6 +536,7 @@ func (p *phase) producePerf(ctx context.Context, r *RunResult) error {
 	}
 	r.Samples = lat
 	r.Elapsed = time.Unix(0, lastAck.Load()).Sub(start)
+	r.Wire = wire.figures()
 	return p.finish(ctx, r, before, start)
 }
 
