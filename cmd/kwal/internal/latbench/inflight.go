@@ -84,6 +84,8 @@ type InFlight struct {
 	BoundMBPerSec   float64       `json:"bound_mb_per_sec"`
 	MBPerSec        float64       `json:"mb_per_sec"`
 	OfBound         float64       `json:"of_bound"`
+	// CPUMsPerMB is the whole process's CPU per MB produced (Row.CPUMsPerMB).
+	CPUMsPerMB float64 `json:"cpu_ms_per_mb"`
 	// RTTForHalfClassic is set on the remote-WAL row when the classic
 	// row is there.
 	RTTForHalfClassic time.Duration `json:"rtt_for_half_classic_ns,omitempty"`
@@ -105,7 +107,7 @@ func InFlightOf(rows []Row) []InFlight {
 		}
 		n := producerConfigFor(row.Workload).inFlight
 		f := InFlight{Workload: row.Workload, Mode: row.Mode, Window: n, MeanRTT: row.WireRTTMean, P50RTT: row.WireRTTP50,
-			MeanRequestByte: row.WireRequestBytes, MBPerSec: row.MBPerSec}
+			MeanRequestByte: row.WireRequestBytes, MBPerSec: row.MBPerSec, CPUMsPerMB: row.CPUMsPerMB}
 		f.BoundMBPerSec = float64(n) * row.WireRequestBytes / row.WireRTTMean.Seconds() / 1e6
 		if f.BoundMBPerSec > 0 {
 			f.OfBound = row.MBPerSec / f.BoundMBPerSec
@@ -125,15 +127,15 @@ func writeInFlight(b *strings.Builder, rows []Row) {
 		return
 	}
 	fmt.Fprintf(b, "### The producer's in-flight bound (Little's law)\n\n")
-	fmt.Fprintf(b, "One partition, one connection to its leader: at most max.in.flight requests are on the wire at once, so throughput ≤ in-flight × request bytes / round trip. The round trip is each Produce request's as the producer saw it on the wire (franz-go's BrokerE2E: write start to response read), which is exactly the time a request holds a slot of the window; it excludes the time records queue in the client's buffer before their request is written (the perf test's latency column includes that). At acks=all it is the leader's append plus the wait for every in-sync replica plus the network. Means and p50s in ms, medians over the runs; `of bound` is the window's mean occupancy.\n\n")
-	fmt.Fprintf(b, "| workload | mode | in flight | RTT mean | RTT p50 | request KB | bound MB/s | achieved MB/s | of bound | RTT 0.5x classic needs |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(b, "One partition, one connection to its leader: at most max.in.flight requests are on the wire at once, so throughput ≤ in-flight × request bytes / round trip. The round trip is each Produce request's as the producer saw it on the wire (franz-go's BrokerE2E: write start to response read), which is exactly the time a request holds a slot of the window; it excludes the time records queue in the client's buffer before their request is written (the perf test's latency column includes that). At acks=all it is the leader's append plus the wait for every in-sync replica plus the network. Means and p50s in ms, medians over the runs; `of bound` is the window's mean occupancy. `CPU ms/MB` is the whole process's CPU time (every broker, the store and its model, the metadata Kafka, the clients) per MB produced, from the first send until every follower had the data: on a shared machine throughput follows the CPU share a run gets, and this figure does not.\n\n")
+	fmt.Fprintf(b, "| workload | mode | in flight | RTT mean | RTT p50 | request KB | bound MB/s | achieved MB/s | of bound | RTT 0.5x classic needs | CPU ms/MB |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, f := range fs {
 		need := "-"
 		if f.RTTForHalfClassic > 0 {
 			need = fmtMs(f.RTTForHalfClassic)
 		}
-		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %.1f | %.2f | %.2f | %.2f | %s |\n",
-			f.Workload, f.Mode, f.Window, fmtMs(f.MeanRTT), fmtMs(f.P50RTT), f.MeanRequestByte/1e3, f.BoundMBPerSec, f.MBPerSec, f.OfBound, need)
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %.1f | %.2f | %.2f | %.2f | %s | %.2f |\n",
+			f.Workload, f.Mode, f.Window, fmtMs(f.MeanRTT), fmtMs(f.P50RTT), f.MeanRequestByte/1e3, f.BoundMBPerSec, f.MBPerSec, f.OfBound, need, f.CPUMsPerMB)
 	}
 	b.WriteString("\n")
 }

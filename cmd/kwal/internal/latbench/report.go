@@ -149,7 +149,10 @@ type RunResult struct {
 	Elapsed time.Duration `json:"elapsed_ns"`
 	// Window is the ledger's window: from the start to when every
 	// follower had the leader's log end.
-	Window        time.Duration   `json:"window_ns"`
+	Window time.Duration `json:"window_ns"`
+	// CPU is the process's CPU time (user + system) over Window: every
+	// broker, the store, the metadata Kafka and the clients.
+	CPU           time.Duration   `json:"cpu_ns"`
 	RecordsPerSec float64         `json:"records_per_sec"`
 	MBPerSec      float64         `json:"mb_per_sec"`
 	Latency       Summary         `json:"latency"`
@@ -214,6 +217,8 @@ type Row struct {
 	WireRTTMean      time.Duration `json:"wire_rtt_mean_ns"`
 	WireRTTP50       time.Duration `json:"wire_rtt_p50_ns"`
 	WireRequestBytes float64       `json:"wire_request_bytes"`
+	// CPUMsPerMB is the median of each run's CPU / Bytes (ms per 10^6 B).
+	CPUMsPerMB float64 `json:"cpu_ms_per_mb"`
 }
 
 // Report is everything a run measured.
@@ -336,6 +341,13 @@ func (r *Report) Aggregate() {
 			}
 		}
 		row.WireRequestBytes = Median(reqBytes)
+		var cpu []float64
+		for _, run := range runs {
+			if run.CPU > 0 && run.Bytes > 0 {
+				cpu = append(cpu, float64(run.CPU.Milliseconds())/(float64(run.Bytes)/1e6))
+			}
+		}
+		row.CPUMsPerMB = Median(cpu)
 		r.Rows = append(r.Rows, row)
 	}
 	wi := func(w Workload) int {

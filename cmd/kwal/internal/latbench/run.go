@@ -13,6 +13,7 @@ import (
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -592,6 +593,7 @@ func (p *phase) finish(ctx context.Context, r *RunResult, before window, start t
 	window := time.Since(start)
 	after := p.snapshots()
 	r.Window = window
+	r.CPU = after.cpu - before.cpu
 	r.Latency = Summarize(r.Samples)
 	if r.Elapsed > 0 {
 		r.RecordsPerSec = float64(r.Records) / r.Elapsed.Seconds()
@@ -648,6 +650,7 @@ func (p *phase) waitCaughtUp(ctx context.Context, tp broker.TopicPartition) erro
 type window struct {
 	ledgers []ledger.Snapshot
 	store   [2]int
+	cpu     time.Duration // processCPU
 }
 
 func (p *phase) snapshots() window {
@@ -655,7 +658,17 @@ func (p *phase) snapshots() window {
 	for i, l := range p.lc.Ledgers {
 		out[i] = l.Snapshot()
 	}
-	return window{ledgers: out, store: p.store.mark()}
+	return window{ledgers: out, store: p.store.mark(), cpu: processCPU()}
+}
+
+// processCPU is the user and system CPU time this process has used: the
+// brokers, the store and its model, the metadata Kafka and the clients.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // replicas returns the leader of topic's partition 0 and the follower the
