@@ -127,3 +127,23 @@ func TestWireRecorderCountsProduceAfterStart(t *testing.T) {
 		t.Fatalf("figures %+v, want one produce of 100 B taking 4ms", f)
 	}
 }
+
+func TestStoreNames(t *testing.T) {
+	for u, want := range map[string]string{
+		"":                                  "the fs backend",
+		FSStore:                             "the fs backend",
+		DefaultStorageURL:                   "the mem backend",
+		"s3://bucket/p?endpoint=x&secret=y": "`s3://bucket/p`",
+	} {
+		if got := storeName(u); !strings.HasPrefix(got, want) {
+			t.Errorf("storeName(%q) = %q, want it to start %q", u, got, want)
+		}
+	}
+	if got := localStorageURL(FSStore); got != "" {
+		t.Errorf("localStorageURL(fs) = %q, want empty (localcluster's fs in Dir)", got)
+	}
+	c := Config{}
+	if err := c.Validate(); err != nil || c.StorageURL != DefaultStorageURL {
+		t.Errorf("default store %q (err %v), want %q", c.StorageURL, err, DefaultStorageURL)
+	}
+}

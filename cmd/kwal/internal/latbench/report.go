@@ -563,9 +563,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "## Checks and gaps\n\n")
 	fmt.Fprintf(&b, "- Consumers saw %d duplicate and %d out-of-order records over all runs.\n", dup, ooo)
 	fmt.Fprintf(&b, "- The metadata topic (`__remote_wal_log_metadata`) runs on %s without modelled network delay, and its traffic is not in the ledger.\n", c.Metadata)
-	if strings.HasPrefix(c.Store, "the fs backend") {
+	switch {
+	case strings.HasPrefix(c.Store, "the fs backend"):
 		fmt.Fprintf(&b, "- The object store is modelled (latency decorator over local files), not a real S3 Express bucket.\n")
-	} else {
+	case strings.HasPrefix(c.Store, "the mem backend"):
+		fmt.Fprintf(&b, "- The object store is modelled (latency decorator over an in-memory store), not a real S3 Express bucket; the broker pays neither the disk a local store would nor the network a remote one would.\n")
+	default:
 		fmt.Fprintf(&b, "- The object store is %s on whatever network reaches it, plus the `%s` model; it is not S3 Express One Zone unless the URL names a directory bucket.\n", c.Store, c.LatencyModel.Name)
 	}
 	_, err := io.WriteString(w, b.String())
@@ -727,8 +730,11 @@ func bandwidth(bps float64) string {
 
 // storeName describes the store without its credentials.
 func storeName(u string) string {
-	if u == "" {
-		return "the fs backend on local disk"
+	switch u {
+	case "", FSStore:
+		return "the fs backend on local disk (a write and two fsyncs per PUT on the brokers' disk, on top of the model)"
+	case DefaultStorageURL:
+		return "the mem backend (objects in the process's memory: the model stands for the whole request, and the brokers' disk pays nothing for it)"
 	}
 	if i := strings.IndexByte(u, '?'); i >= 0 {
 		u = u[:i]

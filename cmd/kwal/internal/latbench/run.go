@@ -134,7 +134,7 @@ func runPhase(ctx context.Context, cfg Config, index int, ph Phase, dir string, 
 	prog.set(fmt.Sprintf("starting cluster (%v)", ph.Setting))
 	lc, err := localcluster.Start(ctx, localcluster.Config{
 		Racks: brokerRacks(), Dir: dir, LatencyModel: cfg.LatencyModel,
-		StorageURL: cfg.StorageURL, MetadataBootstrap: cfg.MetadataBootstrap,
+		StorageURL: localStorageURL(cfg.StorageURL), MetadataBootstrap: cfg.MetadataBootstrap,
 		RemoteWAL: broker.RemoteWALConfig{CombinerTaskInterval: ph.Setting.Interval, CombinerTaskUploadBytes: ph.Setting.UploadBytes},
 		Tweak:     func(bc *broker.Config) { bc.Dial = nm.brokerDial(bc.Rack) },
 		WrapStore: func(s objstore.Store) objstore.Store { timed.Store = s; return timed },
@@ -173,6 +173,15 @@ func runPhase(ctx context.Context, cfg Config, index int, ph Phase, dir string, 
 		prog.end()
 	}
 	return runs, link, nil
+}
+
+// localStorageURL is Config.StorageURL as localcluster takes it: empty
+// for the fs backend in the cluster's directory.
+func localStorageURL(u string) string {
+	if u == FSStore {
+		return ""
+	}
+	return u
 }
 
 // startProfile starts a CPU profile of one headline step if prefix is set,
