@@ -3,6 +3,7 @@ package latbench
 import (
 	"context"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -23,9 +24,11 @@ type netModel struct {
 		sync.RWMutex
 		rackOf map[string]string // broker address -> rack
 	}
-	// Measured delay actually applied to cross-rack writes (timers on a
-	// busy machine overshoot; the report prints what happened).
+	// Measured delay actually applied to cross-rack writes and to the
+	// replies read back (timers on a busy machine overshoot; the report
+	// prints what happened).
 	delayedWrites atomic.Int64
+	delayedReads  atomic.Int64
 	delayedNanos  atomic.Int64
 }
 
@@ -57,14 +60,14 @@ func (n *netModel) delay(fromRack, addr string) (d time.Duration, ok bool) {
 	return n.oneWay, true
 }
 
-// measured returns the mean one-way delay applied to cross-rack writes and
-// how many there were.
-func (n *netModel) measured() (mean time.Duration, writes int64) {
-	w := n.delayedWrites.Load()
-	if w == 0 {
-		return 0, 0
+// measured returns the mean one-way delay applied to cross-rack deliveries
+// (writes and the replies read back) and how many of each there were.
+func (n *netModel) measured() (mean time.Duration, writes, reads int64) {
+	w, r := n.delayedWrites.Load(), n.delayedReads.Load()
+	if w+r == 0 {
+		return 0, 0, 0
 	}
-	return time.Duration(n.delayedNanos.Load() / w), w
+	return time.Duration(n.delayedNanos.Load() / (w + r)), w, r
 }
 
 // brokerDial is a broker.DialFunc for a broker in rack.
@@ -95,9 +98,26 @@ func (n *netModel) wrap(c net.Conn, fromRack, addr string) net.Conn {
 		return c // same rack, known now and forever: no delay, no goroutine
 	}
 	dc := &delayConn{Conn: c, n: n, fromRack: fromRack, addr: addr,
-		queue: make(chan pendingWrite, 256), closed: make(chan struct{}), done: make(chan struct{})}
+		queue: make(chan pendingWrite, 256), closed: make(chan struct{}), done: make(chan struct{}),
+		inbox: make(chan arrival, inboxChunks), kick: make(chan struct{}, 1)}
 	go dc.deliver()
+	go dc.receive()
 	return dc
+}
+
+// inboxChunks bounds what a delayConn reads ahead of its reader (chunks of
+// at most readChunk bytes): past it, the receiving goroutine stops reading
+// and TCP's flow control holds the peer back, as on a real link.
+const (
+	inboxChunks = 64
+	readChunk   = 64 << 10
+)
+
+// arrival is what one read of the underlying conn returned, and when.
+type arrival struct {
+	b   []byte
+	err error
+	at  time.Time
 }
 
 // timerSlack is how much of a wait is yielded through rather than slept.
@@ -109,13 +129,17 @@ type pendingWrite struct {
 	due     time.Time
 }
 
-// delayConn delivers each Write to the peer after the one-way delay, in
-// order, like a link with latency and unlimited bandwidth. Write returns at
-// once (the bytes are "on the wire"); a delivery error is returned by the
-// next Write. Reads are not delayed: the peer's writes are.
+// delayConn is the dialing side's end of a cross-rack link with latency
+// and unlimited bandwidth, in both directions: each Write reaches the peer
+// the one-way delay after it was made, and each byte the peer sends is
+// handed to Read the one-way delay after it arrived. Only the dialing side
+// is wrapped (the brokers' listeners are not), so both directions are
+// modelled here. Write returns at once (the bytes are "on the wire"); a
+// delivery error is returned by the next Write.
 //
-// One goroutine (deliver) owns the underlying conn's writes; it stops on
-// Close.
+// One goroutine (deliver) owns the underlying conn's writes and one
+// (receive) its reads; both stop on Close. The underlying conn never gets
+// a read deadline: SetReadDeadline and SetDeadline apply to Read here.
 type delayConn struct {
 	net.Conn
 	n        *netModel
@@ -126,6 +150,17 @@ type delayConn struct {
 	done     chan struct{}
 	once     sync.Once
 	err      atomic.Pointer[error]
+
+	inbox chan arrival  // filled by receive, in order
+	kick  chan struct{} // a read deadline changed
+	rd    struct {
+		sync.Mutex
+		deadline time.Time
+	}
+	// Read's own state (one reader at a time, as net.Conn users do).
+	cur  []byte   // the rest of the chunk being handed out
+	pend *arrival // received, not yet due when a deadline cut the wait
+	rerr error    // the read error, once delivered, returned from then on
 }
 
 func (c *delayConn) Write(b []byte) (int, error) {
@@ -198,4 +233,164 @@ func (c *delayConn) deliver() {
 func (c *delayConn) Close() error {
 	c.once.Do(func() { close(c.closed) })
 	return c.Conn.Close()
+}
+
+// receive reads the underlying conn into the inbox, stamping each chunk
+// with its arrival time, until the conn fails or is closed.
+func (c *delayConn) receive() {
+	buf := make([]byte, readChunk)
+	for {
+		n, err := c.Conn.Read(buf)
+		now := time.Now()
+		if n > 0 {
+			a := arrival{b: append([]byte(nil), buf[:n]...), at: now}
+			select {
+			case c.inbox <- a:
+			case <-c.closed:
+				return
+			}
+		}
+		if err != nil {
+			select {
+			case c.inbox <- arrival{err: err, at: now}:
+			case <-c.closed:
+			}
+			return
+		}
+	}
+}
+
+func (c *delayConn) Read(b []byte) (int, error) {
+	if len(c.cur) == 0 {
+		if c.rerr != nil {
+			return 0, c.rerr
+		}
+		a, err := c.next()
+		if err != nil {
+			return 0, err
+		}
+		if a.err != nil {
+			c.rerr = a.err
+			return 0, a.err
+		}
+		c.cur = a.b
+	}
+	n := copy(b, c.cur)
+	c.cur = c.cur[n:]
+	return n, nil
+}
+
+// next waits for the next chunk and then for its delivery time, within
+// the read deadline.
+func (c *delayConn) next() (arrival, error) {
+	for {
+		c.rd.Lock()
+		dl := c.rd.deadline
+		c.rd.Unlock()
+		var t *time.Timer
+		var expired <-chan time.Time
+		if !dl.IsZero() {
+			w := time.Until(dl)
+			if w <= 0 {
+				return arrival{}, os.ErrDeadlineExceeded
+			}
+			t = time.NewTimer(w)
+			expired = t.C
+		}
+		a, again, err := c.nextWithin(expired)
+		if t != nil {
+			t.Stop()
+		}
+		if !again {
+			return a, err
+		}
+	}
+}
+
+// nextWithin is one wait of next: again is true when the deadline changed
+// and next must start over with the new one.
+func (c *delayConn) nextWithin(expired <-chan time.Time) (a arrival, again bool, err error) {
+	if c.pend != nil {
+		a = *c.pend
+	} else {
+		select {
+		case a = <-c.inbox:
+		case <-expired:
+			return arrival{}, false, os.ErrDeadlineExceeded
+		case <-c.kick:
+			return arrival{}, true, nil
+		case <-c.closed:
+			return arrival{}, false, net.ErrClosed
+		}
+	}
+	c.pend = nil
+	if a.err != nil {
+		return a, false, nil
+	}
+	if d, _ := c.n.delay(c.fromRack, c.addr); d > 0 {
+		switch c.waitUntil(a.at.Add(d), expired) {
+		case waitDeadline:
+			// Still on the wire: the next Read waits for the rest.
+			pend := a
+			c.pend = &pend
+			return arrival{}, false, os.ErrDeadlineExceeded
+		case waitClosed:
+			return arrival{}, false, net.ErrClosed
+		}
+		c.n.delayedReads.Add(1)
+		c.n.delayedNanos.Add(int64(time.Since(a.at)))
+	}
+	return a, false, nil
+}
+
+type waitEnd int
+
+const (
+	waitDue waitEnd = iota
+	waitDeadline
+	waitClosed
+)
+
+// waitUntil waits for due as deliver does (a timer for the part beyond
+// timerSlack, then yielding), unless expired fires or the conn closes
+// first.
+func (c *delayConn) waitUntil(due time.Time, expired <-chan time.Time) waitEnd {
+	if w := time.Until(due); w > timerSlack {
+		t := time.NewTimer(w - timerSlack)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-expired:
+			return waitDeadline
+		case <-c.closed:
+			return waitClosed
+		}
+	}
+	for time.Now().Before(due) {
+		select {
+		case <-expired:
+			return waitDeadline
+		case <-c.closed:
+			return waitClosed
+		default:
+			runtime.Gosched()
+		}
+	}
+	return waitDue
+}
+
+func (c *delayConn) SetReadDeadline(t time.Time) error {
+	c.rd.Lock()
+	c.rd.deadline = t
+	c.rd.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (c *delayConn) SetDeadline(t time.Time) error {
+	c.SetReadDeadline(t)
+	return c.Conn.SetWriteDeadline(t)
 }

@@ -1,8 +1,10 @@
 package latbench
 
 import (
+	"errors"
 	"io"
 	"net"
+	"os"
 	"testing"
 	"time"
 )
@@ -63,8 +65,8 @@ func TestDelayConnCrossRack(t *testing.T) {
 	if string(buf) != "hello kafka world" {
 		t.Errorf("got %q: order or content lost", buf)
 	}
-	if mean, writes := n.measured(); writes != 3 || mean < oneWay {
-		t.Errorf("measured %v over %d writes", mean, writes)
+	if mean, writes, reads := n.measured(); writes != 3 || reads != 0 || mean < oneWay {
+		t.Errorf("measured %v over %d writes and %d reads", mean, writes, reads)
 	}
 	if err := dc.Close(); err != nil {
 		t.Fatal(err)
@@ -99,5 +101,95 @@ func TestDelayConnSameRackAndUnknown(t *testing.T) {
 	dc.Close()
 	if off := newNetModel(0); off.wrap(c, "az1", "elsewhere:1") != c {
 		t.Error("a zero delay wraps connections")
+	}
+}
+
+// The replies to a dialing side cross the racks too: bytes the peer writes
+// are handed to Read no sooner than the one-way delay after they were
+// written, in order, and the read deadline applies to that wait.
+func TestDelayConnDelaysReplies(t *testing.T) {
+	const oneWay = 30 * time.Millisecond
+	n := newNetModel(oneWay)
+	c, s, addr := pipePair(t)
+	n.register(addr, "az2")
+	dc := n.wrap(c, "az1", addr)
+
+	// Nothing sent: the deadline ends the Read with a timeout.
+	dc.SetReadDeadline(time.Now().Add(oneWay / 3))
+	var ne net.Error
+	if _, err := dc.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("Read with nothing sent = %v, want a timeout", err)
+	}
+
+	// A reply still on the wire when the deadline passes stays there: the
+	// deadline error first, then the bytes once due, not before.
+	sent := time.Now()
+	if _, err := s.Write([]byte("reply ")); err != nil {
+		t.Fatal(err)
+	}
+	dc.SetReadDeadline(time.Now().Add(time.Millisecond))
+	if _, err := dc.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read before the reply was due = %v, want the deadline", err)
+	}
+	dc.SetReadDeadline(time.Time{})
+	if _, err := s.Write([]byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len("reply two"))
+	if _, err := io.ReadFull(dc, buf); err != nil {
+		t.Fatal(err)
+	}
+	if got := time.Since(sent); got < oneWay {
+		t.Errorf("reply read %v after it was written, before the one-way delay %v", got, oneWay)
+	}
+	if string(buf) != "reply two" {
+		t.Errorf("got %q: order or content lost", buf)
+	}
+	if _, writes, reads := n.measured(); writes != 0 || reads < 1 {
+		t.Errorf("measured %d writes and %d reads, want 0 and at least 1", writes, reads)
+	}
+
+	// The peer's close reaches Read after its last bytes, and stays.
+	if _, err := s.Write([]byte("bye")); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	last, err := io.ReadAll(dc)
+	if err != nil || string(last) != "bye" {
+		t.Fatalf("ReadAll after the peer closed = %q, %v", last, err)
+	}
+	if _, err := dc.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("Read after EOF = %v, want io.EOF again", err)
+	}
+	dc.Close()
+	if _, err := dc.Write([]byte("x")); err == nil {
+		t.Error("Write after Close succeeded")
+	}
+}
+
+// A Read blocked on a delayConn returns when the conn is closed, and a
+// deadline set while it waits applies to it.
+func TestDelayConnReadUnblocks(t *testing.T) {
+	n := newNetModel(time.Hour)
+	c, _, addr := pipePair(t)
+	n.register(addr, "az2")
+	dc := n.wrap(c, "az1", addr)
+	got := make(chan error, 1)
+	go func() {
+		_, err := dc.Read(make([]byte, 1))
+		got <- err
+	}()
+	dc.SetReadDeadline(time.Now().Add(-time.Second))
+	if err := <-got; !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read after a deadline in the past was set = %v", err)
+	}
+	dc.SetReadDeadline(time.Time{})
+	go func() {
+		_, err := dc.Read(make([]byte, 1))
+		got <- err
+	}()
+	dc.Close()
+	if err := <-got; err == nil {
+		t.Fatal("Read on a closed conn returned no error")
 	}
 }

@@ -115,7 +115,10 @@ type LinkFigures struct {
 	Phase              int           `json:"phase"`
 	ConfiguredOneWay   time.Duration `json:"configured_one_way_ns"`
 	MeasuredMeanOneWay time.Duration `json:"measured_mean_one_way_ns"`
-	DelayedWrites      int64         `json:"delayed_writes"`
+	// DelayedWrites are the dialing side's writes (requests), DelayedReads
+	// the chunks of replies it read back; the mean is over both.
+	DelayedWrites int64 `json:"delayed_writes"`
+	DelayedReads  int64 `json:"delayed_reads"`
 }
 
 // LedgerFigures are one run's counts from the brokers' ledgers, summed
@@ -487,7 +490,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	m := c.LatencyModel
 	fmt.Fprintf(&b, "- **Object-store latency model:** `%s` (objstore/latency), first-byte latency log-normal: PUT median %v / p99 %v, GET median %v / p99 %v, %s per request. The store itself: %s. Metadata topic on %s.\n",
 		m.Name, m.Put.Median, m.Put.P99, m.Get.Median, m.Get.P99, bandwidth(m.BandwidthBytesPerSec), c.Store, c.Metadata)
-	fmt.Fprintf(&b, "- **Network model:** every byte sent from one rack to another (broker to broker, and client to broker) is delivered %v later (a %v round trip); within a rack, no delay. %s\n",
+	fmt.Fprintf(&b, "- **Network model:** every byte sent from one rack to another (broker to broker and client to broker, requests and replies alike) is delivered %v later (a %v round trip); within a rack, no delay. %s\n",
 		c.CrossAZOneWay, 2*c.CrossAZOneWay, r.linkSentence())
 	fmt.Fprintf(&b, "- **Costs:** the ledger delta of each run (object-store requests and bytes from every broker's ledger, bytes that crossed racks), extrapolated by `cost.Model.MonthlyCost` to %v hours and divided by %d brokers, priced with the `%s` object-store sheet (%s) and the `%s` network sheet, cross-AZ bytes billed in %d direction(s). Storage at rest and instances are not included (the run does not measure how long objects are kept; instances are equal in both modes). Produce bytes are attributed to the producer's rack (az1), so they do not cross racks.\n",
 		c.HoursPerMonth, c.Brokers, c.StoreSheet, c.StoreSheetTitle, c.NetworkSheet, c.CrossAZDirectionsBilled)
@@ -709,16 +712,17 @@ func (r *Report) writeCostLines(b *strings.Builder, rows []Row) {
 }
 
 func (r *Report) linkSentence() string {
-	var writes, nanos int64
+	var writes, reads, nanos int64
 	for _, l := range r.Link {
 		writes += l.DelayedWrites
-		nanos += int64(l.MeasuredMeanOneWay) * l.DelayedWrites
+		reads += l.DelayedReads
+		nanos += int64(l.MeasuredMeanOneWay) * (l.DelayedWrites + l.DelayedReads)
 	}
-	if writes == 0 {
-		return "No cross-rack write was delayed."
+	if writes+reads == 0 {
+		return "No cross-rack byte was delayed."
 	}
-	return fmt.Sprintf("Measured: %d cross-rack writes were delayed by %v on average (timer overshoot on a busy machine included).",
-		writes, time.Duration(nanos/writes).Round(time.Microsecond))
+	return fmt.Sprintf("Measured: %d cross-rack writes and %d chunks of replies read back were delayed by %v on average (timer overshoot on a busy machine included).",
+		writes, reads, time.Duration(nanos/(writes+reads)).Round(time.Microsecond))
 }
 
 func bandwidth(bps float64) string {

@@ -128,8 +128,8 @@ func runPhase(ctx context.Context, cfg Config, index int, ph Phase, dir string, 
 	nm := newNetModel(cfg.CrossAZ)
 	timed := &timedStore{}
 	defer func() {
-		mean, n := nm.measured()
-		link = LinkFigures{Phase: index, ConfiguredOneWay: cfg.CrossAZ, MeasuredMeanOneWay: mean, DelayedWrites: n}
+		mean, writes, reads := nm.measured()
+		link = LinkFigures{Phase: index, ConfiguredOneWay: cfg.CrossAZ, MeasuredMeanOneWay: mean, DelayedWrites: writes, DelayedReads: reads}
 	}()
 	prog.set(fmt.Sprintf("starting cluster (%v)", ph.Setting))
 	lc, err := localcluster.Start(ctx, localcluster.Config{
