@@ -171,6 +171,10 @@ type RunResult struct {
 	// records at the leader's log, the follower's log and the follower's
 	// high watermark (E2EStages).
 	Stages map[string]Summary `json:"stages,omitempty"`
+	// StageRecords is how many consumed records the tracer marked at all
+	// three boundaries (the stages leave out those whose marks are out of
+	// order: a watcher woken late).
+	StageRecords int `json:"stage_records,omitempty"`
 	// StorePut and StoreGet are the object store's PUTs and GETs during
 	// the run as the brokers saw them (latency model and backend).
 	StorePut Summary `json:"store_put"`

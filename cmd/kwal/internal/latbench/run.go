@@ -411,6 +411,9 @@ func (p *phase) endToEnd(ctx context.Context, r *RunResult, n, rate int) error {
 	}
 	r.Samples, r.Duplicates, r.OutOfOrder = res.latencies, res.duplicates, res.outOfOrder
 	r.Elapsed = res.last.Sub(start)
+	mctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
+	r.StageRecords = tracer.markedAll(mctx, res.records)
+	cancel()
 	r.Stages = tracer.stages(res.records)
 	return p.finish(ctx, r, before, start)
 }
