@@ -10,6 +10,7 @@ import (
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/kwal/kwal/purgatory"
+	"github.com/kwal/kwal/replica"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -52,6 +53,10 @@ type fetchPart struct {
 	err       *kerr.Error
 	preferred int32 // preferred read replica, -1 none
 	ti, pi    int
+	// answer is what the last answer built tells the follower (replica
+	// fetches; valid when answered): recorded as told once written.
+	answer   replica.Answer
+	answered bool
 }
 
 type fetchOp struct {
@@ -97,6 +102,20 @@ func (o *fetchOp) OnComplete() {
 
 func (o *fetchOp) OnExpiration() {}
 
+// told records, once the response was written to the follower, what each
+// of its partitions' answers told it (replica.Leader.Told): an answer that
+// never reached it (the fetcher closed the connection, cutting its long
+// poll) leaves its news news, for the next fetch.
+func (o *fetchOp) told() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i := range o.parts {
+		if part := &o.parts[i]; part.answered {
+			part.p.toldFollower(o.replica, part.answer)
+		}
+	}
+}
+
 func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Response {
 	if req.Version >= 7 && req.SessionID > 0 {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
@@ -106,6 +125,16 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 	replica := req.ReplicaID
 	if req.Version >= 15 {
 		replica = req.ReplicaState.ID
+	}
+	// The follower's order of its fetches and reports (TagFetchStamp).
+	stamp, err := fetchStampOf(&req.UnknownTags)
+	if replica >= 0 {
+		if err != nil {
+			b.logger.Warn("replica fetch refused: malformed fetch stamp", "remote", cs.remote, "replica", replica, "err", err)
+			resp := req.ResponseKind().(*kmsg.FetchResponse)
+			resp.ErrorCode = kerr.InvalidRequest.Code
+			return resp
+		}
 	}
 	now := b.clock.Now()
 	op := &fetchOp{b: b, req: req, replica: replica, ch: make(chan struct{}), fallback: replica >= 0 && req.Rack == FallbackRack}
@@ -164,7 +193,7 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 				if part.p.followerLogStartFetched(replica, rp.LogStartOffset) {
 					b.produceWait.CheckAndComplete(part.tp) // DeleteRecords waits there
 				}
-				if part.err, prop = part.p.followerFetched(replica, rp.FetchOffset, now); prop != nil {
+				if part.err, prop = part.p.followerFetched(replica, rp.FetchOffset, now, stamp); prop != nil {
 					expand = append(expand, struct {
 						p    *partition
 						prop *isrProposal
@@ -225,6 +254,9 @@ func (b *Broker) handleFetch(cs *connState, req *kmsg.FetchRequest) kmsg.Respons
 	<-op.ch
 	b.recordFetch(op)
 	cs.splices = op.splices
+	if replica >= 0 {
+		cs.written = op.told
+	}
 	return op.resp
 }
 
@@ -334,6 +366,7 @@ func (b *Broker) readPart(o *fetchOp, part *fetchPart, budget int, first bool) (
 	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 	rp.PreferredReadReplica = -1
 	rp.RecordBatches = []byte{}
+	part.answered = false
 	fail := func(e *kerr.Error) (kmsg.FetchResponseTopicPartition, *kafkalog.Section, int, bool) {
 		rp.ErrorCode = e.Code
 		return rp, nil, 0, true
@@ -365,16 +398,22 @@ func (b *Broker) readPart(o *fetchOp, part *fetchPart, budget int, first bool) (
 	bound := hw
 	if o.replica >= 0 {
 		bound = leo
-		urgent = p.hwChangedFor(o.replica, hw) // the HW this answer carries
-		urgent = p.logStartChangedFor(o.replica, start) || urgent
+		// What this answer tells the follower: this reading of the log.
+		part.answer, part.answered = replica.Answer{HW: hw, LogStart: start, LEO: -1}, true
+		remote := p.mode == RemoteWAL && !o.fallback
+		if remote {
+			part.answer.LEO = leo
+		}
+		hwNews, startNews, leoNews := p.newsFor(o.replica, part.answer)
+		urgent = hwNews || startNews
 		if p.mode == RemoteWAL {
 			rp.UnknownTags.Set(TagLeaderLogEnd, binary.AppendUvarint(nil, uint64(leo)))
-			if !o.fallback {
-				// New bytes past the follower's log end: answer now, so
-				// it learns our log end (its own appends reach us in log
-				// end reports, see fetcher.go).
-				return rp, nil, 0, urgent || leo > part.offset && p.leoChangedFor(o.replica, leo)
-			}
+		}
+		if remote {
+			// New bytes past the follower's log end: answer now, so it
+			// learns our log end (its own appends reach us in log end
+			// reports, see fetcher.go).
+			return rp, nil, 0, urgent || leo > part.offset && leoNews
 		}
 	}
 	limit := min(int(part.maxBytes), budget)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,6 +44,9 @@ type Broker struct {
 	listeners []*listener
 	// saslFakeKey derives stand-in SCRAM credentials for unknown users.
 	saslFakeKey []byte
+	// incarnation is this broker process's id in the FetchStamps of its
+	// replica fetches (random per start, never 0).
+	incarnation uint64
 
 	produceWait *purgatory.Purgatory[TopicPartition]
 	fetchWait   *purgatory.Purgatory[TopicPartition]
@@ -97,6 +101,11 @@ func New(cfg Config) (*Broker, error) {
 	if _, err := rand.Read(b.saslFakeKey); err != nil {
 		return nil, err
 	}
+	var inc [8]byte
+	if _, err := rand.Read(inc[:]); err != nil {
+		return nil, err
+	}
+	b.incarnation = binary.BigEndian.Uint64(inc[:]) | 1
 	lns, err := listen(cfg.Listeners)
 	if err != nil {
 		return nil, err

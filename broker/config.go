@@ -142,6 +142,13 @@ type RemoteWALConfig struct {
 	// how long the start waits for the metadata Kafka (the controller's
 	// and the remote WAL's). Default 15 s.
 	MetadataBootstrapTimeout time.Duration
+	// MetadataStartWait: remote.wal.metadata.start.wait.ms, how long
+	// kwal broker keeps trying at start, each attempt bounded by
+	// MetadataBootstrapTimeout, while the metadata Kafka (the
+	// controller's and the remote WAL's) cannot be reached, before it
+	// gives up: a Kafka broker waits for its controller quorum the same
+	// way. Default 2 minutes.
+	MetadataStartWait time.Duration
 	// FollowerFallback: remote.wal.follower.fallback.ms, how long a
 	// follower may wait for object storage to serve the slice at its log
 	// end (every read and every retry of the store client included)
@@ -483,6 +490,9 @@ func (c *Config) CheckSettings() error {
 	}
 	if r.MetadataBootstrapTimeout == 0 {
 		r.MetadataBootstrapTimeout = DefaultMetadataBootstrapTimeout
+	}
+	if r.MetadataStartWait == 0 {
+		r.MetadataStartWait = DefaultMetadataStartWait
 	}
 	if c.Ledger == nil {
 		c.Ledger = ledger.New()

@@ -35,7 +35,9 @@ const (
 	// DefaultMetadataBootstrapTimeout is
 	// remote.wal.metadata.bootstrap.timeout.ms.
 	DefaultMetadataBootstrapTimeout = 15 * time.Second
-	maxStartupTimeoutMs             = 10 * 60 * 1000
+	// DefaultMetadataStartWait is remote.wal.metadata.start.wait.ms.
+	DefaultMetadataStartWait = 2 * time.Minute
+	maxStartupTimeoutMs      = 10 * 60 * 1000
 	// DefaultFollowerFallback is remote.wal.follower.fallback.ms: well
 	// under replica.lag.time.max.ms (Kafka's default 30 s), so that a
 	// store outage costs acks=all about a second, not the ISR.
@@ -84,7 +86,9 @@ var serverKeyRanges = map[string]keyRange{
 	"remote.wal.storage.check.timeout.ms": {1, maxStartupTimeoutMs, "10000",
 		"how long the start may wait for the object store to answer; at most 10 minutes"},
 	"remote.wal.metadata.bootstrap.timeout.ms": {1, maxStartupTimeoutMs, "15000",
-		"how long the start may wait for the metadata Kafka; at most 10 minutes"},
+		"how long one attempt at start may wait for the metadata Kafka to answer; at most 10 minutes"},
+	"remote.wal.metadata.start.wait.ms": {1, maxStartupTimeoutMs, "120000",
+		"how long kwal broker keeps retrying at start while the metadata Kafka cannot be reached, before it exits; at most 10 minutes"},
 	"remote.wal.follower.fallback.ms": {1, dayMs, "1000 (or replica.lag.time.max.ms/3 if less)",
 		"how long a follower waits for object storage (all reads and retries) before fetching from the leader; below replica.lag.time.max.ms"},
 	"log.retention.ms":      {-1, math.MaxInt64, "604800000", "-1 keeps segments forever; the topic's retention.ms overrides it"},
@@ -246,6 +250,7 @@ func (c *Config) validateRanges() error {
 		{"remote.wal.retention.ms", ms(r.Retention), r.Retention != 0},
 		{"remote.wal.storage.check.timeout.ms", ms(r.StorageCheckTimeout), true},
 		{"remote.wal.metadata.bootstrap.timeout.ms", ms(r.MetadataBootstrapTimeout), true},
+		{"remote.wal.metadata.start.wait.ms", ms(r.MetadataStartWait), r.MetadataStartWait != 0},
 		{"remote.wal.follower.fallback.ms", ms(r.FollowerFallback), r.FollowerFallback != 0},
 		{"log.retention.ms", c.RetentionMs, true},
 		{"log.retention.bytes", c.RetentionBytes, true},

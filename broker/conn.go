@@ -71,6 +71,10 @@ type connState struct {
 	// sections to send with sendfile.
 	splices []splice
 	spliced *splicedFrame
+	// written, set by a handler, runs once its response has been written
+	// whole to the socket, never when the write fails: a fetch records
+	// then what its answer told a follower (fetchOp.told).
+	written func()
 }
 
 // Connection phases, for the reaper.
@@ -158,7 +162,8 @@ type reply struct {
 	spliced *splicedFrame
 	wait    func() kmsg.Response // a pipelined response still to come
 	h       requestHeader
-	held    int64 // bytes reserved for this reply, released once written
+	held    int64  // bytes reserved for this reply, released once written
+	written func() // connState.written of the request, or nil
 }
 
 // retainedBuffer is the largest buffer a connection keeps between requests.
@@ -221,6 +226,8 @@ func (b *Broker) serveConn(cs *connState) {
 				failed = true
 				writeFailed.Store(true)
 				cs.close()
+			} else if r.written != nil {
+				r.written()
 			}
 			cs.release(r.held)
 			cs.queued.Add(-1)
@@ -293,10 +300,12 @@ func (b *Broker) serveConn(cs *connState) {
 		}
 		b.setPhase(cs, phaseServing)
 		cs.pipelining, cs.deferred = true, nil
+		cs.written = nil
 		resp, keep := b.handleFrame(cs, frame)
 		sf := cs.spliced
 		cs.spliced = nil
-		r := reply{}
+		r := reply{written: cs.written}
+		cs.written = nil
 		if resp != nil && cs.queued.Load() == 0 {
 			// Nothing ahead of this reply: write it now, from cs.out.
 			if writeFailed.Load() {
@@ -316,6 +325,10 @@ func (b *Broker) serveConn(cs *connState) {
 				b.logger.Debug("connection write", "remote", cs.remote, "err", err)
 				cs.release(held)
 				return
+			}
+			if r.written != nil {
+				r.written()
+				r.written = nil
 			}
 			resp = nil
 		} else if sf != nil {

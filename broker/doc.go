@@ -89,7 +89,10 @@
 // to the controller at once, which moves its leaderships (see "Liveness
 // and election"). rwnode.OpenRemoteWALParts lists
 // the store within remote.wal.storage.check.timeout.ms; kwal broker bounds
-// the metadata bootstrap by remote.wal.metadata.bootstrap.timeout.ms. Each
+// each attempt at the metadata bootstrap by
+// remote.wal.metadata.bootstrap.timeout.ms, and retries an unreachable
+// metadata Kafka for up to remote.wal.metadata.start.wait.ms (as a Kafka
+// broker waits for its controller quorum; cmd/kwal startwait.go). Each
 // refusal wraps ErrConfig and names the key, the value, the range and
 // what to do. Topic configs get the same treatment at CreateTopics
 // (INVALID_CONFIG naming the key).
@@ -153,10 +156,15 @@
 // usually means the leader had not applied, or registered, the new state
 // yet; the back-off timer stays the fallback. The leader answers a
 // follower's parked fetch at once when the follower lacks the current
-// high watermark or log start (HWToSend, LogStartToSend), so a
+// high watermark or log start (replica.Leader.News), so a
 // DeleteRecords waiting on the followers' log starts does not wait for a
-// long poll to end. Socket deadlines are taken from the wall clock, never
-// Config.Clock.
+// long poll to end. What an answer told counts only once it was written
+// to the follower's connection (Leader.Told, connState.written); the
+// fetcher resets the connection of a poll it cuts, so the answer to it
+// fails to be written and its news stay news. Socket deadlines are taken from the wall clock, except
+// a replica long poll's: its max wait plus 30 s (Kafka's
+// replica.socket.timeout.ms) on Config.Clock, the clock the leader's poll
+// waits on, so a test's frozen manual clock never cuts it.
 //
 // A remotewal follower's fetch carries no records and long-polls like a
 // classic one; the leader answers it when it appends or its HW moves. Its
@@ -169,6 +177,16 @@
 //
 //	follower: append from object storage ─► report (Fetch, max wait 0) ─► leader:
 //	    follower LEO, HW advances ─► answer HW ─► follower: SetHW, wakes its consumers
+//
+// Two connections do not keep the order the follower read its log ends
+// in: a report may be handled before the long poll sent ahead of it, whose
+// older offset would then lower the leader's view of the follower and
+// stall the HW until the next round. Every replica fetch and report
+// carries a stamp (TagFetchStamp: the broker's random incarnation and a
+// sequence number taken when its log ends were read, under the fetcher's
+// lock), and the leader takes an offset only from a newer stamp
+// (replica.Leader.FollowerFetchStamped). Not a max: a truncated follower's
+// next fetch has a newer stamp and a lower offset, and lowers the view.
 //
 // # Group coordinator
 //

@@ -178,7 +178,22 @@ type replicaFetcher struct {
 		// up, or a new leader epoch, does not wait for the poll to end.
 		polling     *wireClient
 		interrupted bool
+		// expired: the long poll in flight got no answer within its
+		// max wait plus replicaRequestTimeout on the broker's clock, and
+		// its connection was reset (fetch).
+		expired bool
+		// seq numbers the fetch rounds and report requests, taken when
+		// their log ends are read (both under mu): the leader orders
+		// them by it (replica.FetchStamp).
+		seq uint64
 	}
+}
+
+// stampLocked is the FetchStamp of a request whose log ends are being
+// read now, under f.mu.
+func (f *replicaFetcher) stampLocked() replica.FetchStamp {
+	f.mu.seq++
+	return replica.FetchStamp{Incarnation: f.b.incarnation, Seq: f.mu.seq}
 }
 
 func newReplicaFetcher(b *Broker, leader int32) *replicaFetcher {
@@ -284,17 +299,27 @@ func (f *replicaFetcher) clusterChanged() {
 }
 
 // cutPollLocked closes the connection of the long poll in flight, if
-// any, so that the fetcher sends a new round at once (see add).
+// any, so that the fetcher sends a new round at once (see add). It
+// resets the connection (wireClient.abort), so that the leader's answer
+// to the cut poll fails to be written and its news stay news for the
+// next round (replica.Leader.Told).
 func (f *replicaFetcher) cutPollLocked() {
 	if c := f.mu.polling; c != nil {
 		f.mu.polling, f.mu.interrupted = nil, true
-		c.close()
+		c.abort()
 	}
 }
 
+// replicaRequestTimeout is how long a replica request may go unanswered
+// beyond the wait it asks the leader for: Kafka's replica.socket.timeout.ms
+// default.
+const replicaRequestTimeout = 30 * time.Second
+
 // netDeadline is a socket deadline d from now. Sockets time out on the
 // wall clock, whatever cfg.Clock is (a manual clock in a test stands
-// still, so a deadline taken from it would be in the past or never come).
+// still, so a deadline taken from it would be in the past or never come),
+// for requests the leader answers at once; a long poll's deadline is on
+// cfg.Clock instead (fetch), since the leader's answer waits on it.
 func netDeadline(d time.Duration) time.Time { return time.Now().Add(d) }
 
 func (f *replicaFetcher) stopped() bool {
@@ -364,12 +389,20 @@ func (f *replicaFetcher) run() {
 			if f.mu.conn == conn {
 				f.mu.conn = nil
 			}
-			interrupted := f.mu.interrupted
-			f.mu.interrupted = false
+			interrupted, expired := f.mu.interrupted, f.mu.expired
+			f.mu.interrupted, f.mu.expired = false, false
 			f.mu.Unlock()
 			conn.close()
 			if interrupted {
 				f.b.logger.Debug("replica fetcher cut its long poll for an added partition", "leader", f.leader)
+				continue
+			}
+			if expired {
+				// At most one line per max wait plus 30 s: no flood. The
+				// next round goes at once, on a new connection, as after
+				// a cut poll: the deadline was the wait itself.
+				f.b.logger.Info("replica fetch got no answer in time; fetching again on a new connection", "leader", f.leader,
+					"deadline", f.b.cfg.ReplicaFetchWaitMax+replicaRequestTimeout)
 				continue
 			}
 			f.b.logger.Info("replica fetcher connection failed", "leader", f.leader, "err", err)
@@ -393,6 +426,7 @@ type round struct {
 	queries map[TopicPartition]queryReq
 	fetches map[TopicPartition]fetchReq
 	added   uint64
+	stamp   replica.FetchStamp // when the fetches' log ends were read
 }
 
 // errRoundStale: a partition was added after the round was built; the
@@ -419,7 +453,7 @@ func (f *replicaFetcher) next() (round, time.Duration) {
 	idle := time.Minute
 	var starts []*followState
 	f.mu.Lock()
-	r.added = f.mu.added
+	r.added, r.stamp = f.mu.added, f.stampLocked()
 	for tp, st := range f.mu.parts {
 		acts := st.fsm.Next(now, st.h.followerView(!st.fsm.Truncated()))
 		if len(acts) == 0 {
@@ -590,11 +624,11 @@ func (f *replicaFetcher) reportLoop() {
 			return
 		case <-f.reportCh:
 		}
-		reports := f.reports()
+		reports, stamp := f.reports()
 		if len(reports) == 0 {
 			continue
 		}
-		if err := f.sendReports(reports); err != nil && !f.stopped() {
+		if err := f.sendReports(reports, stamp); err != nil && !f.stopped() {
 			f.b.logger.Debug("log end report to the leader failed", "leader", f.leader, "err", err)
 			f.mu.Lock()
 			if c := f.mu.reportConn; c != nil {
@@ -615,11 +649,14 @@ type reportReq struct {
 }
 
 // reports asks the machines of the partitions appended to since the last
-// call whether they have a log end to report.
-func (f *replicaFetcher) reports() map[TopicPartition]reportReq {
+// call whether they have a log end to report, and stamps them: a report
+// may reach the leader before the long poll sent ahead of it, which then
+// carries an older stamp and does not lower the leader's view.
+func (f *replicaFetcher) reports() (map[TopicPartition]reportReq, replica.FetchStamp) {
 	out := map[TopicPartition]reportReq{}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	stamp := f.stampLocked()
 	for tp := range f.mu.appended {
 		st := f.mu.parts[tp]
 		if st == nil || !st.started {
@@ -630,12 +667,12 @@ func (f *replicaFetcher) reports() map[TopicPartition]reportReq {
 		}
 	}
 	clear(f.mu.appended)
-	return out
+	return out, stamp
 }
 
 // sendReports sends one Fetch that does not wait, on the report
 // connection, and feeds each partition's answer to its machine.
-func (f *replicaFetcher) sendReports(reports map[TopicPartition]reportReq) error {
+func (f *replicaFetcher) sendReports(reports map[TopicPartition]reportReq, stamp replica.FetchStamp) error {
 	f.mu.Lock()
 	conn := f.mu.reportConn
 	f.mu.Unlock()
@@ -654,6 +691,7 @@ func (f *replicaFetcher) sendReports(reports map[TopicPartition]reportReq) error
 		f.mu.Unlock()
 	}
 	fr := f.newFetchRequest(0)
+	setFetchStamp(fr.req, stamp)
 	for tp, r := range reports {
 		fr.add(tp, r.st.fsm.LeaderEpoch(), r.Offset, r.LogStart)
 	}
@@ -701,7 +739,7 @@ func (f *replicaFetcher) step(conn *wireClient, r round) error {
 	if len(r.queries) > 0 {
 		return f.truncate(conn, r.queries)
 	}
-	return f.fetch(conn, r.fetches, r.added)
+	return f.fetch(conn, r.fetches, r.added, r.stamp)
 }
 
 // kerrOf is the typed error of a response code (nil for none).
@@ -815,11 +853,12 @@ func (b fetchRequest) add(tp TopicPartition, epoch int32, offset, logStart int64
 	b.req.Topics[i].Partitions = append(b.req.Topics[i].Partitions, rp)
 }
 
-func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetchReq, added uint64) error {
+func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetchReq, added uint64, stamp replica.FetchStamp) error {
 	// A remotewal partition's fetch long-polls too: the leader answers
 	// it when it appends (readPart) or its HW moves, and the log end of
 	// each append goes out in a report (reportLoop), not in this fetch.
 	fr := f.newFetchRequest(f.b.cfg.ReplicaFetchWaitMax)
+	setFetchStamp(fr.req, stamp)
 	for tp, q := range fetches {
 		fr.add(tp, q.st.fsm.LeaderEpoch(), q.Offset, q.LogStart)
 	}
@@ -830,12 +869,33 @@ func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetc
 	}
 	f.mu.polling = conn
 	f.mu.Unlock()
-	r, err := conn.roundTrip(fr.req, netDeadline(f.b.cfg.ReplicaFetchWaitMax+30*time.Second))
+	// The poll's deadline is its max wait plus the request timeout on
+	// the broker's clock, the one the leader's long poll waits on: a
+	// wall-clock socket deadline cut a poll that a test's manual clock
+	// kept parked (30 s of wall time later), and the fetcher then backed
+	// off on that clock. The socket itself has no deadline meanwhile.
+	expire := f.b.clock.NewTimer(f.b.cfg.ReplicaFetchWaitMax + replicaRequestTimeout)
+	replied := make(chan struct{})
+	go func() {
+		select {
+		case <-expire.C():
+			f.mu.Lock()
+			if f.mu.polling == conn { // still waiting for the answer
+				f.mu.polling, f.mu.expired = nil, true
+				conn.abort()
+			}
+			f.mu.Unlock()
+		case <-replied:
+		}
+	}()
+	r, err := conn.roundTrip(fr.req, time.Time{})
 	f.mu.Lock()
 	if f.mu.polling == conn {
 		f.mu.polling = nil
 	}
 	f.mu.Unlock()
+	close(replied)
+	expire.Stop()
 	if err != nil {
 		return err
 	}

@@ -387,16 +387,16 @@ func (p *partition) maybeAdvanceHW() bool {
 }
 
 // followerFetched feeds the leader machine a follower's fetch offset (its
-// log end). It returns the error for the response and the ISR to propose
+// log end), ordered by its stamp (replica.FetchStamp). It returns the error for the response and the ISR to propose
 // when the follower caught up outside the ISR (nil otherwise); the caller
 // then calls maybeAdvanceHW.
-func (p *partition) followerFetched(replicaID int32, fetchOffset int64, now time.Time) (*kerr.Error, *isrProposal) {
+func (p *partition) followerFetched(replicaID int32, fetchOffset int64, now time.Time, stamp replica.FetchStamp) (*kerr.Error, *isrProposal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.leader == nil {
 		return kerr.NotLeaderForPartition, nil
 	}
-	err, acts := p.mu.leader.FollowerFetch(now, replicaID, -1, fetchOffset, p.log.LogEndOffset())
+	err, acts := p.mu.leader.FollowerFetchStamped(now, replicaID, -1, fetchOffset, p.log.LogEndOffset(), stamp)
 	if err != nil {
 		return err, nil
 	}
@@ -425,35 +425,29 @@ func (p *partition) isrDone() {
 	p.mu.Unlock()
 }
 
-// hwChangedFor reports whether the follower has not yet been told the
-// high watermark hw, the one the answer being built carries, and records
-// that it now has been. hw is that answer's reading, not a fresh one: a
-// high watermark that moved between the two readings would be recorded as
-// told while the answer carried the older one, and the follower's next
-// long poll would wait for a change it had already been counted as
-// having seen (on a manual clock, for ever: TestCompactedTopicOnEveryReplica
-// timed out once so, its followers short of the leader's last HW).
-func (p *partition) hwChangedFor(replicaID int32, hw int64) bool {
+// newsFor says which of what answer a tells replica (one reading of the
+// log, the answer's own) it has not been told yet; it records nothing.
+func (p *partition) newsFor(replicaID int32, a replica.Answer) (hw, logStart, leo bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mu.leader != nil && p.mu.leader.HWToSend(replicaID, hw, true)
+	if p.mu.leader == nil {
+		return false, false, false
+	}
+	return p.mu.leader.News(replicaID, a)
 }
 
-// leoChangedFor reports whether the leader's log end differs from the one
-// last told to replica (remotewal FollowerFetch), and records leo as told:
-// a caller that sees true answers the fetch at once.
-func (p *partition) leoChangedFor(replicaID int32, leo int64) bool {
+// toldFollower records that an answer carrying a was written to replica.
+// a is that answer's reading, not a fresh one: a high watermark that moved
+// between the two readings would be recorded as told while the answer
+// carried the older one, and the follower's next long poll would wait for
+// a change it had already been counted as having seen (on a manual clock,
+// for ever: TestCompactedTopicOnEveryReplica timed out once so).
+func (p *partition) toldFollower(replicaID int32, a replica.Answer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mu.leader != nil && p.mu.leader.LEOToSend(replicaID, leo)
-}
-
-// logStartChangedFor reports whether the leader's log start differs from
-// the one last told to replica, and records it as told.
-func (p *partition) logStartChangedFor(replicaID int32, start int64) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.mu.leader != nil && p.mu.leader.LogStartToSend(replicaID, start)
+	if p.mu.leader != nil {
+		p.mu.leader.Told(replicaID, a)
+	}
 }
 
 // PartitionStatus is a replica's view of its partition, for tests and

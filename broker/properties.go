@@ -414,6 +414,9 @@ var serverKeys = map[string]func(sc *ServerConfig, v string) error{
 	"remote.wal.metadata.bootstrap.timeout.ms": func(sc *ServerConfig, v string) error {
 		return parseMs(v, &sc.Broker.RemoteWAL.MetadataBootstrapTimeout)
 	},
+	"remote.wal.metadata.start.wait.ms": func(sc *ServerConfig, v string) error {
+		return parseMs(v, &sc.Broker.RemoteWAL.MetadataStartWait)
+	},
 	"remote.wal.follower.fallback.ms": func(sc *ServerConfig, v string) error {
 		return parseMs(v, &sc.Broker.RemoteWAL.FollowerFallback)
 	},

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kwal/kwal/kafkalog"
+	"github.com/kwal/kwal/replica"
 )
 
 // ReplicationMode says how a partition's followers get the leader's bytes.
@@ -162,10 +164,53 @@ type LeaderLogEndObserver interface {
 //     "recovery stream"); every other replica fetch of a remotewal
 //     partition gets offsets only. Those bytes are recorded in the ledger
 //     as component "fallback".
+//   - TagFetchStamp: a tagged field of a replica Fetch request (top level)
+//     carrying the fetcher's replica.FetchStamp, incarnation then sequence
+//     (two uvarints). A remote-WAL follower's log end reports travel on a
+//     connection of their own, so a report may overtake the long poll sent
+//     before it; the leader takes a fetch's offset as the follower's log
+//     end only if its stamp is newer than the one it has. Requests without
+//     it (every other client) count as they do in Kafka; a malformed one
+//     is refused with INVALID_REQUEST.
 const (
 	TagLeaderLogEnd uint32 = 0x6b77 // "kw"
+	TagFetchStamp   uint32 = 0x6b78
 	FallbackRack           = "kwal:fallback"
 )
+
+// setFetchStamp writes s into a replica fetch request (TagFetchStamp).
+func setFetchStamp(req *kmsg.FetchRequest, s replica.FetchStamp) {
+	req.UnknownTags.Set(TagFetchStamp, binary.AppendUvarint(binary.AppendUvarint(nil, s.Incarnation), s.Seq))
+}
+
+// errBadFetchStamp: a TagFetchStamp that does not hold two uvarints.
+var errBadFetchStamp = errors.New("broker: malformed fetch stamp tag")
+
+// fetchStampOf reads a request's TagFetchStamp (the zero stamp when it has
+// none; errBadFetchStamp when it is malformed).
+func fetchStampOf(tags *kmsg.Tags) (replica.FetchStamp, error) {
+	var (
+		s   replica.FetchStamp
+		err error
+	)
+	tags.Each(func(k uint32, v []byte) {
+		if k != TagFetchStamp {
+			return
+		}
+		inc, n := binary.Uvarint(v)
+		if n <= 0 {
+			err = errBadFetchStamp
+			return
+		}
+		seq, m := binary.Uvarint(v[n:])
+		if m <= 0 || n+m != len(v) {
+			err = errBadFetchStamp
+			return
+		}
+		s = replica.FetchStamp{Incarnation: inc, Seq: seq}
+	})
+	return s, err
+}
 
 func leaderLogEndTag(rp *kmsg.FetchResponseTopicPartition) (int64, bool) {
 	var (

@@ -32,6 +32,23 @@ func dialWire(dial DialFunc, addr, clientID string, timeout time.Duration, maxRe
 
 func (c *wireClient) close() { c.conn.Close() }
 
+// abort closes the connection with a reset (SO_LINGER 0) where it is TCP
+// (under TLS too): the leader's next write on it, the answer to a long
+// poll cut here, then fails, so it is not counted as told
+// (fetchOp.told). A plain close would let that write succeed into the
+// socket buffer of a peer that never reads it. Other connections (a
+// test's or a proxy's dialer) are closed plainly.
+func (c *wireClient) abort() {
+	nc := c.conn
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	if tcp, ok := tcpConnOf(nc); ok {
+		tcp.SetLinger(0)
+	}
+	c.conn.Close()
+}
+
 // roundTrip sends req at its set version and decodes the response.
 func (c *wireClient) roundTrip(req kmsg.Request, deadline time.Time) (kmsg.Response, error) {
 	if err := c.conn.SetDeadline(deadline); err != nil {

@@ -1,6 +1,9 @@
 package combiner
 
-import "time"
+import (
+	"container/heap"
+	"time"
+)
 
 // Ticket is one announcement of held bytes (Combiner.Announce). Its zero
 // value is no announcement.
@@ -8,6 +11,7 @@ type Ticket struct {
 	gen  uint64
 	call <-chan struct{}
 	live bool
+	e    *announced // its place among the generation's announcements
 }
 
 // Live reports whether t is an announcement not yet withdrawn.
@@ -21,9 +25,13 @@ func (t Ticket) Called() <-chan struct{} { return t.call }
 // announcements is the combiner's side of Announce and Withdraw; it lives
 // under Combiner.mu.
 type announcements struct {
-	gen    uint64        // generation of the announcements not yet called
-	count  int           // announcements of gen
-	oldest time.Time     // oldest since among them (conservative after a Withdraw)
+	gen uint64 // generation of the announcements not yet called
+	// live holds the announcements of gen, oldest since first: a
+	// Withdraw takes its own out, so the oldest (which Pack paces by) is
+	// always one still held. Were it left at a withdrawn task's time, the
+	// cutter would count bytes as due that no task holds any more, and
+	// cut an early extra object.
+	live   byAge
 	call   chan struct{} // closed when gen is called
 	called int           // announcements of earlier generations, called, not withdrawn
 	// calledAt is when the outstanding call went out (zero: none).
@@ -34,7 +42,7 @@ type announcements struct {
 // queue must be cut, so called tasks are not waited for then: a called
 // task may be the one blocked.
 func (a *announcements) pending(now time.Time, submitWaiting bool) Pending {
-	p := Pending{Announced: a.count, Oldest: a.oldest, Called: a.called}
+	p := Pending{Announced: len(a.live), Oldest: a.oldest(), Called: a.called}
 	if !a.calledAt.IsZero() {
 		p.CalledFor = now.Sub(a.calledAt)
 	}
@@ -52,9 +60,47 @@ func (a *announcements) callAll(now time.Time) {
 	}
 	close(a.call)
 	a.call = make(chan struct{})
-	a.called += a.count
-	a.count, a.oldest = 0, time.Time{}
+	a.called += len(a.live)
+	clear(a.live)
+	a.live = a.live[:0]
 	a.gen++
+}
+
+// oldest is the oldest since among the live announcements (zero: none).
+func (a *announcements) oldest() time.Time {
+	if len(a.live) == 0 {
+		return time.Time{}
+	}
+	return a.live[0].since
+}
+
+// announced is one live announcement, in byAge at index.
+type announced struct {
+	since time.Time
+	index int
+}
+
+// byAge is a min-heap of announcements by since (container/heap).
+type byAge []*announced
+
+func (h byAge) Len() int           { return len(h) }
+func (h byAge) Less(i, j int) bool { return h[i].since.Before(h[j].since) }
+func (h byAge) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *byAge) Push(x any) {
+	e := x.(*announced)
+	e.index = len(*h)
+	*h = append(*h, e)
+}
+func (h *byAge) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	e.index = -1
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return e
 }
 
 // answered ends the outstanding call once every called task has answered.
@@ -84,12 +130,11 @@ func (c *Combiner) Announce(since time.Time) Ticket {
 		close(done)
 		return Ticket{gen: ^uint64(0), call: done, live: true}
 	}
-	a.count++
-	older := a.oldest.IsZero() || since.Before(a.oldest)
-	if older {
-		a.oldest = since
-	}
-	t := Ticket{gen: a.gen, call: a.call, live: true}
+	was := a.oldest()
+	older := was.IsZero() || since.Before(was)
+	e := &announced{since: since}
+	heap.Push(&a.live, e)
+	t := Ticket{gen: a.gen, call: a.call, live: true, e: e}
 	// The cutter arms its timer for the oldest it knows of; tell it only
 	// when this is older.
 	wake := older && (c.mu.armedFor.IsZero() || since.Before(c.mu.armedFor))
@@ -113,9 +158,9 @@ func (c *Combiner) Withdraw(t Ticket) {
 	switch {
 	case t.gen == ^uint64(0): // announced after Close
 	case t.gen == a.gen:
-		a.count--
-		if a.count == 0 {
-			a.oldest = time.Time{}
+		if t.e.index >= 0 { // withdrawn once only
+			heap.Remove(&a.live, t.e.index)
+			t.e.index = -1
 		}
 	default:
 		a.called--

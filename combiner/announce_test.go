@@ -1,6 +1,7 @@
 package combiner
 
 import (
+	"container/heap"
 	"context"
 	"math/rand/v2"
 	"testing"
@@ -84,6 +85,59 @@ func TestAnnouncementAloneIsCalled(t *testing.T) {
 	}
 }
 
+// TestWithdrawnOldestAnnouncementStopsCounting: when the oldest of two
+// announcements is withdrawn, the younger one's time paces the next
+// object, not the withdrawn one's: with the oldest left at t0 the
+// combiner called the other task at t0+Interval, before its bytes were
+// due, and cut an early extra object.
+func TestWithdrawnOldestAnnouncementStopsCounting(t *testing.T) {
+	r := newRig(t, Config{UploadBytes: 1 << 20, Interval: 10 * time.Millisecond}, nil, nil)
+	gone := r.c.Announce(t0)
+	tk := r.c.Announce(t0.Add(15 * time.Millisecond))
+	r.c.Withdraw(gone)
+	<-tk.Called()
+	if d := r.clk.Since(t0); d < 15*time.Millisecond {
+		t.Fatalf("called after %v: the withdrawn oldest announcement still counted", d)
+	}
+	r.c.Withdraw(tk)
+	r.close(t)
+}
+
+// TestAnnouncementsOldestFollowsWithdrawals: the oldest live announcement
+// is what pending reports, whatever order tickets are withdrawn in, and a
+// ticket withdrawn twice is taken out once.
+func TestAnnouncementsOldestFollowsWithdrawals(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := range 200 {
+		c := &Combiner{}
+		var tks []Ticket
+		sinces := map[*announced]time.Time{}
+		for range 1 + rng.IntN(12) {
+			tk := c.Announce(t0.Add(time.Duration(rng.IntN(50)) * time.Millisecond))
+			tks = append(tks, tk)
+			sinces[tk.e] = tk.e.since
+		}
+		rng.Shuffle(len(tks), func(i, j int) { tks[i], tks[j] = tks[j], tks[i] })
+		for i, tk := range tks {
+			c.Withdraw(tk)
+			if rng.IntN(4) == 0 {
+				c.Withdraw(tk) // a repeat changes nothing
+			}
+			delete(sinces, tk.e)
+			var want time.Time
+			for _, s := range sinces {
+				if want.IsZero() || s.Before(want) {
+					want = s
+				}
+			}
+			p := c.mu.ann.pending(t0, false)
+			if p.Announced != len(tks)-i-1 || !p.Oldest.Equal(want) {
+				t.Fatalf("round %d, after %d withdrawals: pending %+v, want %d announced, oldest %v", round, i+1, p, len(tks)-i-1, want)
+			}
+		}
+	}
+}
+
 // TestCalledTaskBlockedInSubmit: the called task is the one waiting for
 // room. The cutter must not wait for its answer, or nothing would ever
 // free room: it cuts the queue, and the task's Submit then goes through.
@@ -122,7 +176,8 @@ func TestAnnounceAfterClose(t *testing.T) {
 // the wait for called tasks) ends only once the last called task answered.
 func TestCallEndsWhenAllAnswered(t *testing.T) {
 	a := announcements{call: make(chan struct{})}
-	a.count = 2
+	heap.Push(&a.live, &announced{since: t0})
+	heap.Push(&a.live, &announced{since: t0})
 	a.callAll(t0)
 	a.callAll(t0.Add(time.Millisecond)) // a second call keeps the first's age
 	if p := a.pending(t0.Add(3*time.Millisecond), false); p.Called != 2 || p.CalledFor != 3*time.Millisecond {

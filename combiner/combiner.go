@@ -426,7 +426,7 @@ func (c *Combiner) poke() {
 func (c *Combiner) Metrics() Metrics {
 	c.mu.Lock()
 	m := Metrics{QueuedSlices: len(c.mu.queue.in), QueuedBytes: c.mu.queuedBytes, HeldSlices: c.mu.heldSlices, HeldBytes: c.mu.heldBytes,
-		Announced: c.mu.ann.count, Called: c.mu.ann.called}
+		Announced: len(c.mu.ann.live), Called: c.mu.ann.called}
 	c.mu.Unlock()
 	m.SubmitsBlocked = c.m.submitsBlocked.Load()
 	m.ObjectsCut = c.m.cut.Load()

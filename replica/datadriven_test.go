@@ -122,7 +122,8 @@ func (l *Leader) describe(b *strings.Builder) {
 // expand under lag, min.insync.replicas, duplicated and stale fetches.
 //
 //	new-leader self=1 epoch=E [pe=N] replicas=(..) isr=(..) leo=N hw=N lag=DUR min-isr=N [t=DUR]
-//	fetch replica=R offset=N leo=N [epoch=E] [t=DUR] [hold]   FollowerFetch, then MaybeAdvanceHW
+//	fetch replica=R offset=N leo=N [epoch=E] [inc=I seq=S] [t=DUR] [hold]
+//	    FollowerFetchStamped (inc, seq: the FetchStamp, 0 unstamped), then MaybeAdvanceHW
 //	append leo=N [hold]          the leader appended; its log ends at N
 //	hw-applied hw=N              HWApplied (the driver set the log's HW)
 //	steady leo=N from=DUR to=DUR every=DUR per=N replicas=(..) behind=(..)
@@ -163,7 +164,8 @@ func TestLeaderScripts(t *testing.T) {
 				}, leo, argInt(t, d, "hw", 0), now, lag, int(argInt(t, d, "min-isr", 1)))
 				l.describe(&b)
 			case "fetch":
-				err, acts := l.FollowerFetch(now, int32(argInt(t, d, "replica", 0)), int32(argInt(t, d, "epoch", -1)), argInt(t, d, "offset", 0), leo)
+				stamp := FetchStamp{Incarnation: uint64(argInt(t, d, "inc", 0)), Seq: uint64(argInt(t, d, "seq", 0))}
+				err, acts := l.FollowerFetchStamped(now, int32(argInt(t, d, "replica", 0)), int32(argInt(t, d, "epoch", -1)), argInt(t, d, "offset", 0), leo, stamp)
 				fmt.Fprintf(&b, "error: %s\n", errName(err))
 				if err == nil {
 					acts = append(acts, l.MaybeAdvanceHW(leo)...)

@@ -12,17 +12,21 @@
 // the committed ISR, the leader epoch and the high watermark.
 //
 //	FollowerFetch(now, replica, epoch, offset, leo) ─► error code, [ProposeISR expand]
+//	FollowerFetchStamped(..., stamp)  (a fetch or report older than the LEO's is ignored)
 //	MaybeAdvanceHW(leo)  (after an append or fetch) ─► [AdvanceHW]
 //	HWApplied(hw)        (the driver set the log's HW)
 //	Tick(now, leo)       (ISR expiration)           ─► [ProposeISR shrink]
 //	ISRChanged / ISRRefused (controller's answer)   ─► [AdvanceHW]
 //	CheckProduce(acks), AckDone(required)           ─► NOT_ENOUGH_REPLICAS(_AFTER_APPEND) or done
-//	HWToSend / LEOToSend / LogStartToSend(replica, v) ─► whether v is news to the follower
+//	News(replica, answer)             ─► which of its HW, log start, log end are news
+//	Told(replica, answer)             (the answer was written to the follower)
 //
-// The ...ToSend calls record v as told: the driver passes the value the
-// answer it is building carries (one reading of the log), never a fresh
-// one, or a change between the two readings would count as told and the
-// follower's next long poll would wait for it in vain.
+// News and Told take the values the answer carries (one reading of the
+// log), never a fresh one, or a change between the two readings would
+// count as told and the follower's next long poll would wait for it in
+// vain; and Told comes only once the answer was written, never when it is
+// built, since an answer on a connection the follower closed is never
+// read.
 // The high watermark advances only in Leader.MaybeAdvanceHW: to the
 // smallest log end over the maximal ISR (the ISR plus a follower whose
 // expansion is in flight), bounded by the leader's log end, never back,

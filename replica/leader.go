@@ -69,6 +69,10 @@ type Progress struct {
 	lastSentHW         int64
 	lastSentLEO        int64
 	lastSentLogStart   int64
+	// stamp is the newest FetchStamp whose offset became LEO: an older
+	// stamp of the same incarnation is a fetch or report read before it
+	// that arrived after it (two connections), and changes nothing.
+	stamp FetchStamp
 	// marks are earlier fetches (time, the leader's log end then), oldest
 	// first, at most maxMarks, at least lagMax/maxMarks apart, none at or
 	// before LastCaughtUp; the leader's log end only grows within an
@@ -211,14 +215,47 @@ func (l *Leader) MaybeAdvanceHW(leo int64) []Action {
 	return []Action{AdvanceHW{HW: hw}}
 }
 
-// FollowerFetch is a follower's fetch at fetchOffset (its log end) with
+// FetchStamp orders one follower's fetches and log end reports, which
+// reach the leader on two connections (a remote-WAL follower reports each
+// append beside its long-poll fetch) and so may arrive in another order
+// than the follower read its log end for them. Incarnation names the
+// follower's process (a random id per broker start, as Kafka's broker
+// registration carries an incarnation id); Seq counts up within it, taken
+// when the log end the request carries was read. The zero stamp is an
+// unstamped fetch (any client but kwal's replica fetcher): it always
+// counts, as in Kafka.
+type FetchStamp struct{ Incarnation, Seq uint64 }
+
+// IsZero reports an unstamped fetch.
+func (s FetchStamp) IsZero() bool { return s == FetchStamp{} }
+
+// before reports whether s was read before t by the same incarnation.
+func (s FetchStamp) before(t FetchStamp) bool {
+	return !s.IsZero() && s.Incarnation == t.Incarnation && s.Seq <= t.Seq
+}
+
+// FollowerFetch is FollowerFetchStamped with an unstamped fetch.
+func (l *Leader) FollowerFetch(now time.Time, replica int32, epoch int32, fetchOffset, leo int64) (*kerr.Error, []Action) {
+	return l.FollowerFetchStamped(now, replica, epoch, fetchOffset, leo, FetchStamp{})
+}
+
+// FollowerFetchStamped is a follower's fetch at fetchOffset (its log end) with
 // its current leader epoch (-1: not given), the leader's log end being
 // leo: Kafka's updateFollowerFetchState, then maybeExpandIsr. It returns
 // the partition error for the response and, when the follower reached
 // both the HW and the start offset of this leader's epoch while out of the
 // ISR, the expansion to propose. As Kafka does next, the driver then calls
 // MaybeAdvanceHW (so that it knows to wake the waiting operations).
-func (l *Leader) FollowerFetch(now time.Time, replica int32, epoch int32, fetchOffset, leo int64) (*kerr.Error, []Action) {
+//
+// A fetch whose stamp is older than the one the follower's LEO came from
+// (see FetchStamp) is answered but changes nothing: its offset is a log
+// end the follower had before the one already recorded. Taking the
+// larger offset instead would be wrong, since a follower's log end goes
+// down when it truncates (a divergence, also within one leader epoch),
+// and its first fetch after that carries a newer stamp and a lower
+// offset, which must lower the LEO: the HW never passes what the
+// follower has.
+func (l *Leader) FollowerFetchStamped(now time.Time, replica int32, epoch int32, fetchOffset, leo int64, stamp FetchStamp) (*kerr.Error, []Action) {
 	if err := CheckEpoch(epoch, l.st.LeaderEpoch); err != nil {
 		return err, nil
 	}
@@ -228,6 +265,12 @@ func (l *Leader) FollowerFetch(now time.Time, replica int32, epoch int32, fetchO
 	}
 	if fetchOffset > leo || fetchOffset < 0 {
 		return kerr.OffsetOutOfRange, nil
+	}
+	if stamp.before(f.stamp) {
+		return nil, nil
+	}
+	if !stamp.IsZero() {
+		f.stamp = stamp
 	}
 	l.caughtUp(f, now, fetchOffset, leo)
 	f.LEO, f.LastFetchLeaderLEO, f.LastFetchTime = fetchOffset, leo, later(f.LastFetchTime, now)
@@ -375,43 +418,41 @@ func (l *Leader) AckDone(required int64) (bool, *kerr.Error) {
 	return true, nil
 }
 
-// HWToSend reports whether replica has not been told hw (the high
-// watermark the driver puts in its answer, which may trail the machine's
-// while the driver publishes it) yet; sent records that it now has been.
-func (l *Leader) HWToSend(replica int32, hw int64, sent bool) bool {
+// Answer is what one fetch answer tells a follower: the high watermark,
+// the log start and, in remotewal mode, the leader's log end (-1: the
+// answer carries none). The driver builds it from the one reading of the
+// log the answer carries, never a fresh one.
+type Answer struct{ HW, LogStart, LEO int64 }
+
+// News says which of a's values replica has not been told yet: a parked
+// fetch of the follower is answered at once for any of them (a new HW
+// lets it serve and ack; a new log start, which a DeleteRecords waits
+// for; a new leader log end, which tells a remote-WAL follower that bytes
+// exist). It records nothing: see Told. A replica that is not a follower
+// has no news.
+func (l *Leader) News(replica int32, a Answer) (hw, logStart, leo bool) {
 	f := l.followers[replica]
 	if f == nil {
-		return false
+		return false, false, false
 	}
-	changed := f.lastSentHW != hw
-	if sent {
-		f.lastSentHW = hw
+	return f.lastSentHW != a.HW, f.lastSentLogStart != a.LogStart, a.LEO >= 0 && f.lastSentLEO != a.LEO
+}
+
+// Told records that replica has been told a: the driver calls it once
+// the answer was written to the follower's connection, never when it is
+// only built. An answer to a fetch on a connection the follower has
+// closed (the fetcher cut its long poll) is never read; counted as told,
+// its news would leave the follower's next long poll waiting for a
+// change it never got.
+func (l *Leader) Told(replica int32, a Answer) {
+	f := l.followers[replica]
+	if f == nil {
+		return
 	}
-	return changed
-}
-
-// LEOToSend reports whether the leader's log end leo differs from the one
-// last told to replica (remotewal FollowerFetch), and records it as told.
-func (l *Leader) LEOToSend(replica int32, leo int64) bool {
-	f := l.followers[replica]
-	return f != nil && tell(&f.lastSentLEO, leo)
-}
-
-// LogStartToSend reports whether replica has not been told the leader's
-// log start offset start yet (DeleteRecords or retention moved it), and
-// records it as told: a parked fetch of the follower is answered at once,
-// so that its log start, which a DeleteRecords waits for, follows without
-// waiting for the long poll to end.
-func (l *Leader) LogStartToSend(replica int32, start int64) bool {
-	f := l.followers[replica]
-	return f != nil && tell(&f.lastSentLogStart, start)
-}
-
-// tell records v as told in *last and reports whether it was news.
-func tell(last *int64, v int64) bool {
-	changed := *last != v
-	*last = v
-	return changed
+	f.lastSentHW, f.lastSentLogStart = a.HW, a.LogStart
+	if a.LEO >= 0 {
+		f.lastSentLEO = a.LEO
+	}
 }
 
 // CheckEpoch fences a client's or follower's current leader epoch against

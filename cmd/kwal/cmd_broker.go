@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/kwal/kwal/rwnode"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 func init() {
@@ -79,7 +81,11 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg := sc.Broker
 	cfg.Logger = logger
-	ctrl, closeCtrl, err := openController(sc, logger)
+	wait := startWait{Bound: cfg.RemoteWAL.MetadataStartWait, Backoff: startWaitBackoff, Clock: clock.Real{}, Logger: logger}
+	if wait.Bound <= 0 {
+		wait.Bound = broker.DefaultMetadataStartWait
+	}
+	ctrl, closeCtrl, err := openController(sc, logger, wait)
 	if err != nil {
 		return err
 	}
@@ -87,9 +93,15 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 	cfg.Controller = ctrl
 	var closeRemoteWAL func()
 	if cfg.RemoteWAL.SystemEnable {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		parts, err := rwnode.OpenRemoteWALParts(ctx, &cfg, sc.Cluster)
-		cancel()
+		var parts *rwnode.RemoteWALParts
+		err := wait.run(context.Background(), "the remote WAL's store and metadata Kafka",
+			"remote.wal.storage.url="+cfg.RemoteWAL.StorageURL+" remote.wal.metadata.bootstrap.servers="+cfg.RemoteWAL.MetadataBootstrapServers,
+			"check that both are up and the addresses are right", retryingAtStart(func(ctx context.Context) (err error) {
+				ctx, cancel := context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				parts, err = rwnode.OpenRemoteWALParts(ctx, &cfg, sc.Cluster)
+				return err
+			}))
 		if err != nil {
 			return err
 		}
@@ -169,7 +181,11 @@ func orDash(s string) string {
 // time. With the metadata Kafka, brokers heartbeat into the state topic
 // and a broker silent for broker.session.timeout.ms is fenced and its
 // partitions get new leaders; the in-memory controller watches nobody.
-func openController(sc broker.ServerConfig, logger *slog.Logger) (broker.Controller, func(), error) {
+//
+// An unreachable controller Kafka is waited for (wait, startWait): each
+// attempt is bounded by remote.wal.metadata.bootstrap.timeout.ms, the
+// whole wait by remote.wal.metadata.start.wait.ms.
+func openController(sc broker.ServerConfig, logger *slog.Logger, wait startWait) (broker.Controller, func(), error) {
 	key, bootstrap, err := broker.ControllerBootstrap(&sc.Broker, sc.Cluster)
 	if err != nil {
 		return nil, nil, err
@@ -190,25 +206,47 @@ func openController(sc broker.ServerConfig, logger *slog.Logger) (broker.Control
 	if timeout <= 0 {
 		timeout = broker.DefaultMetadataBootstrapTimeout
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	c, err := broker.NewKafkaController(ctx, broker.KafkaControllerConfig{
-		Security:  sec,
-		Bootstrap: bootstrap,
-		Brokers:   sc.Cluster,
-		ClientID:  fmt.Sprintf("kwal-controller-%d", sc.Broker.BrokerID),
-		Logger:    logger,
-		// Liveness: every broker heartbeats into the state topic and
-		// every broker's controller fences the silent (broker/doc.go).
-		SessionTimeout:        session,
-		UncleanLeaderElection: sc.Broker.UncleanLeaderElection,
-	})
+	where := key + "=" + strings.Join(bootstrap, ",")
+	var c *broker.KafkaController
+	err = wait.run(context.Background(), "the controller's Kafka", where, "start it, or set "+key+" to a Kafka that is up",
+		retryingAtStart(func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			var err error
+			c, err = broker.NewKafkaController(ctx, broker.KafkaControllerConfig{
+				Security:  sec,
+				Bootstrap: bootstrap,
+				Brokers:   sc.Cluster,
+				ClientID:  fmt.Sprintf("kwal-controller-%d", sc.Broker.BrokerID),
+				Logger:    logger,
+				// Liveness: every broker heartbeats into the state topic and
+				// every broker's controller fences the silent (broker/doc.go).
+				SessionTimeout:        session,
+				UncleanLeaderElection: sc.Broker.UncleanLeaderElection,
+			})
+			if err != nil && ctx.Err() != nil {
+				return fmt.Errorf("no usable answer within remote.wal.metadata.bootstrap.timeout.ms=%d: %w", timeout.Milliseconds(), err)
+			}
+			return err
+		}))
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, nil, fmt.Errorf("%s=%s: no usable answer within remote.wal.metadata.bootstrap.timeout.ms=%d: %w; check the addresses and that the Kafka cluster is up",
-				key, strings.Join(bootstrap, ","), timeout.Milliseconds(), err)
-		}
-		return nil, nil, fmt.Errorf("%s=%s: controller: %w", key, strings.Join(bootstrap, ","), err)
+		return nil, nil, fmt.Errorf("%s: controller: %w", where, err)
 	}
 	return c, func() { c.Close() }, nil
+}
+
+// retryingAtStart stops a startWait at an error no retry mends: a
+// refused setting (broker.ErrConfig) or a Kafka error that is not
+// retriable (authentication, authorization, a topic of the wrong shape).
+// Everything else (refused or timed-out connections, a Kafka still
+// electing) is waited out.
+func retryingAtStart(attempt func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		err := attempt(ctx)
+		var ke *kerr.Error
+		if errors.Is(err, broker.ErrConfig) || errors.As(err, &ke) && !ke.Retriable {
+			return permanent{err}
+		}
+		return err
+	}
 }

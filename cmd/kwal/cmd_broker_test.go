@@ -180,7 +180,8 @@ func TestBrokerRecoversFromFDExhaustion(t *testing.T) {
 }
 
 // An unreachable remote.wal.metadata.bootstrap.servers fails the start
-// within remote.wal.metadata.bootstrap.timeout.ms, naming the key and the
+// once remote.wal.metadata.start.wait.ms has passed (each attempt bounded
+// by remote.wal.metadata.bootstrap.timeout.ms), naming the keys and the
 // address; a bad setting fails before anything is opened.
 func TestBrokerStartFailsFast(t *testing.T) {
 	dead, quiet := wiretest.RefusingAddr(t), wiretest.SilentAddr(t)
@@ -190,10 +191,10 @@ func TestBrokerStartFailsFast(t *testing.T) {
 		want        []string
 		within      time.Duration
 	}{
-		{"refusing metadata bootstrap", "remote.wal.metadata.bootstrap.servers=" + dead + "\nremote.wal.metadata.bootstrap.timeout.ms=500\n",
-			[]string{"remote.wal.metadata.bootstrap.servers=" + dead, "connection refused"}, 500 * time.Millisecond},
-		{"silent metadata bootstrap", "remote.wal.metadata.bootstrap.servers=" + quiet + "\nremote.wal.metadata.bootstrap.timeout.ms=500\n",
-			[]string{"remote.wal.metadata.bootstrap.servers=" + quiet, "remote.wal.metadata.bootstrap.timeout.ms=500"}, 500 * time.Millisecond},
+		{"refusing metadata bootstrap", "remote.wal.metadata.bootstrap.servers=" + dead + "\nremote.wal.metadata.bootstrap.timeout.ms=500\nremote.wal.metadata.start.wait.ms=500\n",
+			[]string{"remote.wal.metadata.bootstrap.servers=" + dead, "connection refused", "remote.wal.metadata.start.wait.ms=500"}, time.Second},
+		{"silent metadata bootstrap", "remote.wal.metadata.bootstrap.servers=" + quiet + "\nremote.wal.metadata.bootstrap.timeout.ms=500\nremote.wal.metadata.start.wait.ms=500\n",
+			[]string{"remote.wal.metadata.bootstrap.servers=" + quiet, "remote.wal.metadata.bootstrap.timeout.ms=500"}, time.Second},
 		{"bad setting before the bootstrap", "remote.wal.metadata.bootstrap.servers=" + dead + "\nmin.insync.replicas=0\n",
 			[]string{"min.insync.replicas=0"}, time.Second},
 		{"log dir is a file", "log.dirs=" + os.Args[0] + "\n", []string{"log.dirs="}, time.Second},

@@ -9,10 +9,12 @@ import (
 
 // supervise starts broker id with start until it succeeds or settle has
 // passed, as a supervisor would (systemd's Restart= with a RestartSec that
-// grows): a broker checks its store and metadata Kafka before it listens,
-// and exits when either is down, so without a pause between attempts a
-// broker restarted during a metadata outage is started hundreds of times
-// a second. A run of refusals is logged as one state change: when it
+// grows): a broker checks its store and metadata Kafka before it listens.
+// A `kwal broker` process waits for an unreachable metadata Kafka up to
+// remote.wal.metadata.start.wait.ms (cmd/kwal startwait.go) and exits
+// past it; an in-process broker, or one whose store is down, refuses at
+// once. Without a pause between attempts such a broker is started
+// hundreds of times a second. A run of refusals is logged as one state change: when it
 // starts, at most every two seconds with a count, and when the broker
 // starts again.
 func supervise(log *slog.Logger, id int32, settle time.Duration, backoff retry.Backoff, start func() error) {
