@@ -31,7 +31,7 @@ func runBenchLatency(args []string, stdout, stderr io.Writer) error {
 	reps := fs.Int("reps", 3, "repetitions of each workload and mode; figures are medians (at least 3)")
 	var model string
 	latencyModelFlag(fs, &model)
-	storeURL := fs.String("store", "", "real object store for the remote WAL: s3://bucket/prefix?endpoint=…, minio://… (use --latency-model none with it)")
+	storeURL := fs.String("store", latbench.DefaultStorageURL, "object store under the latency model: mem:// (objects in memory), fs (the fs backend in --dir: a write and two fsyncs per PUT on the brokers' disk), or a real one, s3://bucket/prefix?endpoint=…, minio://… (use --latency-model none with it)")
 	metaBootstrap := fs.String("metadata-bootstrap", "", "real Kafka for __remote_wal_log_metadata (default: embedded kfake)")
 	crossAZ := fs.Duration("cross-az", 500*time.Microsecond, "one-way latency between racks (default 0.5ms = 1ms round trip); 0 turns it off")
 	sheet := fs.String("sheet", "", "object-store price sheet (default: s3express-2025, or s3-standard with --latency-model s3standard)")

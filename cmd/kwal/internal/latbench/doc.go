@@ -14,7 +14,12 @@
 // follower's log and the follower's high watermark (trace.go: one watcher
 // per broker on its change feed), times the store's PUTs and GETs
 // (timedStore, under the latency model), and states issue 14's target 1
-// for acks=1 from those figures of the same run (TargetOf).
+// for acks=1 from those figures of the same run (TargetOf). For the
+// producer perf tests it records every Produce request's round trip on
+// the wire (wireRecorder, a franz-go hook) and applies Little's law to the
+// producer's in-flight window (InFlightOf): the bound max.in.flight ×
+// request bytes / round trip, the fraction of it achieved, and the round
+// trip the remote WAL would need for half of classic's throughput.
 //
 // It does not own the cluster (localcluster.Start), the object-store
 // latency model (objstore/latency), the counts (objstore/ledger) or the
@@ -33,11 +38,13 @@
 // delay later; the store adds its first-byte latency.
 //
 // Pure parts: Plan, TopicName, the statistics (Percentile, Summarize,
-// Median, CDF), Report.Aggregate and the renderers. Run is the driver.
+// Median, CDF), Report.Aggregate, InFlightOf and the renderers. Run is
+// the driver.
 //
 // Concurrency: Run is sequential, one step at a time; inside a step the
 // producer's callbacks and one consumer goroutine share only atomics and a
-// result channel; an end-to-end step's offsetTracer has one watcher per
+// result channel (a perf test's wireRecorder has its own mutex, for
+// franz-go's hook goroutines); an end-to-end step's offsetTracer has one watcher per
 // broker watched, stopped by its Close. A delayConn has one delivering goroutine, stopped by
 // Close; the progress display has one redrawing goroutine, stopped at the
 // end of Run.

@@ -152,7 +152,10 @@ type RunResult struct {
 	Elapsed time.Duration `json:"elapsed_ns"`
 	// Window is the ledger's window: from the start to when every
 	// follower had the leader's log end.
-	Window        time.Duration   `json:"window_ns"`
+	Window time.Duration `json:"window_ns"`
+	// CPU is the process's CPU time (user + system) over Window: every
+	// broker, the store, the metadata Kafka and the clients.
+	CPU           time.Duration   `json:"cpu_ns"`
 	RecordsPerSec float64         `json:"records_per_sec"`
 	MBPerSec      float64         `json:"mb_per_sec"`
 	Latency       Summary         `json:"latency"`
@@ -168,10 +171,17 @@ type RunResult struct {
 	// records at the leader's log, the follower's log and the follower's
 	// high watermark (E2EStages).
 	Stages map[string]Summary `json:"stages,omitempty"`
+	// StageRecords is how many consumed records the tracer marked at all
+	// three boundaries (the stages leave out those whose marks are out of
+	// order: a watcher woken late).
+	StageRecords int `json:"stage_records,omitempty"`
 	// StorePut and StoreGet are the object store's PUTs and GETs during
 	// the run as the brokers saw them (latency model and backend).
 	StorePut Summary `json:"store_put"`
 	StoreGet Summary `json:"store_get"`
+	// Wire is the producer's Produce requests on the wire (Produce and
+	// ProduceAll runs).
+	Wire WireFigures `json:"wire"`
 }
 
 // Row is the medians over the repetitions of one (phase, workload, mode).
@@ -208,6 +218,14 @@ type Row struct {
 	PutP99 time.Duration `json:"put_p99_ns"`
 	GetP50 time.Duration `json:"get_p50_ns"`
 	GetP99 time.Duration `json:"get_p99_ns"`
+	// WireRTTMean and WireRTTP50: medians over the runs of each run's
+	// mean and p50 Produce round trip on the wire; WireRequestBytes the
+	// median of each run's mean request size (zero without requests).
+	WireRTTMean      time.Duration `json:"wire_rtt_mean_ns"`
+	WireRTTP50       time.Duration `json:"wire_rtt_p50_ns"`
+	WireRequestBytes float64       `json:"wire_request_bytes"`
+	// CPUMsPerMB is the median of each run's CPU / Bytes (ms per 10^6 B).
+	CPUMsPerMB float64 `json:"cpu_ms_per_mb"`
 }
 
 // Report is everything a run measured.
@@ -220,8 +238,11 @@ type Report struct {
 	Rows   []Row         `json:"rows"`
 	// Target is issue 14's target 1 from the headline rows (TargetOf),
 	// nil without them.
-	Target  *Target       `json:"target_e2e_acks1,omitempty"`
-	Elapsed time.Duration `json:"elapsed_ns"`
+	Target *Target `json:"target_e2e_acks1,omitempty"`
+	// InFlight is the produce workloads' in-flight bound (InFlightOf)
+	// from the headline rows.
+	InFlight []InFlight    `json:"in_flight,omitempty"`
+	Elapsed  time.Duration `json:"elapsed_ns"`
 }
 
 // Aggregate computes Rows from Runs: medians over repetitions.
@@ -317,6 +338,23 @@ func (r *Report) Aggregate() {
 		p99 := func(sm Summary) time.Duration { return sm.P99 }
 		row.PutP50, row.PutP99 = storeMed(put, p50), storeMed(put, p99)
 		row.GetP50, row.GetP99 = storeMed(get, p50), storeMed(get, p99)
+		wire := func(x RunResult) Summary { return x.Wire.RTT }
+		row.WireRTTMean = storeMed(wire, func(sm Summary) time.Duration { return sm.Mean })
+		row.WireRTTP50 = storeMed(wire, p50)
+		var reqBytes []float64
+		for _, run := range runs {
+			if run.Wire.Requests > 0 {
+				reqBytes = append(reqBytes, float64(run.Wire.RequestBytes)/float64(run.Wire.Requests))
+			}
+		}
+		row.WireRequestBytes = Median(reqBytes)
+		var cpu []float64
+		for _, run := range runs {
+			if run.CPU > 0 && run.Bytes > 0 {
+				cpu = append(cpu, float64(run.CPU.Milliseconds())/(float64(run.Bytes)/1e6))
+			}
+		}
+		row.CPUMsPerMB = Median(cpu)
 		r.Rows = append(r.Rows, row)
 	}
 	wi := func(w Workload) int {
@@ -332,6 +370,7 @@ func (r *Report) Aggregate() {
 	if t, ok := TargetOf(r.rowsFor(true)); ok {
 		r.Target = &t
 	}
+	r.InFlight = InFlightOf(r.rowsFor(true))
 }
 
 // rowsFor returns the rows of the headline phase or of the sweep.
@@ -487,6 +526,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		b.WriteString("\n")
 		r.writeCostLines(&b, head)
 		r.writeTarget(&b, head)
+		writeInFlight(&b, head)
 		writeStages(&b, head)
 	}
 
@@ -530,9 +570,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "## Checks and gaps\n\n")
 	fmt.Fprintf(&b, "- Consumers saw %d duplicate and %d out-of-order records over all runs.\n", dup, ooo)
 	fmt.Fprintf(&b, "- The metadata topic (`__remote_wal_log_metadata`) runs on %s without modelled network delay, and its traffic is not in the ledger.\n", c.Metadata)
-	if strings.HasPrefix(c.Store, "the fs backend") {
+	switch {
+	case strings.HasPrefix(c.Store, "the fs backend"):
 		fmt.Fprintf(&b, "- The object store is modelled (latency decorator over local files), not a real S3 Express bucket.\n")
-	} else {
+	case strings.HasPrefix(c.Store, "the mem backend"):
+		fmt.Fprintf(&b, "- The object store is modelled (latency decorator over an in-memory store), not a real S3 Express bucket; the broker pays neither the disk a local store would nor the network a remote one would.\n")
+	default:
 		fmt.Fprintf(&b, "- The object store is %s on whatever network reaches it, plus the `%s` model; it is not S3 Express One Zone unless the URL names a directory bucket.\n", c.Store, c.LatencyModel.Name)
 	}
 	_, err := io.WriteString(w, b.String())
@@ -695,8 +738,11 @@ func bandwidth(bps float64) string {
 
 // storeName describes the store without its credentials.
 func storeName(u string) string {
-	if u == "" {
-		return "the fs backend on local disk"
+	switch u {
+	case "", FSStore:
+		return "the fs backend on local disk (a write and two fsyncs per PUT on the brokers' disk, on top of the model)"
+	case DefaultStorageURL:
+		return "the mem backend (objects in the process's memory: the model stands for the whole request, and the brokers' disk pays nothing for it)"
 	}
 	if i := strings.IndexByte(u, '?'); i >= 0 {
 		u = u[:i]

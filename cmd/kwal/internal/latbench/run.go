@@ -13,6 +13,7 @@ import (
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -133,7 +134,7 @@ func runPhase(ctx context.Context, cfg Config, index int, ph Phase, dir string, 
 	prog.set(fmt.Sprintf("starting cluster (%v)", ph.Setting))
 	lc, err := localcluster.Start(ctx, localcluster.Config{
 		Racks: brokerRacks(), Dir: dir, LatencyModel: cfg.LatencyModel,
-		StorageURL: cfg.StorageURL, MetadataBootstrap: cfg.MetadataBootstrap,
+		StorageURL: localStorageURL(cfg.StorageURL), MetadataBootstrap: cfg.MetadataBootstrap,
 		RemoteWAL: broker.RemoteWALConfig{CombinerTaskInterval: ph.Setting.Interval, CombinerTaskUploadBytes: ph.Setting.UploadBytes},
 		Tweak:     func(bc *broker.Config) { bc.Dial = nm.brokerDial(bc.Rack) },
 		WrapStore: func(s objstore.Store) objstore.Store { timed.Store = s; return timed },
@@ -172,6 +173,15 @@ func runPhase(ctx context.Context, cfg Config, index int, ph Phase, dir string, 
 		prog.end()
 	}
 	return runs, link, nil
+}
+
+// localStorageURL is Config.StorageURL as localcluster takes it: empty
+// for the fs backend in the cluster's directory.
+func localStorageURL(u string) string {
+	if u == FSStore {
+		return ""
+	}
+	return u
 }
 
 // startProfile starts a CPU profile of one headline step if prefix is set,
@@ -293,12 +303,12 @@ func (p *phase) createTopic(ctx context.Context, prefix, mode string) (string, e
 	return name, nil
 }
 
-func (p *phase) producer(topic string, w Workload) (*kgo.Client, error) {
+func (p *phase) producer(topic string, w Workload, extra ...kgo.Opt) (*kgo.Client, error) {
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(p.lc.Bootstrap()...), kgo.Dialer(p.net.clientDial(producerRack)),
 		kgo.DefaultProduceTopic(topic),
 	}, producerConfigFor(w).opts()...)
-	return kgo.NewClient(opts...)
+	return kgo.NewClient(append(opts, extra...)...)
 }
 
 func (p *phase) consumer(topic string) (*kgo.Client, error) {
@@ -401,6 +411,9 @@ func (p *phase) endToEnd(ctx context.Context, r *RunResult, n, rate int) error {
 	}
 	r.Samples, r.Duplicates, r.OutOfOrder = res.latencies, res.duplicates, res.outOfOrder
 	r.Elapsed = res.last.Sub(start)
+	mctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
+	r.StageRecords = tracer.markedAll(mctx, res.records)
+	cancel()
 	r.Stages = tracer.stages(res.records)
 	return p.finish(ctx, r, before, start)
 }
@@ -481,7 +494,8 @@ func consumeIndexed(ctx context.Context, cons *kgo.Client, n int, count *atomic.
 // from just before Produce is called to its acknowledgement, so it
 // includes time queued in the client, as in the Java tool.
 func (p *phase) producePerf(ctx context.Context, r *RunResult) error {
-	prod, err := p.producer(r.Topic, r.Workload)
+	wire := &wireRecorder{}
+	prod, err := p.producer(r.Topic, r.Workload, kgo.WithHooks(wire))
 	if err != nil {
 		return err
 	}
@@ -489,6 +503,7 @@ func (p *phase) producePerf(ctx context.Context, r *RunResult) error {
 	if err := warmUp(ctx, prod); err != nil {
 		return err
 	}
+	wire.start()
 	n, size := p.cfg.PerfRecords, p.cfg.PerfRecordBytes
 	// Like the Java tool, a few random payloads are reused.
 	rng := rand.New(rand.NewPCG(p.cfg.Seed, uint64(p.index)<<32|uint64(r.Rep)))
@@ -534,6 +549,7 @@ func (p *phase) producePerf(ctx context.Context, r *RunResult) error {
 	}
 	r.Samples = lat
 	r.Elapsed = time.Unix(0, lastAck.Load()).Sub(start)
+	r.Wire = wire.figures()
 	return p.finish(ctx, r, before, start)
 }
 
@@ -589,6 +605,7 @@ func (p *phase) finish(ctx context.Context, r *RunResult, before window, start t
 	window := time.Since(start)
 	after := p.snapshots()
 	r.Window = window
+	r.CPU = after.cpu - before.cpu
 	r.Latency = Summarize(r.Samples)
 	if r.Elapsed > 0 {
 		r.RecordsPerSec = float64(r.Records) / r.Elapsed.Seconds()
@@ -645,6 +662,7 @@ func (p *phase) waitCaughtUp(ctx context.Context, tp broker.TopicPartition) erro
 type window struct {
 	ledgers []ledger.Snapshot
 	store   [2]int
+	cpu     time.Duration // processCPU
 }
 
 func (p *phase) snapshots() window {
@@ -652,7 +670,17 @@ func (p *phase) snapshots() window {
 	for i, l := range p.lc.Ledgers {
 		out[i] = l.Snapshot()
 	}
-	return window{ledgers: out, store: p.store.mark()}
+	return window{ledgers: out, store: p.store.mark(), cpu: processCPU()}
+}
+
+// processCPU is the user and system CPU time this process has used: the
+// brokers, the store and its model, the metadata Kafka and the clients.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // replicas returns the leader of topic's partition 0 and the follower the

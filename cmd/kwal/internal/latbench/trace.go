@@ -49,43 +49,72 @@ type offsetTracer struct {
 	mu   struct {
 		sync.Mutex
 		marks map[int64]*offsetMarks
+		// progress is closed (and replaced) when marks change.
+		progress chan struct{}
 	}
 }
 
 // traceOffsets starts watching tp on leader and follower; Close stops it.
+// Where each watcher starts (the log end and high watermark it will not
+// mark) is read here, before it returns, so an offset appended after the
+// call is marked however late the watchers' goroutines first run.
 func traceOffsets(leader, follower *broker.Broker, tp broker.TopicPartition) *offsetTracer {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &offsetTracer{stop: cancel}
 	t.mu.marks = map[int64]*offsetMarks{}
 	t.wg.Add(2)
-	go t.watch(ctx, leader, tp, func(m *offsetMarks) *time.Time { return &m.leaderLog }, nil)
-	go t.watch(ctx, follower, tp, func(m *offsetMarks) *time.Time { return &m.followerLog },
+	lw := t.newWatcher(leader, tp, func(m *offsetMarks) *time.Time { return &m.leaderLog }, nil)
+	fw := t.newWatcher(follower, tp, func(m *offsetMarks) *time.Time { return &m.followerLog },
 		func(m *offsetMarks) *time.Time { return &m.followerHW })
+	go lw.run(ctx)
+	go fw.run(ctx)
 	return t
 }
 
-// watch marks, at every change of b, the offsets that newly reached b's
-// log end (logEnd) and high watermark (hw, when not nil). Offsets already
-// there when it starts are not marked.
-func (t *offsetTracer) watch(ctx context.Context, b *broker.Broker, tp broker.TopicPartition, logEnd, hw func(*offsetMarks) *time.Time) {
-	defer t.wg.Done()
-	seenLEO, seenHW := int64(-1), int64(-1)
+// watcher marks, at every change of b, the offsets that newly reached b's
+// log end (logEnd) and high watermark (hw, when not nil).
+type watcher struct {
+	t               *offsetTracer
+	b               *broker.Broker
+	tp              broker.TopicPartition
+	logEnd, hw      func(*offsetMarks) *time.Time
+	changed         <-chan struct{}
+	seenLEO, seenHW int64 // -1: the partition was not there yet
+}
+
+// newWatcher takes b's change feed and the partition's state now: offsets
+// already there are not marked.
+func (t *offsetTracer) newWatcher(b *broker.Broker, tp broker.TopicPartition, logEnd, hw func(*offsetMarks) *time.Time) *watcher {
+	w := &watcher{t: t, b: b, tp: tp, logEnd: logEnd, hw: hw, seenLEO: -1, seenHW: -1}
+	w.changed = b.Changed()
+	if st, ok := b.PartitionStatus(tp); ok {
+		w.seenLEO, w.seenHW = st.LogEnd, st.HighWatermark
+	}
+	return w
+}
+
+func (w *watcher) run(ctx context.Context) {
+	defer w.t.wg.Done()
 	for {
-		changed := b.Changed()
-		if st, ok := b.PartitionStatus(tp); ok {
-			now := time.Now()
-			if seenLEO < 0 {
-				seenLEO, seenHW = st.LogEnd, st.HighWatermark
-			}
-			t.mark(&seenLEO, st.LogEnd, now, logEnd)
-			if hw != nil {
-				t.mark(&seenHW, st.HighWatermark, now, hw)
-			}
-		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-changed:
+		case <-w.changed:
+		}
+		// Take the next notification before reading the state, so a
+		// change between the two is not missed.
+		w.changed = w.b.Changed()
+		st, ok := w.b.PartitionStatus(w.tp)
+		if !ok {
+			continue
+		}
+		now := time.Now()
+		if w.seenLEO < 0 {
+			w.seenLEO, w.seenHW = st.LogEnd, st.HighWatermark
+		}
+		w.t.mark(&w.seenLEO, st.LogEnd, now, w.logEnd)
+		if w.hw != nil {
+			w.t.mark(&w.seenHW, st.HighWatermark, now, w.hw)
 		}
 	}
 }
@@ -96,6 +125,10 @@ func (t *offsetTracer) mark(seen *int64, upTo int64, now time.Time, field func(*
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.mu.progress != nil {
+		close(t.mu.progress)
+		t.mu.progress = nil
+	}
 	for off := *seen; off < upTo; off++ {
 		m := t.mu.marks[off]
 		if m == nil {
@@ -107,6 +140,36 @@ func (t *offsetTracer) mark(seen *int64, upTo int64, now time.Time, field func(*
 		}
 	}
 	*seen = upTo
+}
+
+// markedAll waits until every record of recs has all three marks (each
+// was in both logs and below the follower's HW before it was consumed, so
+// the watchers, which re-read the state after every change, get there)
+// or until ctx ends, and returns how many have them.
+func (t *offsetTracer) markedAll(ctx context.Context, recs []consumedRecord) int {
+	for {
+		t.mu.Lock()
+		n := 0
+		for _, r := range recs {
+			if m := t.mu.marks[r.offset]; m != nil && !m.leaderLog.IsZero() && !m.followerLog.IsZero() && !m.followerHW.IsZero() {
+				n++
+			}
+		}
+		if n == len(recs) {
+			t.mu.Unlock()
+			return n
+		}
+		if t.mu.progress == nil {
+			t.mu.progress = make(chan struct{})
+		}
+		progress := t.mu.progress
+		t.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return n
+		case <-progress:
+		}
+	}
 }
 
 // Close stops the watchers.

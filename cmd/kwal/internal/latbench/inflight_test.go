@@ -1,0 +1,149 @@
+package latbench
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// produceRuns returns three repetitions of ProduceAll in both modes with
+// wire figures: classic requests of 16,000 B take rtt(classic) on the
+// wire and the run achieves mbps(classic); likewise the remote WAL.
+func produceRuns() []RunResult {
+	var runs []RunResult
+	head := Setting{10 * time.Millisecond, 4 << 20}
+	for rep := 0; rep < 3; rep++ {
+		for _, mode := range []string{Classic, RemoteWAL} {
+			rtt, mbps := 2*time.Millisecond, 32.0
+			if mode == RemoteWAL {
+				rtt, mbps = 16*time.Millisecond, 4.0
+			}
+			// Rep 1 is the median: reps 0 and 2 straddle it.
+			rtt += time.Duration(rep-1) * 100 * time.Microsecond
+			mbps += float64(rep-1) * 0.5
+			rtts := []time.Duration{rtt - time.Millisecond, rtt, rtt + time.Millisecond}
+			// CPU: 10 ms per MB classic, 15 remote WAL (rep 1, the median).
+			cpu := time.Duration(2000+rep*100) * time.Millisecond
+			if mode == RemoteWAL {
+				cpu += 1000 * time.Millisecond
+			}
+			runs = append(runs, RunResult{Headline: true, Setting: head, Step: Step{Workload: ProduceAll, Mode: mode, Rep: rep},
+				Records: 1000, Bytes: 210_000_000, CPU: cpu, MBPerSec: mbps, Wire: WireFigures{RTT: Summarize(rtts), Requests: 3, RequestBytes: 3 * 16_000}})
+		}
+	}
+	return runs
+}
+
+func TestInFlightBoundFromTheRunsOwnFigures(t *testing.T) {
+	r := &Report{Runs: produceRuns()}
+	r.Aggregate()
+	if len(r.InFlight) != 2 {
+		t.Fatalf("%d in-flight rows, want 2: %+v", len(r.InFlight), r.InFlight)
+	}
+	c, rw := r.InFlight[0], r.InFlight[1]
+	if c.Mode != Classic || rw.Mode != RemoteWAL {
+		t.Fatalf("rows %+v", r.InFlight)
+	}
+	near := func(what string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
+			t.Errorf("%s = %v, want %v", what, got, want)
+		}
+	}
+	// Java's max.in.flight: 5. Classic: 5 × 16,000 B / 2 ms = 40 MB/s;
+	// achieved 32 MB/s, 0.8 of it.
+	if c.Window != 5 || c.MeanRTT != 2*time.Millisecond || c.MeanRequestByte != 16_000 {
+		t.Errorf("classic %+v", c)
+	}
+	near("classic bound", c.BoundMBPerSec, 40)
+	near("classic of bound", c.OfBound, 0.8)
+	if c.RTTForHalfClassic != 0 {
+		t.Errorf("classic row carries a half-classic round trip %v", c.RTTForHalfClassic)
+	}
+	// Remote WAL: 5 × 16,000 / 16 ms = 5 MB/s, 4 achieved: 0.8. Half of
+	// classic's 32 MB/s with 16,000 B requests, 5 in flight: 5 ms.
+	near("remotewal bound", rw.BoundMBPerSec, 5)
+	near("remotewal of bound", rw.OfBound, 0.8)
+	if rw.RTTForHalfClassic != 5*time.Millisecond {
+		t.Errorf("RTT for 0.5x classic = %v, want 5ms", rw.RTTForHalfClassic)
+	}
+
+	var b bytes.Buffer
+	if err := r.WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, want := range []string{
+		"### The producer's in-flight bound (Little's law)",
+		"| produce-acksall | classic | 5 | 2.00 | 2.00 | 16.0 | 40.00 | 32.00 | 0.80 | - | 10.00 |",
+		"| produce-acksall | remotewal | 5 | 16.0 | 16.0 | 16.0 | 5.00 | 4.00 | 0.80 | 5.00 | 14.76 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestInFlightNeedsWireFigures(t *testing.T) {
+	runs := produceRuns()
+	for i := range runs {
+		if runs[i].Mode == Classic {
+			runs[i].Wire = WireFigures{}
+		}
+	}
+	r := &Report{Runs: runs}
+	r.Aggregate()
+	if len(r.InFlight) != 1 || r.InFlight[0].Mode != RemoteWAL || r.InFlight[0].RTTForHalfClassic != 0 {
+		t.Fatalf("without classic wire figures: %+v", r.InFlight)
+	}
+	// E2E rows never get a bound, whatever they carry.
+	for i := range runs {
+		runs[i].Workload = E2E
+	}
+	r = &Report{Runs: runs}
+	r.Aggregate()
+	if len(r.InFlight) != 0 {
+		t.Fatalf("E2E rows got in-flight bounds: %+v", r.InFlight)
+	}
+}
+
+func TestWireRecorderCountsProduceAfterStart(t *testing.T) {
+	var w wireRecorder
+	e := kgo.BrokerE2E{BytesWritten: 100, TimeToWrite: time.Millisecond, ReadWait: 2 * time.Millisecond, TimeToRead: time.Millisecond}
+	w.OnBrokerE2E(kgo.BrokerMetadata{}, produceKey, e) // warm-up: before start
+	w.start()
+	w.OnBrokerE2E(kgo.BrokerMetadata{}, produceKey, e)
+	w.OnBrokerE2E(kgo.BrokerMetadata{}, 1, e) // a fetch
+	bad := e
+	bad.ReadErr = errors.New("reset")
+	w.OnBrokerE2E(kgo.BrokerMetadata{}, produceKey, bad)
+	f := w.figures()
+	if f.Requests != 1 || f.RequestBytes != 100 || f.RTT.Mean != 4*time.Millisecond {
+		t.Fatalf("figures %+v, want one produce of 100 B taking 4ms", f)
+	}
+}
+
+func TestStoreNames(t *testing.T) {
+	for u, want := range map[string]string{
+		"":                                  "the fs backend",
+		FSStore:                             "the fs backend",
+		DefaultStorageURL:                   "the mem backend",
+		"s3://bucket/p?endpoint=x&secret=y": "`s3://bucket/p`",
+	} {
+		if got := storeName(u); !strings.HasPrefix(got, want) {
+			t.Errorf("storeName(%q) = %q, want it to start %q", u, got, want)
+		}
+	}
+	if got := localStorageURL(FSStore); got != "" {
+		t.Errorf("localStorageURL(fs) = %q, want empty (localcluster's fs in Dir)", got)
+	}
+	c := Config{}
+	if err := c.Validate(); err != nil || c.StorageURL != DefaultStorageURL {
+		t.Errorf("default store %q (err %v), want %q", c.StorageURL, err, DefaultStorageURL)
+	}
+}
