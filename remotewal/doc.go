@@ -16,8 +16,9 @@
 // A task cuts when the bytes pending past its last cut reach UploadBytes,
 // at a segment roll or leader-epoch change, or when the combiner calls for
 // them. Below UploadBytes a task holds its bytes in the log and announces
-// them, and the combiner's pacing counts them as if queued; when they are
-// due it calls them, each called task cuts what it holds and withdraws,
+// them to the combiner (PackCaller: Combiner.Announce), whose pacing
+// counts them as if queued; when they are due it calls every announced
+// task (Ticket.Called), each cuts what it holds and withdraws,
 // and the object goes out with one slice per partition. So no task runs a
 // timer, an idle task only waits on its log's append notification, and a
 // task knows where its next offset lies in the log after each cut
@@ -27,23 +28,6 @@
 // (remote.wal.log.manager.thread.pool.size): a task takes a worker slot to
 // read and submit. Submit blocks when the combiner's queue is full; that
 // back-pressure holds the task, which is what bounds memory.
-//
-// Tasks announce through the Manager's relay (relay.go), not to the
-// combiner one by one: the tasks announced together are a round, one
-// ticket at the combiner (PackCaller: Combiner.Announce). When the
-// combiner calls a round, the relay takes a worker slot and grants it to
-// the round's next task, one task per free slot, so a call makes at most
-// ThreadPoolSize tasks runnable however many partitions hold bytes; the
-// round's ticket is withdrawn when its last task has answered or stopped.
-//
-//	tasks ──announce──► relay: round{ticket, tasks} ──1 ticket──► combiner
-//	                    called: slot → grant task 1, slot → task 2, …
-//	task: cut in the granted slot, Submit, withdraw; last one withdraws the ticket
-//
-// (Closing one channel that every announced task waited on made thousands
-// of goroutines runnable at once at 10,000 partitions; answering a round
-// then took time in proportion to the tasks in it, and the write path fell
-// behind for good.)
 //
 // The package also assembles the leader's write path (NewWritePath: tasks,
 // combiner and metadata publisher). What KIP-1176 names the

@@ -123,9 +123,6 @@ type Metrics struct {
 	CutsByBoundary int64
 	Errors         int64
 	Resubmits      int64 // slices re-cut after the combiner gave them up
-	// Announced: tasks holding bytes below UploadBytes until the sink
-	// calls for them; Called: tasks called and not yet answered.
-	Announced, Called int
 }
 
 // ErrStopped is returned for a partition the Manager is not running.
@@ -136,9 +133,7 @@ type Manager struct {
 	cfg    Config
 	sink   Sink
 	caller PackCaller // sink, if it calls for held bytes; else nil
-	relay  *relay     // announces for the tasks when caller is set
 	pool   chan struct{}
-	stop   chan struct{} // closed by Close
 
 	mu struct {
 		sync.Mutex
@@ -160,11 +155,8 @@ func NewManager(cfg Config, sink Sink) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, sink: sink, pool: make(chan struct{}, cfg.ThreadPoolSize), stop: make(chan struct{})}
+	m := &Manager{cfg: cfg, sink: sink, pool: make(chan struct{}, cfg.ThreadPoolSize)}
 	m.caller, _ = sink.(PackCaller)
-	if m.caller != nil {
-		m.relay = &relay{caller: m.caller, pool: m.pool, stop: m.stop}
-	}
 	m.mu.tasks = make(map[metadata.TopicPartition]*task)
 	m.mu.stopped = make(map[metadata.TopicPartition]stoppedTask)
 	return m, nil
@@ -195,7 +187,7 @@ func (m *Manager) StartPartition(tp metadata.TopicPartition, log Log, leaderEpoc
 		fromOffset = min(st.next, log.LogEndOffset())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &task{m: m, tp: tp, log: log, epoch: leaderEpoch, cancel: cancel, done: make(chan struct{}), failWake: make(chan struct{}, 1), idle: make(chan struct{}, 1), grant: make(chan struct{}, 1), rewind: -1}
+	t := &task{m: m, tp: tp, log: log, epoch: leaderEpoch, cancel: cancel, done: make(chan struct{}), failWake: make(chan struct{}, 1), idle: make(chan struct{}, 1), rewind: -1}
 	t.next.Store(fromOffset)
 	t.published.Store(fromOffset)
 	m.mu.tasks[tp] = t
@@ -250,12 +242,8 @@ func (m *Manager) Metrics() Metrics {
 	m.mu.Lock()
 	n := len(m.mu.tasks)
 	m.mu.Unlock()
-	var ann, called int
-	if m.relay != nil {
-		ann, called = m.relay.counts()
-	}
 	return Metrics{
-		Tasks: n, Announced: ann, Called: called, Slices: m.slices.Load(), Bytes: m.bytes.Load(),
+		Tasks: n, Slices: m.slices.Load(), Bytes: m.bytes.Load(),
 		CutsBySize: m.bySize.Load(), CutsByInterval: m.byInterval.Load(),
 		CutsByBoundary: m.byBoundary.Load(), Errors: m.errs.Load(), Resubmits: m.resubmits.Load(),
 	}
@@ -264,9 +252,6 @@ func (m *Manager) Metrics() Metrics {
 // Close stops every task and waits for them.
 func (m *Manager) Close() {
 	m.mu.Lock()
-	if !m.mu.closed {
-		close(m.stop)
-	}
 	m.mu.closed = true
 	tasks := m.mu.tasks
 	m.mu.tasks = map[metadata.TopicPartition]*task{}
@@ -331,20 +316,11 @@ type task struct {
 	// Owned by the task goroutine.
 	nextPos      kafkalog.SegmentPosition
 	nextPosKnown bool
-	// announced: the task holds bytes below UploadBytes, announced to
-	// the relay (a PackCaller sink); called is set once the relay granted
-	// it a worker slot for them (grant), which it holds while holdsSlot.
-	// grantTaken: the grant of this announcement was received. Owned by
-	// the task goroutine.
-	announced, called, holdsSlot, grantTaken bool
-	// grant gets one token per announcement when its round is called: a
-	// worker slot taken for the task. Cap 1.
-	grant chan struct{}
-	// rel is the task's place in the relay, under relay.mu.
-	rel struct {
-		round   *round
-		granted bool
-	}
+	// ticket is the task's announcement to a PackCaller sink while it
+	// holds bytes below UploadBytes; called is set once the sink called
+	// for them. Owned by the task goroutine.
+	ticket combiner.Ticket
+	called bool
 }
 
 func (t *task) run(ctx context.Context) {
@@ -393,8 +369,8 @@ func (t *task) run(ctx context.Context) {
 		case <-notify:
 		case <-timerC:
 			timerC = nil // fired: nothing to stop
-		case <-t.grant:
-			t.called, t.holdsSlot, t.grantTaken = true, true, true
+		case <-t.ticket.Called():
+			t.called = true
 		case <-t.failWake:
 			t.takeFailed(ctx)
 		case <-t.idle:
@@ -405,40 +381,13 @@ func (t *task) run(ctx context.Context) {
 	}
 }
 
-// withdraw ends the task's announcement, if any, and gives back a worker
-// slot granted for it.
+// withdraw ends the task's announcement, if any.
 func (t *task) withdraw() {
-	if t.announced {
-		t.m.relay.withdraw(t)
-		t.announced = false
+	if t.ticket.Live() {
+		t.m.caller.Withdraw(t.ticket)
+		t.ticket = combiner.Ticket{}
 	}
 	t.called = false
-	t.releaseSlot()
-}
-
-// takeSlot takes a worker slot unless the task holds one.
-func (t *task) takeSlot(ctx context.Context) error {
-	if t.holdsSlot {
-		return nil
-	}
-	select {
-	case t.m.pool <- struct{}{}:
-		t.holdsSlot = true
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// releaseSlot gives back the task's worker slot, if it holds one: to the
-// next called task waiting for one, if any, else to the pool.
-func (t *task) releaseSlot() {
-	if t.holdsSlot {
-		t.holdsSlot = false
-		if t.m.relay == nil || !t.m.relay.pass() {
-			<-t.m.pool
-		}
-	}
 }
 
 // step cuts every slice that is due and returns how long to wait before the
@@ -474,9 +423,8 @@ func (t *task) step(ctx context.Context) (time.Duration, error) {
 			reason = CutInterval
 		case t.m.caller != nil:
 			// Hold the bytes until the sink calls for them.
-			if !t.announced {
-				t.m.relay.announce(t, t.pendingSince)
-				t.announced = true
+			if !t.ticket.Live() {
+				t.ticket = t.m.caller.Announce(t.pendingSince)
 			}
 			return 0, nil
 		case age >= cfg.Interval:
@@ -517,10 +465,12 @@ func (t *task) pendingBytes(next int64, end kafkalog.SegmentPosition) (int64, bo
 
 func (t *task) cut(ctx context.Context, next int64, reason CutReason) error {
 	cfg := &t.m.cfg
-	if err := t.takeSlot(ctx); err != nil {
-		return err
+	select {
+	case t.m.pool <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	defer t.releaseSlot()
+	defer func() { <-t.m.pool }()
 
 	var s kafkalog.SegmentSlice
 	var err error

@@ -35,7 +35,7 @@ func runBenchScale(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&cfg.MetadataCrossings, "metadata-az-crossings", cfg.MetadataCrossings,
 		"AZ boundaries each metadata byte crosses (publish 1, metadata topic replication 2, followers' reads 2)")
 	fs.StringVar(&cfg.Sheet, "sheet", cfg.Sheet, "object-store price sheet")
-	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "profile each window into PREFIX-<partitions>.pprof (CPU), .mutex.pprof, .block.pprof and .heap.pprof")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "profile each window into PREFIX-<partitions>.pprof")
 	quick := fs.Bool("quick", false, "50 and 200 partitions at 5 MB/s, 3 s windows (CI)")
 	out := fs.String("out", "", "also write report.json and scale.png into this directory")
 	if err := parseFlagsOnly(fs, args); err != nil {

@@ -50,11 +50,6 @@ func WriteTable(w io.Writer, rep *Report) {
 		rows = append(rows, benchreport.Row("mem store objects MB (not in heap rows)", "%.0f", func(r Result) float64 { return r.StoreHeldMB }))
 	}
 	rows = append(rows, []benchreport.Metric[Result]{
-		benchreport.Row("live heap MB (end, after GC)", "%.0f", func(r Result) float64 { return r.LiveHeapMB }),
-		benchreport.Row("goroutine stacks MB (end)", "%.0f", func(r Result) float64 { return r.StackMB }),
-		benchreport.Row("tasks announced at end", "%.0f", func(r Result) float64 { return float64(r.Announced) }),
-		benchreport.Row("tasks called, not answered, at end", "%.0f", func(r Result) float64 { return float64(r.Called) }),
-		benchreport.Row("combiner held MiB at end", "%.1f", func(r Result) float64 { return r.HeldMB }),
 		benchreport.Row("RSS MB (end)", "%.0f", func(r Result) float64 { return r.RSSMB }),
 		benchreport.Row("RSS MB (peak)", "%.0f", func(r Result) float64 { return r.RSSPeakMB }),
 		benchreport.Row("CPU-s per s", "%.2f", func(r Result) float64 { return r.CPUPerS }),

@@ -53,9 +53,7 @@ type Config struct {
 	MetadataCrossings float64
 	Sheet             string // object-store price sheet
 	// CPUProfile, if set, is a file prefix: the window of each partition
-	// count is profiled into <prefix>-<partitions>.pprof (CPU),
-	// .mutex.pprof and .block.pprof (contention), and .heap.pprof (the
-	// heap at the window's end, after a GC).
+	// count is profiled into <prefix>-<partitions>.pprof.
 	CPUProfile string
 	Logger     *slog.Logger
 }
@@ -137,20 +135,7 @@ type Result struct {
 	// StoreHeldMB: with the mem store, the object bytes it held at the
 	// window's end, taken out of the heap figures (not out of RSS).
 	StoreHeldMB float64 `json:"mem_store_held_mb,omitempty"`
-	// LiveHeapMB is the heap's live bytes at the window's end, after a
-	// GC (mem store objects taken out): what the node holds, without the
-	// garbage the GC lets accumulate between cycles, which with a mem store
-	// grows with the objects it holds (GOGC), not with the node's own state.
-	LiveHeapMB float64 `json:"live_heap_mb"`
-	StackMB    float64 `json:"stack_inuse_mb"` // goroutine stacks at the window's end
-	// At the window's end: remote-WAL tasks holding bytes announced, tasks
-	// called for them that had not answered (remotewal.Metrics), and the
-	// combiner's queued slices and held bytes.
-	Announced    int     `json:"tasks_announced"`
-	Called       int     `json:"tasks_called"`
-	QueuedSlices int     `json:"combiner_queued_slices"`
-	HeldMB       float64 `json:"combiner_held_mb"`
-	CPUPerS      float64 `json:"cpu_s_per_s"` // user+system CPU-seconds of the process per second of window
+	CPUPerS     float64 `json:"cpu_s_per_s"` // user+system CPU-seconds of the process per second of window
 	// CPUmsPerMB is CPUPerS per produced MB/s: the cost of a MB, whatever
 	// share of the machine the run got.
 	CPUmsPerMB float64 `json:"cpu_ms_per_mb"`
@@ -421,11 +406,6 @@ func (r *run) do(ctx context.Context) (*Result, error) {
 		if err := pprof.StartCPUProfile(prof); err != nil {
 			return nil, err
 		}
-		// Contention too: what bounds throughput when the CPU does not.
-		runtime.SetMutexProfileFraction(5)
-		runtime.SetBlockProfileRate(int(100 * time.Microsecond))
-		defer runtime.SetMutexProfileFraction(0)
-		defer runtime.SetBlockProfileRate(0)
 	}
 	gc0 := gcCount()
 	led0, cpu0, prod0, bat0, t0 := bc.Ledger.Snapshot(), cpuTime(), produced.Load(), batches.Load(), time.Now()
@@ -442,11 +422,10 @@ func (r *run) do(ctx context.Context) (*Result, error) {
 		}
 		peak.heap, peak.rss = max(peak.heap, m.heap), max(peak.rss, m.rss)
 		d := bc.Ledger.Snapshot().Sub(led0)
-		cm, tm := rw.WritePath().Combiner.Metrics(), rw.WritePath().Manager.Metrics()
-		fmt.Fprintf(r.progress, "  %d partitions %5.1fs/%v: produced %.1f MB/s, %.0f PUTs/s, heap %.0f MB, rss %.0f MB, cpu %.2f s/s, combiner held %.1f MiB queued %d announced %d called %d blocked %d\n",
+		fmt.Fprintf(r.progress, "  %d partitions %5.1fs/%v: produced %.1f MB/s, %.0f PUTs/s, heap %.0f MB, rss %.0f MB, cpu %.2f s/s\n",
 			r.n, elapsed.Seconds(), cfg.Duration, float64(produced.Load()-prod0)/1e6/elapsed.Seconds(),
 			float64(d.ByKind[ledger.Put].Requests)/elapsed.Seconds(), mb(m.heap), mb(m.rss),
-			(cpuTime()-cpu0).Seconds()/elapsed.Seconds(), mb(uint64(cm.HeldBytes)), cm.QueuedSlices, tm.Announced, tm.Called, cm.SubmitsBlocked)
+			(cpuTime()-cpu0).Seconds()/elapsed.Seconds())
 	}
 	t1 := time.Now()
 	r.window = t1.Sub(t0)
@@ -454,11 +433,6 @@ func (r *run) do(ctx context.Context) (*Result, error) {
 	r.puts = bc.Ledger.Snapshot().Sub(led0)
 	if prof != nil {
 		pprof.StopCPUProfile()
-		for _, kind := range []string{"mutex", "block"} {
-			if err := writeProfile(fmt.Sprintf("%s-%d.%s.pprof", cfg.CPUProfile, r.n, kind), kind); err != nil {
-				return nil, err
-			}
-		}
 		if err := writeHeapProfile(fmt.Sprintf("%s-%d.heap.pprof", cfg.CPUProfile, r.n)); err != nil {
 			return nil, err
 		}
@@ -471,11 +445,6 @@ func (r *run) do(ctx context.Context) (*Result, error) {
 		end.heap -= min(end.heap, stored)
 		res.StoreHeldMB = mb(stored)
 	}
-	cm, tm := rw.WritePath().Combiner.Metrics(), rw.WritePath().Manager.Metrics()
-	res.Announced, res.Called, res.QueuedSlices, res.HeldMB = tm.Announced, tm.Called, cm.QueuedSlices, mb(uint64(cm.HeldBytes))
-	live, stack := liveHeap()
-	live -= min(live, uint64(max(0, bc.Ledger.Snapshot().ByKind[ledger.Put].BytesWritten)))
-	res.LiveHeapMB, res.StackMB = mb(live), mb(stack)
 	res.GCs = gcCount() - gc0
 	res.HeapMB, res.RSSMB = mb(end.heap), mb(end.rss)
 	res.HeapPeakMB, res.RSSPeakMB = mb(max(peak.heap, end.heap)), mb(max(peak.rss, end.rss))
@@ -614,27 +583,6 @@ func writeHeapProfile(name string) error {
 		err = cerr
 	}
 	return err
-}
-
-func writeProfile(name, kind string) error {
-	f, err := os.Create(name)
-	if err != nil {
-		return err
-	}
-	err = pprof.Lookup(kind).WriteTo(f, 0)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// liveHeap collects garbage and returns the heap's live bytes and the
-// goroutine stacks in use.
-func liveHeap() (heap, stack uint64) {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc, ms.StackInuse
 }
 
 func gcCount() uint32 {

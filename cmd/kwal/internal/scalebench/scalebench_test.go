@@ -40,7 +40,6 @@ func TestRunTiny(t *testing.T) {
 			"PUTs/s": r.PutsPerS, "metadata events/s": r.MetaEventsPerS, "metadata bytes/s": r.MetaBytesPerS,
 			"metadata topic bytes": float64(r.MetaBytes), "bootstrap ms": r.BootstrapMs,
 			"bootstrap records": float64(r.BootstrapRecords), "heap": r.HeapMB, "rss": r.RSSMB,
-			"live heap": r.LiveHeapMB, "stacks": r.StackMB,
 			"cpu": r.CPUPerS, "GETs/s": r.GetsPerS, "$": r.CostUSD, "steady topic bytes": r.MetaSteadyBytes,
 		} {
 			if !(v > 0) {
