@@ -62,18 +62,10 @@ func TestFetchStampOrdersFollowerLogEnds(t *testing.T) {
 	defer conn.close()
 	fetch := func(offset int64, tag []byte) *kmsg.FetchResponse {
 		t.Helper()
-		req := kmsg.NewPtrFetchRequest()
-		req.Version, req.ReplicaID, req.MaxBytes, req.SessionEpoch = replicaFetchVersion, id, 1<<20, -1
+		req := replicaFetchAt(p, topic, id, offset)
 		if tag != nil {
 			req.UnknownTags.Set(TagFetchStamp, tag)
 		}
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = topic
-		rp := kmsg.NewFetchRequestTopicPartition()
-		st, _ := p.snapshot()
-		rp.Partition, rp.FetchOffset, rp.CurrentLeaderEpoch, rp.PartitionMaxBytes, rp.LastFetchedEpoch = 0, offset, st.LeaderEpoch, 1<<20, -1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
 		r, err := conn.roundTrip(req, time.Now().Add(30*time.Second))
 		if err != nil {
 			t.Fatal(err)

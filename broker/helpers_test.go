@@ -16,6 +16,7 @@ import (
 	"github.com/kwal/kwal/internal/kclient"
 	"github.com/kwal/kwal/objstore/ledger"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // testLogWriter sends log lines to t.Log until the test ends.
@@ -197,4 +198,20 @@ func (c *testCluster) advanceFetching(t testing.TB, leader *Broker, tp TopicPart
 		}, leader)
 	}
 	c.clk.Advance(total)
+}
+
+// replicaFetchAt is a replica's Fetch, as kwal's fetcher sends it, of
+// partition 0 of topic from offset at p's current leader epoch, for
+// replica id (1 MiB limits, no fetch session).
+func replicaFetchAt(p *partition, topic string, id int32, offset int64) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.ReplicaID, req.MaxBytes, req.SessionEpoch = replicaFetchVersion, id, 1<<20, -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	st, _ := p.snapshot()
+	rp.Partition, rp.FetchOffset, rp.CurrentLeaderEpoch, rp.PartitionMaxBytes, rp.LastFetchedEpoch = 0, offset, st.LeaderEpoch, 1<<20, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
 }

@@ -78,16 +78,8 @@ func TestToldMeansWritten(t *testing.T) {
 		return c
 	}
 	request := func(id int32, offset int64, maxWait time.Duration) *kmsg.FetchRequest {
-		req := kmsg.NewPtrFetchRequest()
-		req.Version, req.ReplicaID, req.MaxBytes, req.SessionEpoch = replicaFetchVersion, id, 1<<20, -1
+		req := replicaFetchAt(p, topic, id, offset)
 		req.MaxWaitMillis, req.MinBytes = int32(maxWait.Milliseconds()), 1
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = topic
-		rp := kmsg.NewFetchRequestTopicPartition()
-		st, _ := p.snapshot()
-		rp.Partition, rp.FetchOffset, rp.CurrentLeaderEpoch, rp.PartitionMaxBytes, rp.LastFetchedEpoch = 0, offset, st.LeaderEpoch, 1<<20, -1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
 		return req
 	}
 	// The wall-clock deadline only bounds a hung test: the manual clock

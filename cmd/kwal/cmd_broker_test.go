@@ -60,55 +60,22 @@ func TestBrokerRecoversFromFDExhaustion(t *testing.T) {
 	if err := os.WriteFile(props, []byte("broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs="+filepath.Join(dir, "logs")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "broker", "--config", props)
-	cmd.Env = append(os.Environ(), childRlimitEnv+"=64")
-	stdout, _ := cmd.StdoutPipe()
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stdoutDone, stderrDone := make(chan struct{}), make(chan struct{})
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		// Read the pipes to their end before Wait, so that no line is
-		// logged after the test.
-		<-stdoutDone
-		<-stderrDone
-		cmd.Wait()
-	})
-	addrCh := make(chan string, 1)
-	go func() {
-		defer close(stdoutDone)
-		re := regexp.MustCompile(`listening on (\S+),`)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addrCh <- m[1]
-			}
-		}
-	}()
 	failing, again := make(chan string, 1), make(chan string, 1)
-	go func() {
-		defer close(stderrDone)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			t.Log("child:", line)
-			switch {
-			case strings.Contains(line, "accept failing"):
-				select {
-				case failing <- line:
-				default:
-					t.Error("accept failure logged more than once in a row")
-				}
-			case strings.Contains(line, "accepting connections again"):
-				select {
-				case again <- line:
-				default: // a later recovery: the first one is what counts
-				}
+	addrCh := startChildBroker(t, props, childRlimitEnv+"=64", func(line string) {
+		switch {
+		case strings.Contains(line, "accept failing"):
+			select {
+			case failing <- line:
+			default:
+				t.Error("accept failure logged more than once in a row")
+			}
+		case strings.Contains(line, "accepting connections again"):
+			select {
+			case again <- line:
+			default: // a later recovery: the first one is what counts
 			}
 		}
-	}()
+	})
 	var addr string
 	select {
 	case addr = <-addrCh:
@@ -233,4 +200,49 @@ func TestBrokerStartFailsFast(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startChildBroker runs `kwal broker --config props` as a child of the test
+// binary, with env added to its environment. Each stderr line is logged
+// and passed to onStderr; the returned channel gets the address of each
+// "listening on" line of stdout. At cleanup the child gets SIGTERM, and
+// its pipes are read to their end before Wait, so that no line is logged
+// after the test.
+func startChildBroker(t *testing.T, props, env string, onStderr func(line string)) <-chan string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "broker", "--config", props)
+	cmd.Env = append(os.Environ(), env)
+	stdout, _ := cmd.StdoutPipe()
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stdoutDone, stderrDone := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-stdoutDone
+		<-stderrDone
+		cmd.Wait()
+	})
+	listening := make(chan string, 1)
+	go func() {
+		defer close(stdoutDone)
+		re := regexp.MustCompile(`listening on (\S+),`)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				listening <- m[1]
+			}
+		}
+	}()
+	go func() {
+		defer close(stderrDone)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			t.Log("child:", line)
+			onStderr(line)
+		}
+	}()
+	return listening
 }

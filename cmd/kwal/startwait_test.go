@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -9,9 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,51 +180,20 @@ func TestBrokerWaitsForItsMetadataKafka(t *testing.T) {
 			kf.Close()
 		}
 	})
-	cmd := exec.Command(os.Args[0], "broker", "--config", props)
-	cmd.Env = append(os.Environ(), childAsKwalEnv+"=1")
-	stdout, _ := cmd.StdoutPipe()
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stdoutDone, stderrDone := make(chan struct{}), make(chan struct{})
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		<-stdoutDone
-		<-stderrDone
-		cmd.Wait()
-	})
-	listening := make(chan string, 1)
-	go func() {
-		defer close(stdoutDone)
-		re := regexp.MustCompile(`listening on (\S+),`)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				listening <- m[1]
-			}
-		}
-	}()
 	waiting, reached := make(chan struct{}, 1), make(chan struct{}, 1)
 	var mu sync.Mutex
 	warns := 0
-	go func() {
-		defer close(stderrDone)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			t.Log("child:", line)
-			switch {
-			case strings.Contains(line, "cannot reach the controller's Kafka at start"):
-				mu.Lock()
-				warns++
-				mu.Unlock()
-				waiting <- struct{}{}
-			case strings.Contains(line, "reached the controller's Kafka at start"):
-				reached <- struct{}{}
-			}
+	listening := startChildBroker(t, props, childAsKwalEnv+"=1", func(line string) {
+		switch {
+		case strings.Contains(line, "cannot reach the controller's Kafka at start"):
+			mu.Lock()
+			warns++
+			mu.Unlock()
+			waiting <- struct{}{}
+		case strings.Contains(line, "reached the controller's Kafka at start"):
+			reached <- struct{}{}
 		}
-	}()
+	})
 	select {
 	case <-waiting:
 	case <-listening:
