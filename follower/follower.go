@@ -553,11 +553,26 @@ func (f *Follower) refresh(p *part) {
 	mark := f.refreshes
 	listed := f.cfg.Index.Slices(p.tp, p.leo)
 	next := make([]*slot, 0, len(listed))
+	if len(p.byID) == 0 && len(listed) > 8 {
+		p.byID = make(map[sliceID]*slot, len(listed)) // a rebuild's first listing: no growing
+	}
+	// The new slots of this listing are made together, one allocation
+	// for at least as many as it lists beyond the slots kept (a rebuild
+	// lists thousands at once), so none is made that is not used.
+	var made []slot
+	if n := len(listed) - len(p.byID); n > 8 {
+		made = make([]slot, 0, n)
+	}
 	for _, l := range listed {
 		id := sliceID{l.Key, l.Entry.Position}
 		s := p.byID[id]
 		if s == nil {
-			s = newSlot(l)
+			if len(made) < cap(made) {
+				made = append(made, makeSlot(l))
+				s = &made[len(made)-1]
+			} else {
+				s = newSlot(l)
+			}
 			p.byID[id] = s
 		} else if s.mark == mark {
 			continue // listed twice
@@ -583,7 +598,9 @@ func (f *Follower) refresh(p *part) {
 			s.drop()
 		}
 	}
-	slices.SortFunc(next, slotCmp)
+	if !slices.IsSortedFunc(next, slotCmp) { // the index lists them in order, mostly
+		slices.SortFunc(next, slotCmp)
+	}
 	clear(p.slots)
 	p.slots = next
 	p.stale = false
