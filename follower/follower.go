@@ -100,6 +100,7 @@ type Follower struct {
 	parts         map[metadata.TopicPartition]*part
 	order         []*part // parts sorted by topic and partition, for PlanChains' order
 	readsInFlight int
+	flights       []*flight // the reads in flight, for their budgets (watchBudgets)
 	bucket        bucket
 	// indexChanged was taken before the partitions' slots were last read
 	// from the index: until it is closed they are up to date.
@@ -387,6 +388,7 @@ func (f *Follower) step(now time.Time) time.Time {
 		}
 	}
 	f.watchIndex()
+	f.watchBudgets(now, wake)
 	// Only the first free reads of the plan are started: only the slices of
 	// the objects they can come from are planned (see firstObjects).
 	free := f.cfg.MaxInFlight - f.readsInFlight
@@ -508,7 +510,7 @@ func (f *Follower) step(now time.Time) time.Time {
 				}
 				break
 			}
-			f.startRead(r)
+			f.startRead(r, now)
 		}
 	}
 	return wakeAt
@@ -657,21 +659,73 @@ func (f *Follower) publish(p *part, now time.Time) {
 	f.mu.Unlock()
 }
 
+// flight is a read in flight, with its budget: one in time for the whole
+// read, hedge and store-client retries included, so that a store that
+// does not answer fails the read in time (Config.FallbackAfter). The
+// driver watches every read's budget with its own timer (watchBudgets):
+// no timer, nor goroutine, per read.
+type flight struct {
+	deadline time.Time
+	cancel   context.CancelCauseFunc // cancels the read's context
+	spent    bool                    // cancelled with errReadBudget
+}
+
+// watchBudgets cancels, with errReadBudget, the reads whose budget is
+// spent at now, and wakes the driver when the next one will be.
+func (f *Follower) watchBudgets(now time.Time, wake func(time.Time)) {
+	for _, fl := range f.flights {
+		switch {
+		case fl.spent:
+		case !now.Before(fl.deadline):
+			fl.spent = true
+			fl.cancel(errReadBudget) // the GETs in flight answer with it
+		default:
+			wake(fl.deadline)
+		}
+	}
+}
+
+// landed forgets fl, whose read is done, and releases its context.
+func (f *Follower) landed(fl *flight) {
+	if i := slices.Index(f.flights, fl); i >= 0 {
+		f.flights = slices.Delete(f.flights, i, i+1)
+	}
+	fl.cancel(nil)
+}
+
 // startRead issues one planned read on its own goroutine.
-func (f *Follower) startRead(r Read) {
+func (f *Follower) startRead(r Read, now time.Time) {
 	f.readsInFlight++
 	f.c.reads.Add(1)
+	var p *part
 	for _, s := range r.Slices {
-		if p := f.parts[s.Entry.TopicPartition]; p != nil {
+		if p = f.partOf(p, s.Entry.TopicPartition); p != nil {
 			if sl := p.byID[sliceID{s.Key, s.Entry.Position}]; sl != nil {
 				sl.state = reading
 			}
 		}
 	}
+	ctx, cancel := context.WithCancelCause(f.ctx)
+	fl := &flight{deadline: now.Add(f.cfg.FallbackAfter), cancel: cancel}
+	f.flights = append(f.flights, fl)
 	f.spawn(func() func() {
-		res := f.read(f.ctx, r)
-		return func() { f.readDone(res) }
+		res := f.read(ctx, r)
+		return func() {
+			f.landed(fl)
+			f.readDone(res)
+		}
 	})
+}
+
+// partOf is the followed partition tp, or nil; last, the partition of
+// the read's previous slice (a read's slices are mostly of one), saves
+// looking it up again: the caller does not add or remove partitions
+// between the two.
+func (f *Follower) partOf(last *part, tp metadata.TopicPartition) *part {
+	if last != nil && last.tp == tp {
+		return last
+	}
+	return f.parts[tp]
 }
 
 // readDone takes a read's verified slices into the partitions' slots and
@@ -680,8 +734,9 @@ func (f *Follower) readDone(res readResult) {
 	f.readsInFlight--
 	now := f.cfg.Clock.Now()
 	var touched, failedParts []*part
+	var p *part
 	for i, s := range res.read.Slices {
-		p := f.parts[s.Entry.TopicPartition]
+		p = f.partOf(p, s.Entry.TopicPartition)
 		if p == nil {
 			release(res.bodyOf(i))
 			continue

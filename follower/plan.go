@@ -165,6 +165,7 @@ func planChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig, sc
 
 	clear(sc.reads)
 	reads := sc.reads[:0]
+objects:
 	for _, o := range objs {
 		ls := o.ls
 		// A partition's slices of one object are mostly in position
@@ -183,6 +184,9 @@ func planChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig, sc
 					cur.Slices = append(cur.Slices, l)
 					continue
 				}
+			}
+			if cfg.MaxReads > 0 && len(reads) == cfg.MaxReads {
+				break objects // the reads returned are complete: no more is returned
 			}
 			reads = append(reads, Read{Key: o.key, Off: start, Len: end - start, Slices: append(sc.takeSlices(), l)})
 			cur = &reads[len(reads)-1]
