@@ -331,12 +331,16 @@ func (f *Follower) run() {
 		now := f.cfg.Clock.Now()
 		wakeAt := f.step(now)
 		changed := f.indexChanged
-		d := f.cfg.PollInterval
-		if !wakeAt.IsZero() {
-			d = max(0, min(d, wakeAt.Sub(now)))
+		at := now.Add(f.cfg.PollInterval)
+		if !wakeAt.IsZero() && wakeAt.Before(at) {
+			at = wakeAt
 		}
 		timer.Stop()
-		timer.Reset(d)
+		if t, ok := timer.(absTimer); ok {
+			t.ResetAt(at) // exactly at, however far the clock moved during the step
+		} else {
+			timer.Reset(max(0, at.Sub(f.cfg.Clock.Now())))
+		}
 		select {
 		case <-f.ctx.Done():
 			return
@@ -351,6 +355,12 @@ func (f *Follower) run() {
 		}
 	}
 }
+
+// absTimer is a clock.Timer that can be armed for a time on its clock
+// (clock.Manual's): the driver's wake-ups, budgets' ends among them, come
+// due at the instant decided, not late by however far another goroutine
+// moved the clock between the decision and the arming.
+type absTimer interface{ ResetAt(time.Time) }
 
 // drainResults takes the completions that are already waiting, so that
 // reads finishing together are planned again in one step, not one step
