@@ -187,6 +187,14 @@
 // lock), and the leader takes an offset only from a newer stamp
 // (replica.Leader.FollowerFetchStamped). Not a max: a truncated follower's
 // next fetch has a newer stamp and a lower offset, and lowers the view.
+// The stamp also carries the broker's registration epoch (Kafka's broker
+// epoch, KIP-903), which orders two processes of one broker: once a
+// restarted follower has been heard from, a fetch of its dead process
+// still on the wire (a retransmission after a partition heals) is stale,
+// and cannot raise the view over the log the new process recovered,
+// whose unflushed tail may be gone. A process not yet registered (epoch
+// 0: its first fetches at start, or while the controller is unreachable)
+// is not ordered against another, and both count.
 //
 // # Group coordinator
 //

@@ -190,10 +190,10 @@ type replicaFetcher struct {
 }
 
 // stampLocked is the FetchStamp of a request whose log ends are being
-// read now, under f.mu.
+// read now, under f.mu, with this broker's current registration epoch.
 func (f *replicaFetcher) stampLocked() replica.FetchStamp {
 	f.mu.seq++
-	return replica.FetchStamp{Incarnation: f.b.incarnation, Seq: f.mu.seq}
+	return replica.FetchStamp{Incarnation: f.b.incarnation, Seq: f.mu.seq, BrokerEpoch: f.b.BrokerEpoch()}
 }
 
 func newReplicaFetcher(b *Broker, leader int32) *replicaFetcher {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -117,7 +118,8 @@ func TestFetchStampOrdersFollowerLogEnds(t *testing.T) {
 }
 
 func TestFetchStampRoundTrip(t *testing.T) {
-	for _, s := range []replica.FetchStamp{{}, {Incarnation: 1, Seq: 1}, {Incarnation: ^uint64(0), Seq: 1 << 40}} {
+	for _, s := range []replica.FetchStamp{{}, {Incarnation: 1, Seq: 1}, {Incarnation: ^uint64(0), Seq: 1 << 40},
+		{Incarnation: 3, Seq: 9, BrokerEpoch: 1176}, {Incarnation: 1, Seq: 0, BrokerEpoch: math.MaxInt64}} {
 		req := kmsg.NewPtrFetchRequest()
 		setFetchStamp(req, s)
 		got, err := fetchStampOf(&req.UnknownTags)
@@ -129,7 +131,13 @@ func TestFetchStampRoundTrip(t *testing.T) {
 	if got, err := fetchStampOf(&req.UnknownTags); err != nil || !got.IsZero() {
 		t.Fatalf("no tag: %+v, %v", got, err)
 	}
-	for _, bad := range [][]byte{nil, {0x80}, {1}, {1, 2, 3}} {
+	// A stamp of two uvarints (a broker that sends no epoch) has epoch 0.
+	req.UnknownTags.Set(TagFetchStamp, []byte{7, 3})
+	if got, err := fetchStampOf(&req.UnknownTags); err != nil || got != (replica.FetchStamp{Incarnation: 7, Seq: 3}) {
+		t.Fatalf("two uvarints: %+v, %v", got, err)
+	}
+	tooBig := binary.AppendUvarint([]byte{1, 2}, math.MaxInt64+1)
+	for _, bad := range [][]byte{nil, {0x80}, {1}, {1, 2, 0x80}, {1, 2, 3, 4}, tooBig} {
 		req := kmsg.NewPtrFetchRequest()
 		req.UnknownTags.Set(TagFetchStamp, bad)
 		if _, err := fetchStampOf(&req.UnknownTags); !errors.Is(err, errBadFetchStamp) {
@@ -161,4 +169,91 @@ func FuzzFetchStamp(f *testing.F) {
 			t.Fatalf("%x: %+v does not round-trip (%+v, %v)", v, s, again, err)
 		}
 	})
+}
+
+// A fetch of a follower's dead process that reaches the leader after the
+// restarted process was heard from (a TCP retransmission once a partition
+// heals) is stale: the stamps' broker epochs order the two processes, so
+// it neither raises the leader's view of the follower nor the HW over
+// what the follower has.
+func TestFetchStampOfADeadProcessIsStale(t *testing.T) {
+	c := startCluster(t, []string{"az1", "az2"}, nil)
+	admin := newClient(t, c)
+	const topic = "restarted"
+	createTopic(t, admin, topic, 1, 2, nil)
+	tp := TopicPartition{Topic: topic, Partition: 0}
+	ts, _ := c.ctrl.Topic(topic)
+	leader := c.broker(ts.Partitions[0].Leader)
+	fi := -1
+	for i, b := range c.brokers {
+		if b != leader {
+			fi = i
+		}
+	}
+	prod := newClient(t, c, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(), kgo.DefaultProduceTopic(topic))
+	produce := func(n int) {
+		t.Helper()
+		for i := range n {
+			if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: value(i)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p := leader.partition(tp)
+	hwIs := func(want int64) func() bool { return func() bool { return p.log.HighWatermark() == want } }
+	produce(10)
+	waitFor(t, "the follower has 10", 10*time.Second, hwIs(10), leader)
+
+	dead := c.brokers[fi]
+	id := dead.cfg.BrokerID
+	deadInc, deadEpoch := dead.incarnation, dead.BrokerEpoch()
+	if deadEpoch <= 0 {
+		t.Fatalf("the follower has no registration epoch (%d)", deadEpoch)
+	}
+	c.stopBroker(t, fi)
+	c.startBroker(t, fi)
+	follower := c.brokers[fi]
+	if follower.BrokerEpoch() <= deadEpoch {
+		t.Fatalf("the restarted follower registered at epoch %d, not after %d", follower.BrokerEpoch(), deadEpoch)
+	}
+	// The new process is heard from: the HW reaches 15 only once it
+	// fetched there.
+	produce(5)
+	waitFor(t, "the restarted follower has 15", 10*time.Second, hwIs(15), leader)
+	follower.fetchers.remove(tp) // from here on the test is the follower
+	produce(5)                   // log end 20; the follower has 15
+
+	conn, err := dialWire(leader.cfg.Dial, leader.Addr(), "test-follower", 5*time.Second, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.close()
+	fetch := func(s replica.FetchStamp, offset int64) {
+		t.Helper()
+		req := replicaFetchAt(p, topic, id, offset)
+		setFetchStamp(req, s)
+		r, err := conn.roundTrip(req, time.Now().Add(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := r.(*kmsg.FetchResponse)
+		if resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("fetch at %d: %v / %v", offset, kerr.ErrorForCode(resp.ErrorCode), kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
+		}
+	}
+	followerLEO := func() int64 { return p.status().FollowerLEO[id] }
+
+	// The dead process's fetch at 20, at a sequence past any it used.
+	fetch(replica.FetchStamp{Incarnation: deadInc, Seq: 1 << 40, BrokerEpoch: deadEpoch}, 20)
+	if got := followerLEO(); got != 15 {
+		t.Fatalf("a fetch of the dead process moved the leader's view of the follower to %d, want 15", got)
+	}
+	if hw := p.log.HighWatermark(); hw != 15 {
+		t.Fatalf("HW %d after a fetch of the dead process, want 15 (the follower has 15)", hw)
+	}
+	// The live process's own fetch there counts.
+	fetch(replica.FetchStamp{Incarnation: follower.incarnation, Seq: 1 << 40, BrokerEpoch: follower.BrokerEpoch()}, 20)
+	if got, hw := followerLEO(), p.log.HighWatermark(); got != 20 || hw != 20 {
+		t.Fatalf("after the live process's fetch at 20: follower at %d, HW %d, want 20 and 20", got, hw)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -165,8 +166,9 @@ type LeaderLogEndObserver interface {
 //     partition gets offsets only. Those bytes are recorded in the ledger
 //     as component "fallback".
 //   - TagFetchStamp: a tagged field of a replica Fetch request (top level)
-//     carrying the fetcher's replica.FetchStamp, incarnation then sequence
-//     (two uvarints). A remote-WAL follower's log end reports travel on a
+//     carrying the fetcher's replica.FetchStamp: incarnation, sequence and
+//     broker epoch (three uvarints; a stamp of two, from a broker that
+//     sends no epoch, has epoch 0). A remote-WAL follower's log end reports travel on a
 //     connection of their own, so a report may overtake the long poll sent
 //     before it; the leader takes a fetch's offset as the follower's log
 //     end only if its stamp is newer than the one it has. Requests without
@@ -180,10 +182,12 @@ const (
 
 // setFetchStamp writes s into a replica fetch request (TagFetchStamp).
 func setFetchStamp(req *kmsg.FetchRequest, s replica.FetchStamp) {
-	req.UnknownTags.Set(TagFetchStamp, binary.AppendUvarint(binary.AppendUvarint(nil, s.Incarnation), s.Seq))
+	v := binary.AppendUvarint(binary.AppendUvarint(nil, s.Incarnation), s.Seq)
+	req.UnknownTags.Set(TagFetchStamp, binary.AppendUvarint(v, uint64(max(s.BrokerEpoch, 0))))
 }
 
-// errBadFetchStamp: a TagFetchStamp that does not hold two uvarints.
+// errBadFetchStamp: a TagFetchStamp that does not hold two or three
+// uvarints (the third a broker epoch that fits an int64).
 var errBadFetchStamp = errors.New("broker: malformed fetch stamp tag")
 
 // fetchStampOf reads a request's TagFetchStamp (the zero stamp when it has
@@ -203,11 +207,19 @@ func fetchStampOf(tags *kmsg.Tags) (replica.FetchStamp, error) {
 			return
 		}
 		seq, m := binary.Uvarint(v[n:])
-		if m <= 0 || n+m != len(v) {
+		if m <= 0 {
 			err = errBadFetchStamp
 			return
 		}
-		s = replica.FetchStamp{Incarnation: inc, Seq: seq}
+		var epoch uint64
+		if rest := v[n+m:]; len(rest) > 0 {
+			var k int
+			if epoch, k = binary.Uvarint(rest); k <= 0 || k != len(rest) || epoch > math.MaxInt64 {
+				err = errBadFetchStamp
+				return
+			}
+		}
+		s = replica.FetchStamp{Incarnation: inc, Seq: seq, BrokerEpoch: int64(epoch)}
 	})
 	return s, err
 }

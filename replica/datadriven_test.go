@@ -164,7 +164,7 @@ func TestLeaderScripts(t *testing.T) {
 				}, leo, argInt(t, d, "hw", 0), now, lag, int(argInt(t, d, "min-isr", 1)))
 				l.describe(&b)
 			case "fetch":
-				stamp := FetchStamp{Incarnation: uint64(argInt(t, d, "inc", 0)), Seq: uint64(argInt(t, d, "seq", 0))}
+				stamp := FetchStamp{Incarnation: uint64(argInt(t, d, "inc", 0)), Seq: uint64(argInt(t, d, "seq", 0)), BrokerEpoch: argInt(t, d, "bepoch", 0)}
 				err, acts := l.FollowerFetchStamped(now, int32(argInt(t, d, "replica", 0)), int32(argInt(t, d, "epoch", -1)), argInt(t, d, "offset", 0), leo, stamp)
 				fmt.Fprintf(&b, "error: %s\n", errName(err))
 				if err == nil {

@@ -219,19 +219,38 @@ func (l *Leader) MaybeAdvanceHW(leo int64) []Action {
 // reach the leader on two connections (a remote-WAL follower reports each
 // append beside its long-poll fetch) and so may arrive in another order
 // than the follower read its log end for them. Incarnation names the
-// follower's process (a random id per broker start, as Kafka's broker
-// registration carries an incarnation id); Seq counts up within it, taken
-// when the log end the request carries was read. The zero stamp is an
-// unstamped fetch (any client but kwal's replica fetcher): it always
-// counts, as in Kafka.
-type FetchStamp struct{ Incarnation, Seq uint64 }
+// follower's process (a random id per broker start); Seq counts up within
+// it, taken when the log end the request carries was read. BrokerEpoch is
+// the epoch of the follower's registration with the controller when the
+// stamp was taken (Kafka's broker epoch, which its replica fetches carry
+// since KIP-903), 0 before the first: registrations are ordered, so it
+// orders the stamps of two processes. The zero stamp is an unstamped fetch
+// (any client but kwal's replica fetcher): it always counts, as in Kafka.
+type FetchStamp struct {
+	Incarnation, Seq uint64
+	BrokerEpoch      int64
+}
 
 // IsZero reports an unstamped fetch.
 func (s FetchStamp) IsZero() bool { return s == FetchStamp{} }
 
-// before reports whether s was read before t by the same incarnation.
+// before reports whether s was read no later than t: by the same process
+// at or before t's sequence, or by a process that registered before t's
+// did. The log end of an earlier process is stale once a later one has
+// been heard from: a follower that restarts recovers its log from disk,
+// which may end below what the dead process last fetched at (its
+// unflushed tail is gone), and a fetch of the dead process still on the
+// wire (a retransmission after a partition heals) must not raise the
+// leader's view back over what the follower has. Two processes of which
+// one has not registered yet are not ordered, and both count.
 func (s FetchStamp) before(t FetchStamp) bool {
-	return !s.IsZero() && s.Incarnation == t.Incarnation && s.Seq <= t.Seq
+	if s.IsZero() || t.IsZero() {
+		return false
+	}
+	if s.Incarnation == t.Incarnation {
+		return s.Seq <= t.Seq
+	}
+	return s.BrokerEpoch > 0 && t.BrokerEpoch > 0 && s.BrokerEpoch < t.BrokerEpoch
 }
 
 // FollowerFetch is FollowerFetchStamped with an unstamped fetch.

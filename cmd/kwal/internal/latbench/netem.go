@@ -20,6 +20,7 @@ import (
 // they are.
 type netModel struct {
 	oneWay time.Duration
+	wire   *wire // wakes deliveries at their due times
 	mu     struct {
 		sync.RWMutex
 		rackOf map[string]string // broker address -> rack
@@ -33,10 +34,13 @@ type netModel struct {
 }
 
 func newNetModel(oneWay time.Duration) *netModel {
-	n := &netModel{oneWay: oneWay}
+	n := &netModel{oneWay: oneWay, wire: newWire()}
 	n.mu.rackOf = map[string]string{}
 	return n
 }
+
+// close stops the model's wire; deliveries still waiting go at once.
+func (n *netModel) close() { n.wire.close() }
 
 // register records the rack of a broker address.
 func (n *netModel) register(addr, rack string) {
@@ -120,9 +124,6 @@ type arrival struct {
 	at  time.Time
 }
 
-// timerSlack is how much of a wait is yielded through rather than slept.
-const timerSlack = 1500 * time.Microsecond
-
 type pendingWrite struct {
 	b       []byte
 	written time.Time
@@ -158,9 +159,10 @@ type delayConn struct {
 		deadline time.Time
 	}
 	// Read's own state (one reader at a time, as net.Conn users do).
-	cur  []byte   // the rest of the chunk being handed out
-	pend *arrival // received, not yet due when a deadline cut the wait
-	rerr error    // the read error, once delivered, returned from then on
+	cur    []byte      // the rest of the chunk being handed out
+	pend   *arrival    // received, not yet due when a deadline cut the wait
+	rerr   error       // the read error, once delivered, returned from then on
+	rtimer *time.Timer // waitUntil's timer for Read
 }
 
 func (c *delayConn) Write(b []byte) (int, error) {
@@ -199,25 +201,8 @@ func (c *delayConn) deliver() {
 		case <-c.closed:
 			return
 		}
-		// Go's timers overshoot sub-millisecond waits by up to a
-		// millisecond or so, which would double a 0.5 ms link; so sleep
-		// on a timer only for the part of the wait beyond timerSlack and
-		// yield until the due time for the rest.
-		if w := time.Until(p.due); w > timerSlack {
-			t.Reset(w - timerSlack)
-			select {
-			case <-t.C:
-			case <-c.closed:
-				return
-			}
-		}
-		for time.Now().Before(p.due) {
-			select {
-			case <-c.closed:
-				return
-			default:
-				runtime.Gosched()
-			}
+		if c.waitUntil(p.due, t, nil) == waitClosed {
+			return
 		}
 		if !p.due.Equal(p.written) {
 			c.n.delayedWrites.Add(1)
@@ -328,7 +313,11 @@ func (c *delayConn) nextWithin(expired <-chan time.Time) (a arrival, again bool,
 		return a, false, nil
 	}
 	if d, _ := c.n.delay(c.fromRack, c.addr); d > 0 {
-		switch c.waitUntil(a.at.Add(d), expired) {
+		if c.rtimer == nil {
+			c.rtimer = time.NewTimer(time.Hour)
+			c.rtimer.Stop()
+		}
+		switch c.waitUntil(a.at.Add(d), c.rtimer, expired) {
 		case waitDeadline:
 			// Still on the wire: the next Read waits for the rest.
 			pend := a
@@ -351,18 +340,33 @@ const (
 	waitClosed
 )
 
-// waitUntil waits for due as deliver does (a timer for the part beyond
-// timerSlack, then yielding), unless expired fires or the conn closes
-// first.
-func (c *delayConn) waitUntil(due time.Time, expired <-chan time.Time) waitEnd {
-	if w := time.Until(due); w > timerSlack {
-		t := time.NewTimer(w - timerSlack)
-		defer t.Stop()
+// spinLead is the last part of a wait spent yielding rather than asleep:
+// a goroutine woken by a timer waits for a P behind whatever else is
+// runnable, which on a busy machine would add to every delayed hop, while
+// one that yields is already runnable when its due time comes. Yielding
+// costs CPU the brokers under test need, so only this much of each wait
+// is yielded through.
+const spinLead = 100 * time.Microsecond
+
+// waitUntil waits for due, unless expired fires or the conn closes first.
+// It sleeps until spinLead before due, on two clocks, whichever wakes it
+// first: t, a Go timer, which is precise while the process is busy
+// (running Ps look at their timers on every scheduling round) but, when
+// every P is idle, rounds a sub-millisecond wait up to the netpoller's
+// millisecond; and the model's wire, which is precise then. It yields
+// through the rest.
+func (c *delayConn) waitUntil(due time.Time, t *time.Timer, expired <-chan time.Time) waitEnd {
+	if d := time.Until(due) - spinLead; d > 0 {
+		t.Reset(d)
 		select {
 		case <-t.C:
+		case <-c.n.wire.after(due.Add(-spinLead)):
+			t.Stop()
 		case <-expired:
+			t.Stop()
 			return waitDeadline
 		case <-c.closed:
+			t.Stop()
 			return waitClosed
 		}
 	}

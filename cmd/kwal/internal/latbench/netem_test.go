@@ -40,6 +40,7 @@ func pipePair(t *testing.T) (client, server net.Conn, addr string) {
 func TestDelayConnCrossRack(t *testing.T) {
 	const oneWay = 20 * time.Millisecond
 	n := newNetModel(oneWay)
+	t.Cleanup(n.close)
 	c, s, addr := pipePair(t)
 	n.register(addr, "az2")
 	dc := n.wrap(c, "az1", addr)
@@ -78,6 +79,7 @@ func TestDelayConnCrossRack(t *testing.T) {
 
 func TestDelayConnSameRackAndUnknown(t *testing.T) {
 	n := newNetModel(time.Second)
+	t.Cleanup(n.close)
 	c, _, addr := pipePair(t)
 	n.register(addr, "az1")
 	if got := n.wrap(c, "az1", addr); got != c {
@@ -110,6 +112,7 @@ func TestDelayConnSameRackAndUnknown(t *testing.T) {
 func TestDelayConnDelaysReplies(t *testing.T) {
 	const oneWay = 30 * time.Millisecond
 	n := newNetModel(oneWay)
+	t.Cleanup(n.close)
 	c, s, addr := pipePair(t)
 	n.register(addr, "az2")
 	dc := n.wrap(c, "az1", addr)
@@ -171,6 +174,7 @@ func TestDelayConnDelaysReplies(t *testing.T) {
 // deadline set while it waits applies to it.
 func TestDelayConnReadUnblocks(t *testing.T) {
 	n := newNetModel(time.Hour)
+	t.Cleanup(n.close)
 	c, _, addr := pipePair(t)
 	n.register(addr, "az2")
 	dc := n.wrap(c, "az1", addr)

@@ -126,6 +126,7 @@ type phase struct {
 
 func runPhase(ctx context.Context, cfg Config, index int, ph Phase, dir string, prog *progress, price pricer) (runs []RunResult, link LinkFigures, err error) {
 	nm := newNetModel(cfg.CrossAZ)
+	defer nm.close() // after the cluster (defers run last first)
 	timed := &timedStore{}
 	defer func() {
 		mean, writes, reads := nm.measured()
