@@ -34,7 +34,11 @@ func TestReadBudgetSpentWithAHedge(t *testing.T) {
 		c.Jitter = func() float64 { return 0 }
 	}
 	r.start()
-	waitFor(t, "a GET in the dead store", nil, 0, func() bool { return store.calls.Load() > 0 }, func() string { return "" })
+	// A hedge timer armed (besides the driver's) before the clock moves,
+	// so that a hedge is due at the first step, well before the budget.
+	waitFor(t, "a GET in the dead store and its hedge timer", nil, 0, func() bool {
+		return store.calls.Load() > 0 && r.clk.Pending() >= 2
+	}, func() string { return fmt.Sprint(r.clk.Pending()) })
 	for r.clk.Now().Sub(t0) < budget-100*time.Millisecond {
 		r.clk.Advance(100 * time.Millisecond)
 		if n := r.leader.fetches.Load(); n != 0 {
