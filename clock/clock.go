@@ -197,7 +197,23 @@ func (t *manualTimer) Stop() bool {
 
 func (t *manualTimer) Reset(d time.Duration) {
 	t.m.mu.Lock()
-	t.deadline = t.m.mu.now.Add(d)
+	t.resetLocked(t.m.mu.now.Add(d))
+}
+
+// ResetAt re-arms the timer to fire once the clock reads at (at once if
+// it does already). A caller that computed at from an earlier reading of
+// the clock is not made late by the clock moving meanwhile, as
+// Reset(at.Sub(reading)) would be: a manual clock moves under another
+// goroutine (the test's), between the reading and the Reset.
+func (t *manualTimer) ResetAt(at time.Time) {
+	t.m.mu.Lock()
+	t.resetLocked(at)
+}
+
+// resetLocked arms the timer for at; the caller holds m.mu, which it
+// releases.
+func (t *manualTimer) resetLocked(at time.Time) {
+	t.deadline = at
 	t.drainLocked()
 	if !t.armed {
 		t.armed = true

@@ -132,3 +132,35 @@ func TestManualStopAndResetDropStaleFirings(t *testing.T) {
 		t.Fatal("a firing from before Stop was received after it")
 	}
 }
+
+// ResetAt arms for a time on the clock: a clock that moved since the
+// caller read it does not push the firing later (Reset(at.Sub(reading))
+// would fire at the new time plus the whole duration), and a time already
+// passed fires at once.
+func TestManualResetAtIsAbsolute(t *testing.T) {
+	start := time.Unix(0, 0)
+	m := NewManual(start)
+	tm := m.NewTimer(time.Hour)
+	at := start.Add(100 * time.Millisecond) // decided at start
+	m.Advance(60 * time.Millisecond)        // the clock moves before the arming
+	tm.(interface{ ResetAt(time.Time) }).ResetAt(at)
+	m.Advance(39 * time.Millisecond)
+	select {
+	case <-tm.C():
+		t.Fatal("fired before at")
+	default:
+	}
+	m.Advance(time.Millisecond)
+	if got := <-tm.C(); !got.Equal(at) {
+		t.Fatalf("fired at %v, want %v", got, at)
+	}
+	tm.(interface{ ResetAt(time.Time) }).ResetAt(start) // passed already
+	select {
+	case <-tm.C():
+	default:
+		t.Fatal("a time already passed did not fire at once")
+	}
+	if m.Pending() != 0 {
+		t.Fatalf("%d pending", m.Pending())
+	}
+}

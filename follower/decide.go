@@ -82,7 +82,13 @@ func slotCmp(a, b *slot) int { return chainCmp(&a.Located, &b.Located) }
 
 // newSlot makes the slot of a listed slice.
 func newSlot(l Located) *slot {
-	return &slot{Located: l, rs: replica.RemoteSlice{BaseOffset: l.Entry.BaseOffset, LastOffset: l.Entry.LastOffset,
+	s := makeSlot(l)
+	return &s
+}
+
+// makeSlot is newSlot's slot, for a caller that allocates many at once.
+func makeSlot(l Located) slot {
+	return slot{Located: l, rs: replica.RemoteSlice{BaseOffset: l.Entry.BaseOffset, LastOffset: l.Entry.LastOffset,
 		LeaderEpoch: l.Entry.LeaderEpoch, Length: l.Entry.Length, Object: objectID(l.Key)}}
 }
 

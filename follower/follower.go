@@ -100,6 +100,7 @@ type Follower struct {
 	parts         map[metadata.TopicPartition]*part
 	order         []*part // parts sorted by topic and partition, for PlanChains' order
 	readsInFlight int
+	flights       []*flight // the reads in flight, for their budgets (watchBudgets)
 	bucket        bucket
 	// indexChanged was taken before the partitions' slots were last read
 	// from the index: until it is closed they are up to date.
@@ -330,12 +331,16 @@ func (f *Follower) run() {
 		now := f.cfg.Clock.Now()
 		wakeAt := f.step(now)
 		changed := f.indexChanged
-		d := f.cfg.PollInterval
-		if !wakeAt.IsZero() {
-			d = max(0, min(d, wakeAt.Sub(now)))
+		at := now.Add(f.cfg.PollInterval)
+		if !wakeAt.IsZero() && wakeAt.Before(at) {
+			at = wakeAt
 		}
 		timer.Stop()
-		timer.Reset(d)
+		if t, ok := timer.(absTimer); ok {
+			t.ResetAt(at) // exactly at, however far the clock moved during the step
+		} else {
+			timer.Reset(max(0, at.Sub(f.cfg.Clock.Now())))
+		}
 		select {
 		case <-f.ctx.Done():
 			return
@@ -350,6 +355,12 @@ func (f *Follower) run() {
 		}
 	}
 }
+
+// absTimer is a clock.Timer that can be armed for a time on its clock
+// (clock.Manual's): the driver's wake-ups, budgets' ends among them, come
+// due at the instant decided, not late by however far another goroutine
+// moved the clock between the decision and the arming.
+type absTimer interface{ ResetAt(time.Time) }
 
 // drainResults takes the completions that are already waiting, so that
 // reads finishing together are planned again in one step, not one step
@@ -387,6 +398,7 @@ func (f *Follower) step(now time.Time) time.Time {
 		}
 	}
 	f.watchIndex()
+	f.watchBudgets(now, wake)
 	// Only the first free reads of the plan are started: only the slices of
 	// the objects they can come from are planned (see firstObjects).
 	free := f.cfg.MaxInFlight - f.readsInFlight
@@ -508,7 +520,7 @@ func (f *Follower) step(now time.Time) time.Time {
 				}
 				break
 			}
-			f.startRead(r)
+			f.startRead(r, now)
 		}
 	}
 	return wakeAt
@@ -553,11 +565,26 @@ func (f *Follower) refresh(p *part) {
 	mark := f.refreshes
 	listed := f.cfg.Index.Slices(p.tp, p.leo)
 	next := make([]*slot, 0, len(listed))
+	if len(p.byID) == 0 && len(listed) > 8 {
+		p.byID = make(map[sliceID]*slot, len(listed)) // a rebuild's first listing: no growing
+	}
+	// The new slots of this listing are made together, one allocation
+	// for at least as many as it lists beyond the slots kept (a rebuild
+	// lists thousands at once), so none is made that is not used.
+	var made []slot
+	if n := len(listed) - len(p.byID); n > 8 {
+		made = make([]slot, 0, n)
+	}
 	for _, l := range listed {
 		id := sliceID{l.Key, l.Entry.Position}
 		s := p.byID[id]
 		if s == nil {
-			s = newSlot(l)
+			if len(made) < cap(made) {
+				made = append(made, makeSlot(l))
+				s = &made[len(made)-1]
+			} else {
+				s = newSlot(l)
+			}
 			p.byID[id] = s
 		} else if s.mark == mark {
 			continue // listed twice
@@ -583,7 +610,9 @@ func (f *Follower) refresh(p *part) {
 			s.drop()
 		}
 	}
-	slices.SortFunc(next, slotCmp)
+	if !slices.IsSortedFunc(next, slotCmp) { // the index lists them in order, mostly
+		slices.SortFunc(next, slotCmp)
+	}
 	clear(p.slots)
 	p.slots = next
 	p.stale = false
@@ -640,21 +669,73 @@ func (f *Follower) publish(p *part, now time.Time) {
 	f.mu.Unlock()
 }
 
+// flight is a read in flight, with its budget: one in time for the whole
+// read, hedge and store-client retries included, so that a store that
+// does not answer fails the read in time (Config.FallbackAfter). The
+// driver watches every read's budget with its own timer (watchBudgets):
+// no timer, nor goroutine, per read.
+type flight struct {
+	deadline time.Time
+	cancel   context.CancelCauseFunc // cancels the read's context
+	spent    bool                    // cancelled with errReadBudget
+}
+
+// watchBudgets cancels, with errReadBudget, the reads whose budget is
+// spent at now, and wakes the driver when the next one will be.
+func (f *Follower) watchBudgets(now time.Time, wake func(time.Time)) {
+	for _, fl := range f.flights {
+		switch {
+		case fl.spent:
+		case !now.Before(fl.deadline):
+			fl.spent = true
+			fl.cancel(errReadBudget) // the GETs in flight answer with it
+		default:
+			wake(fl.deadline)
+		}
+	}
+}
+
+// landed forgets fl, whose read is done, and releases its context.
+func (f *Follower) landed(fl *flight) {
+	if i := slices.Index(f.flights, fl); i >= 0 {
+		f.flights = slices.Delete(f.flights, i, i+1)
+	}
+	fl.cancel(nil)
+}
+
 // startRead issues one planned read on its own goroutine.
-func (f *Follower) startRead(r Read) {
+func (f *Follower) startRead(r Read, now time.Time) {
 	f.readsInFlight++
 	f.c.reads.Add(1)
+	var p *part
 	for _, s := range r.Slices {
-		if p := f.parts[s.Entry.TopicPartition]; p != nil {
+		if p = f.partOf(p, s.Entry.TopicPartition); p != nil {
 			if sl := p.byID[sliceID{s.Key, s.Entry.Position}]; sl != nil {
 				sl.state = reading
 			}
 		}
 	}
+	ctx, cancel := context.WithCancelCause(f.ctx)
+	fl := &flight{deadline: now.Add(f.cfg.FallbackAfter), cancel: cancel}
+	f.flights = append(f.flights, fl)
 	f.spawn(func() func() {
-		res := f.read(f.ctx, r)
-		return func() { f.readDone(res) }
+		res := f.read(ctx, r)
+		return func() {
+			f.landed(fl)
+			f.readDone(res)
+		}
 	})
+}
+
+// partOf is the followed partition tp, or nil; last, the partition of
+// the read's previous slice (a read's slices are mostly of one), saves
+// looking it up again: the caller does not add or remove partitions
+// between the two.
+func (f *Follower) partOf(last *part, tp metadata.TopicPartition) *part {
+	if last != nil && last.tp == tp {
+		return last
+	}
+	return f.parts[tp]
 }
 
 // readDone takes a read's verified slices into the partitions' slots and
@@ -663,8 +744,9 @@ func (f *Follower) readDone(res readResult) {
 	f.readsInFlight--
 	now := f.cfg.Clock.Now()
 	var touched, failedParts []*part
+	var p *part
 	for i, s := range res.read.Slices {
-		p := f.parts[s.Entry.TopicPartition]
+		p = f.partOf(p, s.Entry.TopicPartition)
 		if p == nil {
 			release(res.bodyOf(i))
 			continue

@@ -165,9 +165,14 @@ func planChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig, sc
 
 	clear(sc.reads)
 	reads := sc.reads[:0]
+objects:
 	for _, o := range objs {
 		ls := o.ls
-		slices.SortStableFunc(ls, func(a, b Located) int { return cmp.Compare(a.Entry.Position, b.Entry.Position) })
+		// A partition's slices of one object are mostly in position
+		// order already (the combiner packs them as they come).
+		if !slices.IsSortedFunc(ls, byPosition) {
+			slices.SortStableFunc(ls, byPosition)
+		}
 		var cur *Read
 		for _, l := range ls {
 			start, end := l.Entry.Position, l.Entry.Position+l.Entry.Length
@@ -179,6 +184,9 @@ func planChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig, sc
 					cur.Slices = append(cur.Slices, l)
 					continue
 				}
+			}
+			if cfg.MaxReads > 0 && len(reads) == cfg.MaxReads {
+				break objects // the reads returned are complete: no more is returned
 			}
 			reads = append(reads, Read{Key: o.key, Off: start, Len: end - start, Slices: append(sc.takeSlices(), l)})
 			cur = &reads[len(reads)-1]
@@ -203,6 +211,8 @@ func planChains(chains map[metadata.TopicPartition][]Located, cfg PlanConfig, sc
 	sc.tps, sc.objs = tps[:0], objs[:0]
 	return reads
 }
+
+func byPosition(a, b Located) int { return cmp.Compare(a.Entry.Position, b.Entry.Position) }
 
 // firstObjects appends to chain the slices of ls (one partition's slices
 // to read, in offset order) whose object is among the first limit objects

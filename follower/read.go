@@ -3,7 +3,6 @@ package follower
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/kwal/kwal/combiner/objformat"
 	"github.com/kwal/kwal/internal/stagehist"
@@ -37,54 +36,48 @@ type getAnswer struct {
 // once when the first fails. Each answer is checked slice by slice; a slice
 // is taken from the first answer that verifies it, and the read ends when
 // every slice is verified (the other GET is cancelled) or both GETs have
-// answered. It runs off the driver.
+// answered. It runs off the driver. ctx is the read's own: the driver
+// cancels it with errReadBudget once the read's budget is spent
+// (watchBudgets), which fails the GETs in flight and sends no hedge.
+//
+// Without a hedge (HedgeDelay < 0) there is nothing to time while a GET
+// is out, so the GETs (the first, and the re-read after a bad answer) run
+// on the read's own goroutine, one after the other: no hand-off to
+// another worker and back per read.
 func (f *Follower) read(ctx context.Context, r Read) readResult {
 	res := readResult{read: r, raws: make([][]byte, len(r.Slices)), bodies: make([]*objstore.Body, len(r.Slices)),
 		errs: make([]error, len(r.Slices)), batchesOK: make([]bool, len(r.Slices))}
-	// One budget for the whole read, hedge and store-client retries
-	// included: a store that does not answer fails the read in time. The
-	// read's own loop below watches its timer (no goroutine per read).
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	budget := f.cfg.Clock.NewTimer(f.cfg.FallbackAfter)
-	defer budget.Stop()
-	budgetC := budget.C()
 	if len(r.Slices) > 0 {
 		tp := r.Slices[0].Entry.TopicPartition
 		ctx = objstore.WithTags(ctx, objstore.Tags{Component: "follower", Topic: tp.Topic, Partition: tp.Partition, Rack: f.cfg.Rack})
 	}
+	var sr objformat.SliceReader
+	defer sr.Close()
+	if f.cfg.HedgeDelay < 0 {
+		for launched := 0; launched < 2 && (launched == 0 || ctx.Err() == nil); launched++ {
+			f.c.gets.Add(1)
+			if f.answered(ctx, &sr, f.get(ctx, r, launched > 0), r, &res) {
+				return res
+			}
+		}
+		return res
+	}
+	ctx, cancel := context.WithCancelCause(ctx) // the read's end cancels the other GET
+	defer cancel(nil)
 	answers := make(chan getAnswer, 2)
 	launched, outstanding := 0, 0
 	launch := func(hedge bool) {
 		launched++
 		outstanding++
 		f.c.gets.Add(1)
-		f.pool.run(func() {
-			t0 := f.cfg.Clock.Now()
-			// The body is lent (objstore.GetBody): verified slices point
-			// into it until they are appended, with no copy. An answer
-			// nobody receives (the read ended first) is left to the GC.
-			b, err := objstore.GetBody(ctx, f.cfg.Store, r.Key, r.Off, r.Len)
-			if err == nil && f.cfg.Observer != nil {
-				f.cfg.Observer.Observe(stagehist.Get, f.cfg.Clock.Since(t0))
-			}
-			answers <- getAnswer{b, err, hedge}
-		})
+		f.pool.run(func() { answers <- f.get(ctx, r, hedge) })
 	}
 	launch(false)
-	var hedgeC <-chan time.Time
-	if f.cfg.HedgeDelay >= 0 {
-		t := f.cfg.Clock.NewTimer(f.cfg.HedgeDelay)
-		defer t.Stop()
-		hedgeC = t.C()
-	}
-	var sr objformat.SliceReader
-	defer sr.Close()
+	t := f.cfg.Clock.NewTimer(f.cfg.HedgeDelay)
+	defer t.Stop()
+	hedgeC := t.C()
 	for outstanding > 0 {
 		select {
-		case <-budgetC:
-			budgetC, hedgeC = nil, nil // no hedge once the budget is spent
-			cancel(errReadBudget)      // the GETs in flight answer with it
 		case <-hedgeC:
 			hedgeC = nil
 			if launched < 2 && ctx.Err() == nil {
@@ -93,26 +86,8 @@ func (f *Follower) read(ctx context.Context, r Read) readResult {
 			}
 		case a := <-answers:
 			outstanding--
-			a.err = budgetErr(ctx, a.err)
-			f.getAnswered(a.err)
-			if a.err != nil {
-				f.c.readErrors.Add(1)
-				f.cfg.Logger.Debug("follower: GET failed", "key", r.Key, "off", r.Off, "len", r.Len, "hedge", a.hedge, "err", a.err)
-				for i := range res.errs {
-					if res.raws[i] == nil {
-						res.errs[i] = fmt.Errorf("follower: GET %s [%d, +%d): %w", r.Key, r.Off, r.Len, a.err)
-					}
-				}
-			} else {
-				f.c.bytesRead.Add(int64(a.body.Len()))
-				all := f.verify(&sr, a.body, r, &res)
-				a.body.Release() // the slices verified from it hold their own references
-				if all {
-					if a.hedge {
-						f.c.hedgeWins.Add(1)
-					}
-					return res
-				}
+			if f.answered(ctx, &sr, a, r, &res) {
+				return res
 			}
 			if launched < 2 && ctx.Err() == nil {
 				launch(true) // re-read at once: the first answer was bad
@@ -121,6 +96,42 @@ func (f *Follower) read(ctx context.Context, r Read) readResult {
 		}
 	}
 	return res
+}
+
+// get sends one GET of r's range. The body is lent (objstore.GetBody):
+// verified slices point into it until they are appended, with no copy.
+// An answer nobody receives (the read ended first) is left to the GC.
+func (f *Follower) get(ctx context.Context, r Read, hedge bool) getAnswer {
+	t0 := f.cfg.Clock.Now()
+	b, err := objstore.GetBody(ctx, f.cfg.Store, r.Key, r.Off, r.Len)
+	if err == nil && f.cfg.Observer != nil {
+		f.cfg.Observer.Observe(stagehist.Get, f.cfg.Clock.Since(t0))
+	}
+	return getAnswer{b, err, hedge}
+}
+
+// answered takes one GET's answer into res and reports whether every
+// slice of r is verified now.
+func (f *Follower) answered(ctx context.Context, sr *objformat.SliceReader, a getAnswer, r Read, res *readResult) bool {
+	a.err = budgetErr(ctx, a.err)
+	f.getAnswered(a.err)
+	if a.err != nil {
+		f.c.readErrors.Add(1)
+		f.cfg.Logger.Debug("follower: GET failed", "key", r.Key, "off", r.Off, "len", r.Len, "hedge", a.hedge, "err", a.err)
+		for i := range res.errs {
+			if res.raws[i] == nil {
+				res.errs[i] = fmt.Errorf("follower: GET %s [%d, +%d): %w", r.Key, r.Off, r.Len, a.err)
+			}
+		}
+		return false
+	}
+	f.c.bytesRead.Add(int64(a.body.Len()))
+	all := f.verify(sr, a.body, r, res)
+	a.body.Release() // the slices verified from it hold their own references
+	if all && a.hedge {
+		f.c.hedgeWins.Add(1)
+	}
+	return all
 }
 
 // verify checks every slice of r not yet verified against the body of

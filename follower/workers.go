@@ -43,8 +43,7 @@ func (w *workers) loop(job func()) {
 	for {
 		job()
 		job = nil // keep nothing of the last job while idle
-		if w.idle.Add(1) > w.maxIdle {
-			w.idle.Add(-1)
+		if !w.becomeIdle() {
 			return
 		}
 		select {
@@ -53,6 +52,22 @@ func (w *workers) loop(job func()) {
 		case <-w.done:
 			w.idle.Add(-1)
 			return
+		}
+	}
+}
+
+// becomeIdle counts the caller among the idle workers unless maxIdle
+// already are: the count never goes past maxIdle, not even for a moment
+// (an increment undone would show a worker too many to a reader between
+// the two).
+func (w *workers) becomeIdle() bool {
+	for {
+		n := w.idle.Load()
+		if n >= w.maxIdle {
+			return false
+		}
+		if w.idle.CompareAndSwap(n, n+1) {
+			return true
 		}
 	}
 }
