@@ -26,6 +26,20 @@ type Timer interface {
 	Reset(d time.Duration)
 }
 
+// ResetAt re-arms t, a timer of c, to fire once c reads at: exactly at
+// on a clock whose timers can be armed for a time (Manual's), however far
+// another goroutine (a test's) moved it since the caller decided at; on
+// the wall clock, after at minus now. A caller that computed a duration
+// from an earlier reading and passed it to Reset would fire late by
+// however far the clock moved in between.
+func ResetAt(t Timer, c Clock, at time.Time) {
+	if a, ok := t.(interface{ ResetAt(time.Time) }); ok {
+		a.ResetAt(at)
+		return
+	}
+	t.Reset(max(0, at.Sub(c.Now())))
+}
+
 // Real is the wall clock.
 type Real struct{}
 

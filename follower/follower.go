@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kwal/kwal/clock"
 	"github.com/kwal/kwal/internal/retry"
 	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/kafkalog"
@@ -336,11 +337,7 @@ func (f *Follower) run() {
 			at = wakeAt
 		}
 		timer.Stop()
-		if t, ok := timer.(absTimer); ok {
-			t.ResetAt(at) // exactly at, however far the clock moved during the step
-		} else {
-			timer.Reset(max(0, at.Sub(f.cfg.Clock.Now())))
-		}
+		clock.ResetAt(timer, f.cfg.Clock, at) // exactly at, however far the clock moved during the step
 		select {
 		case <-f.ctx.Done():
 			return
@@ -355,12 +352,6 @@ func (f *Follower) run() {
 		}
 	}
 }
-
-// absTimer is a clock.Timer that can be armed for a time on its clock
-// (clock.Manual's): the driver's wake-ups, budgets' ends among them, come
-// due at the instant decided, not late by however far another goroutine
-// moved the clock between the decision and the arming.
-type absTimer interface{ ResetAt(time.Time) }
 
 // drainResults takes the completions that are already waiting, so that
 // reads finishing together are planned again in one step, not one step

@@ -327,9 +327,15 @@ func (t *task) run(ctx context.Context) {
 	defer close(t.done)
 	defer t.withdraw()
 	cfg := &t.m.cfg
-	timer := cfg.Clock.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
+	// The timer is made at the first wait, not here stopped: made, it is
+	// armed (for an hour) until stopped, an instant in which a test
+	// waiting for the task to arm its timer would take it for the wait.
+	var timer clock.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		// Take the notification channel before reading the log end, so an
 		// append between the two cannot be missed.
@@ -337,10 +343,10 @@ func (t *task) run(ctx context.Context) {
 		if t.rewind >= 0 && t.inflight.Load() == 0 {
 			t.rewindNow()
 		}
-		var wait time.Duration
+		var due time.Time
 		var err error
 		if t.rewind < 0 {
-			wait, err = t.step(ctx)
+			due, err = t.step(ctx)
 		} else {
 			// Nothing is cut until the rewind: hold nothing announced.
 			t.withdraw()
@@ -353,14 +359,20 @@ func (t *task) run(ctx context.Context) {
 			t.nextPosKnown = false
 			t.m.errs.Add(1)
 			cfg.Logger.Error("remotewal: cutting slice failed; will retry", "partition", t.tp.String(), "offset", t.next.Load(), "err", err)
-			wait = cfg.Interval
+			wait := cfg.Interval
 			if wait <= 0 {
 				wait = time.Millisecond
 			}
+			due = cfg.Clock.Now().Add(wait)
 		}
 		var timerC <-chan time.Time
-		if wait > 0 {
-			timer.Reset(wait)
+		if !due.IsZero() {
+			// Armed for the instant step decided: on a manual clock a
+			// test may move the clock meanwhile (clock.ResetAt).
+			if timer == nil {
+				timer = cfg.Clock.NewTimer(time.Hour)
+			}
+			clock.ResetAt(timer, cfg.Clock, due)
 			timerC = timer.C()
 		}
 		select {
@@ -390,10 +402,10 @@ func (t *task) withdraw() {
 	t.called = false
 }
 
-// step cuts every slice that is due and returns how long to wait before the
-// oldest pending byte comes due (0: wait for the next append, or for the
-// sink to call for the bytes, only).
-func (t *task) step(ctx context.Context) (time.Duration, error) {
+// step cuts every slice that is due and returns when the oldest pending
+// byte comes due (zero: wait for the next append, or for the sink to call
+// for the bytes, only).
+func (t *task) step(ctx context.Context) (time.Time, error) {
 	cfg := &t.m.cfg
 	for {
 		next := t.next.Load()
@@ -402,7 +414,7 @@ func (t *task) step(ctx context.Context) (time.Duration, error) {
 			t.pendingSince = time.Time{}
 			// Caught up: a called task has answered.
 			t.withdraw()
-			return 0, nil
+			return time.Time{}, nil
 		}
 		now := cfg.Clock.Now()
 		if t.pendingSince.IsZero() {
@@ -410,7 +422,7 @@ func (t *task) step(ctx context.Context) (time.Duration, error) {
 		}
 		pending, boundary, err := t.pendingBytes(next, end)
 		if err != nil {
-			return 0, err
+			return time.Time{}, err
 		}
 		age := now.Sub(t.pendingSince)
 		var reason CutReason
@@ -426,14 +438,14 @@ func (t *task) step(ctx context.Context) (time.Duration, error) {
 			if !t.ticket.Live() {
 				t.ticket = t.m.caller.Announce(t.pendingSince)
 			}
-			return 0, nil
+			return time.Time{}, nil
 		case age >= cfg.Interval:
 			reason = CutInterval
 		default:
-			return cfg.Interval - age, nil
+			return t.pendingSince.Add(cfg.Interval), nil
 		}
 		if err := t.cut(ctx, next, reason); err != nil {
-			return 0, err
+			return time.Time{}, err
 		}
 		// Bytes still pending after this cut arrived after pendingSince, but
 		// we do not know when; treat them as pending from now, which can
