@@ -22,22 +22,33 @@ import (
 // the HW does not stall; after a truncation the follower's next fetch
 // (newer stamp, lower offset) lowers it, so the HW never passes what the
 // follower has; a malformed stamp is refused.
-func TestFetchStampOrdersFollowerLogEnds(t *testing.T) {
+// stampTest is a two-broker cluster with one RF 2 partition and an acks=1
+// producer to it: the leader, its partition, and the follower's index in
+// c.brokers.
+type stampTest struct {
+	c       *testCluster
+	leader  *Broker
+	fi      int
+	tp      TopicPartition
+	p       *partition
+	produce func(n int)
+}
+
+func newStampTest(t *testing.T, topic string) stampTest {
+	t.Helper()
 	c := startCluster(t, []string{"az1", "az2"}, nil)
-	admin := newClient(t, c)
-	const topic = "stamps"
-	createTopic(t, admin, topic, 1, 2, nil)
-	tp := TopicPartition{Topic: topic, Partition: 0}
+	createTopic(t, newClient(t, c), topic, 1, 2, nil)
+	st := stampTest{c: c, fi: -1, tp: TopicPartition{Topic: topic, Partition: 0}}
 	ts, _ := c.ctrl.Topic(topic)
-	leader := c.broker(ts.Partitions[0].Leader)
-	var follower *Broker
-	for _, b := range c.brokers {
-		if b != leader {
-			follower = b
+	st.leader = c.broker(ts.Partitions[0].Leader)
+	for i, b := range c.brokers {
+		if b != st.leader {
+			st.fi = i
 		}
 	}
+	st.p = st.leader.partition(st.tp)
 	prod := newClient(t, c, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(), kgo.DefaultProduceTopic(topic))
-	produce := func(n int) {
+	st.produce = func(n int) {
 		t.Helper()
 		for i := range n {
 			if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: value(i)}).FirstErr(); err != nil {
@@ -45,8 +56,14 @@ func TestFetchStampOrdersFollowerLogEnds(t *testing.T) {
 			}
 		}
 	}
+	return st
+}
+
+func TestFetchStampOrdersFollowerLogEnds(t *testing.T) {
+	const topic = "stamps"
+	st := newStampTest(t, topic)
+	leader, follower, tp, p, produce := st.leader, st.c.brokers[st.fi], st.tp, st.p, st.produce
 	produce(10)
-	p := leader.partition(tp)
 	id := follower.cfg.BrokerID
 	waitFor(t, "the follower caught up", 10*time.Second, func() bool {
 		return p.log.HighWatermark() == 10
@@ -177,29 +194,9 @@ func FuzzFetchStamp(f *testing.F) {
 // it neither raises the leader's view of the follower nor the HW over
 // what the follower has.
 func TestFetchStampOfADeadProcessIsStale(t *testing.T) {
-	c := startCluster(t, []string{"az1", "az2"}, nil)
-	admin := newClient(t, c)
 	const topic = "restarted"
-	createTopic(t, admin, topic, 1, 2, nil)
-	tp := TopicPartition{Topic: topic, Partition: 0}
-	ts, _ := c.ctrl.Topic(topic)
-	leader := c.broker(ts.Partitions[0].Leader)
-	fi := -1
-	for i, b := range c.brokers {
-		if b != leader {
-			fi = i
-		}
-	}
-	prod := newClient(t, c, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(), kgo.DefaultProduceTopic(topic))
-	produce := func(n int) {
-		t.Helper()
-		for i := range n {
-			if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: value(i)}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	p := leader.partition(tp)
+	st := newStampTest(t, topic)
+	c, leader, fi, tp, p, produce := st.c, st.leader, st.fi, st.tp, st.p, st.produce
 	hwIs := func(want int64) func() bool { return func() bool { return p.log.HighWatermark() == want } }
 	produce(10)
 	waitFor(t, "the follower has 10", 10*time.Second, hwIs(10), leader)
