@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/internal/logbuf"
 	"github.com/kwal/kwal/internal/wiretest"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -336,7 +337,7 @@ func TestConnectionBufferedBytesBound(t *testing.T) {
 // another listener keeps waiting for a slot, and gets in once the
 // inter-broker connection closes.
 func TestMaxConnectionsInterBrokerListenerExempt(t *testing.T) {
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	ct := startConnTestBroker(t, func(c *Config) {
 		c.MaxConnections = 3
 		c.Listeners = []ListenerConfig{

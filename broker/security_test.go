@@ -13,11 +13,11 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/internal/logbuf"
 	"github.com/kwal/kwal/internal/testpki"
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -47,24 +47,6 @@ func (p *testPKI) clientTLS(t testing.TB, certFile string) *tls.Config {
 		t.Fatal(err)
 	}
 	return cfg
-}
-
-// logBuffer collects log lines for checks.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // produceConsume writes n records acks=all to a new topic (RF 2, so the
@@ -331,7 +313,7 @@ func TestSASLListeners(t *testing.T) {
 	_, users := testUsers(t)
 	for _, proto := range []SecurityProtocol{ProtocolSASLPlaintext, ProtocolSASLSSL} {
 		t.Run(string(proto), func(t *testing.T) {
-			logs := &logBuffer{}
+			logs := &logbuf.Buffer{}
 			c := startCluster(t, []string{"az1", "az2"}, func(cfg *Config) {
 				cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, &testLogWriter{t: t}), &slog.HandlerOptions{Level: slog.LevelWarn}))
 				l := ListenerConfig{Name: "SECURE", Addr: "127.0.0.1:0", Protocol: proto, SASLMechanisms: supportedSASLMechanisms}

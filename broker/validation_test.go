@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kwal/kwal/internal/logbuf"
 	"github.com/kwal/kwal/kafkalog/kafkalogtest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -19,7 +20,7 @@ import (
 // read back; the corrupt compressed batches are refused with the
 // Kafka error code, and nothing reaches the leader's log or a follower's.
 func TestProduceValidatesCompressedBatches(t *testing.T) {
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	c := startCluster(t, []string{"az1", "az2"}, func(cfg *Config) {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, &testLogWriter{t: t}), &slog.HandlerOptions{Level: slog.LevelWarn}))
 		cfg.MaxUncompressedBatchBytes = 1 << 20

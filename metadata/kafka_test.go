@@ -1,7 +1,6 @@
 package metadata
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,32 +8,14 @@ import (
 	"log/slog"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/kwal/kwal/internal/logbuf"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kwal/kwal/clock"
 )
-
-// syncBuffer collects log lines from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -183,7 +164,7 @@ func TestKafkaConsumerRefusesMalformedAndContinues(t *testing.T) {
 	if err := pub.Publish(ctx, good); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	c, st := startConsumer(t, ctx, ConsumerConfig{TopicConfig: cfg}, slog.New(slog.NewTextHandler(logs, nil)))
 	if s := c.Stats(); s.Malformed != 5 || s.Records != 6 {
 		t.Fatalf("stats %+v", s)

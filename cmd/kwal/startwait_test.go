@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,29 +16,12 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/clock"
+	"github.com/kwal/kwal/internal/logbuf"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// syncBuffer is a log sink the test reads while the wait writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Split(strings.TrimSpace(s.b.String()), "\n")
-}
 
 // runWait runs w on a manual clock with an attempt that fails until
 // failures have failed (or for ever, -1), advancing the clock to each
@@ -48,7 +30,7 @@ func (s *syncBuffer) lines() []string {
 func runWait(t *testing.T, bound time.Duration, failures int, fail error) (error, []time.Duration, []string) {
 	t.Helper()
 	clk := clock.NewManual(t0)
-	var log syncBuffer
+	var log logbuf.Buffer
 	w := startWait{Bound: bound, Backoff: startWaitBackoff, Clock: clk, Logger: slog.New(slog.NewTextHandler(&log, nil))}
 	var (
 		mu sync.Mutex
@@ -81,7 +63,7 @@ func runWait(t *testing.T, bound time.Duration, failures int, fail error) (error
 		}
 		select {
 		case err := <-done:
-			return err, attempts(), log.lines()
+			return err, attempts(), log.Lines()
 		case <-armed:
 		case <-time.After(30 * time.Second):
 			t.Fatal("the wait neither paused nor returned")
@@ -140,7 +122,7 @@ func TestStartWaitGivesUpAtItsBound(t *testing.T) {
 func TestStartWaitStopsAtPermanentErrors(t *testing.T) {
 	for _, e := range []error{kerr.SaslAuthenticationFailed, fmt.Errorf("x: %w", kerr.TopicAuthorizationFailed)} {
 		clk := clock.NewManual(t0)
-		var log syncBuffer
+		var log logbuf.Buffer
 		w := startWait{Bound: time.Minute, Backoff: startWaitBackoff, Clock: clk, Logger: slog.New(slog.NewTextHandler(&log, nil))}
 		n := 0
 		err := w.run(context.Background(), "the controller's Kafka", "here", "fix it", retryingAtStart(func(context.Context) error { n++; return e }))
