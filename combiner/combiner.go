@@ -51,7 +51,10 @@ type Slice struct {
 	BasePosition      int64
 	EndPosition       int64
 	// Data belongs to the combiner from Submit on; the caller must not
-	// modify it.
+	// modify it until Done is called, after which the combiner holds no
+	// reference to it and the caller may reuse its memory (remotewal
+	// reads the next slices into it). A Submit that returns an error
+	// never calls Done.
 	Data []byte
 	// AppendedAt is when the slice's oldest byte was appended on the
 	// leader; zero means "at Submit".

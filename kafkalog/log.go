@@ -1093,6 +1093,18 @@ func (l *Log) Slice(fromOffset int64, maxBytes int) (SegmentSlice, error) {
 // fromOffset starts there. Errors as Slice; ErrNotBatchBoundary also when
 // at is not where that batch starts (the caller then uses Slice).
 func (l *Log) SliceAt(at SegmentPosition, fromOffset int64, maxBytes int) (SegmentSlice, error) {
+	return l.SliceAtInto(at, fromOffset, maxBytes, nil)
+}
+
+// SliceAtInto is SliceAt reading into memory of the caller's: alloc(n), if
+// not nil, returns a buffer of length n (the bytes SliceAt reads in one
+// read; its contents are overwritten), and the slice's Data is a prefix
+// of it, so that a caller cutting slice after slice can reuse buffers
+// instead of faulting in fresh memory for each. Data is not in alloc's
+// buffer when the first batch is longer than maxBytes (it goes whole,
+// read into memory of its own) or the slice is empty. alloc is called
+// with the log's lock held; it must not call the log.
+func (l *Log) SliceAtInto(at SegmentPosition, fromOffset int64, maxBytes int, alloc func(n int) []byte) (SegmentSlice, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if err := l.checkRange(fromOffset); err != nil {
@@ -1107,7 +1119,12 @@ func (l *Log) SliceAt(at SegmentPosition, fromOffset int64, maxBytes int) (Segme
 	}
 	s := l.mu.segs[i]
 	n := min(int64(max(maxBytes, liteHeaderSize)), s.size-at.Position)
-	data := make([]byte, n)
+	var data []byte
+	if alloc != nil {
+		data = alloc(int(n))
+	} else {
+		data = make([]byte, n)
+	}
 	if _, err := s.file.ReadAt(data, at.Position); err != nil && !errors.Is(err, io.EOF) {
 		return SegmentSlice{}, fmt.Errorf("kafkalog: slice from %d: %w", fromOffset, err)
 	}

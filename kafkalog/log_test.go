@@ -335,6 +335,18 @@ func TestSliceStopsAtEpochAndSegment(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(at, s) {
 			t.Fatalf("SliceAt(%d,%d) = %+v, %v; Slice gave %+v", tt.from, tt.max, at, err, s)
 		}
+		// SliceAtInto gives the same slice, read into the caller's
+		// buffer (a dirty one: every byte is overwritten), unless its
+		// first batch is longer than max and goes whole.
+		var buf []byte
+		into, err := e.log.SliceAtInto(SegmentPosition{SegmentBaseOffset: s.SegmentBaseOffset, Position: s.BasePosition}, tt.from, int(tt.max),
+			func(n int) []byte { buf = bytes.Repeat([]byte{0xee}, n); return buf })
+		if err != nil || !reflect.DeepEqual(into, s) {
+			t.Fatalf("SliceAtInto(%d,%d) = %+v, %v; Slice gave %+v", tt.from, tt.max, into, err, s)
+		}
+		if inBuf := len(into.Data) > 0 && len(buf) > 0 && &into.Data[0] == &buf[0]; inBuf != (int64(len(s.Data)) <= tt.max) {
+			t.Fatalf("SliceAtInto(%d,%d): data in the caller's buffer %v, want %v", tt.from, tt.max, inBuf, !inBuf)
+		}
 	}
 	if s, err := e.log.Slice(5, 100); err != nil || len(s.Data) != 0 || s.NextOffset != 5 {
 		t.Fatalf("Slice(LEO) = %+v, %v", s, err)

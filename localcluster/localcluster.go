@@ -312,6 +312,15 @@ func (c *Cluster) Bootstrap() []string {
 // MetadataBootstrap is the Kafka holding __remote_wal_log_metadata.
 func (c *Cluster) MetadataBootstrap() []string { return c.parts.Bootstrap }
 
+// BackendStore is the store StorageURL opened, under the latency model and
+// WrapStore; nil with StorePerRack (RackStores are the racks' own).
+func (c *Cluster) BackendStore() objstore.Store {
+	if c.parts == nil {
+		return nil
+	}
+	return c.parts.Store
+}
+
 // Broker returns the broker with id, or nil.
 func (c *Cluster) Broker(id int32) *broker.Broker {
 	for _, b := range c.Brokers {

@@ -1,6 +1,7 @@
 package remotewal
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -23,6 +24,7 @@ type heldSink struct {
 
 func (s *heldSink) Submit(_ context.Context, sl combiner.Slice) error {
 	defer s.Signal()
+	sl.Data = bytes.Clone(sl.Data) // the task reuses the memory after Done
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.held = append(s.held, sl)

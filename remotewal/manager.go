@@ -13,6 +13,7 @@ import (
 	"github.com/kwal/kwal/combiner"
 	"github.com/kwal/kwal/kafkalog"
 	"github.com/kwal/kwal/metadata"
+	"github.com/kwal/kwal/objstore"
 )
 
 // Log is what a task needs of a leader partition's log; *kafkalog.Log
@@ -24,8 +25,9 @@ type Log interface {
 	EndPosition() (int64, kafkalog.SegmentPosition)
 	PositionOf(offset int64) (kafkalog.SegmentPosition, error)
 	Slice(fromOffset int64, maxBytes int) (kafkalog.SegmentSlice, error)
-	// SliceAt is Slice from a known position, without the index lookup.
-	SliceAt(at kafkalog.SegmentPosition, fromOffset int64, maxBytes int) (kafkalog.SegmentSlice, error)
+	// SliceAtInto is Slice from a known position, without the index
+	// lookup, read into a buffer alloc returns (kafkalog.Log.SliceAtInto).
+	SliceAtInto(at kafkalog.SegmentPosition, fromOffset int64, maxBytes int, alloc func(n int) []byte) (kafkalog.SegmentSlice, error)
 	AppendNotify() <-chan struct{}
 }
 
@@ -33,6 +35,8 @@ var _ Log = (*kafkalog.Log)(nil)
 
 // Sink receives cut slices; *combiner.Combiner implements it. Submit blocks
 // while the combiner's queue is full and returns ctx's error if ctx ends first.
+// A slice's Data is the sink's until it calls the slice's Done: the task
+// then reads later slices into the same memory (combiner.Slice).
 type Sink interface {
 	Submit(ctx context.Context, s combiner.Slice) error
 }
@@ -134,6 +138,13 @@ type Manager struct {
 	sink   Sink
 	caller PackCaller // sink, if it calls for held bytes; else nil
 	pool   chan struct{}
+	// bufs holds the buffers slices are read into: each goes back when
+	// the sink is done with its slice (Done), so that cutting does not
+	// fault in fresh memory for every slice (at 50 MB/s, 50 MB/s of page
+	// faults). A buffer is a power of two in size: what the tasks hold in
+	// buffers is at most twice what they have submitted and not yet been
+	// told of.
+	bufs objstore.BufferPool
 
 	mu struct {
 		sync.Mutex
@@ -486,8 +497,16 @@ func (t *task) cut(ctx context.Context, next int64, reason CutReason) error {
 
 	var s kafkalog.SegmentSlice
 	var err error
+	var buf []byte // what s.Data is read into, from the Manager's pool
 	if t.nextPosKnown {
-		s, err = t.log.SliceAt(t.nextPos, next, cfg.MaxSliceBytes)
+		s, err = t.log.SliceAtInto(t.nextPos, next, cfg.MaxSliceBytes, func(n int) []byte {
+			buf = t.m.bufs.Get(n)
+			return buf
+		})
+		if err != nil || len(s.Data) == 0 || len(buf) == 0 || &s.Data[0] != &buf[0] {
+			t.m.bufs.Put(buf) // not holding the slice's bytes
+			buf = nil
+		}
 		if errors.Is(err, kafkalog.ErrNotBatchBoundary) {
 			// The remembered position is stale (the log changed under
 			// us): look it up.
@@ -501,17 +520,19 @@ func (t *task) cut(ctx context.Context, next int64, reason CutReason) error {
 		return fmt.Errorf("slice from offset %d: %w", next, err)
 	}
 	if s.FirstOffset != next || len(s.Data) == 0 {
+		t.m.bufs.Put(buf)
 		return fmt.Errorf("slice from offset %d starts at %d with %d bytes", next, s.FirstOffset, len(s.Data))
 	}
 	if s.LeaderEpoch > t.epoch {
 		// Bytes of a later epoch than ours mean someone else leads now; the
 		// broker will stop this task. Never upload them as ours.
+		t.m.bufs.Put(buf)
 		return fmt.Errorf("slice at offset %d has leader epoch %d above task epoch %d", next, s.LeaderEpoch, t.epoch)
 	}
 	if s.NextOffset < t.log.LogEndOffset() && len(s.Data) < cfg.UploadBytes && reason == CutInterval {
 		reason = CutBoundary
 	}
-	err = t.submit(ctx, s)
+	err = t.submit(ctx, s, buf)
 	if err != nil {
 		return err
 	}
@@ -531,7 +552,12 @@ func (t *task) cut(ctx context.Context, next int64, reason CutReason) error {
 	return nil
 }
 
-func (t *task) submit(ctx context.Context, s kafkalog.SegmentSlice) error {
+// submit hands s to the sink. buf, if not nil, is the Manager's buffer
+// s.Data is in: it goes back to the pool when the sink calls Done, after
+// which the sink holds no reference to Data (combiner.Slice). A sink that
+// refuses the slice (Submit's error) may still hold it, so the buffer is
+// then left to the garbage collector.
+func (t *task) submit(ctx context.Context, s kafkalog.SegmentSlice, buf []byte) error {
 	t.inflight.Add(1)
 	err := t.m.sink.Submit(ctx, combiner.Slice{
 		TopicPartition: t.tp,
@@ -550,6 +576,7 @@ func (t *task) submit(ctx context.Context, s kafkalog.SegmentSlice) error {
 		AppendedAt:        t.pendingSince,
 		Done: func(_ combiner.UploadedObject, err error) {
 			defer func() {
+				t.m.bufs.Put(buf)
 				if t.inflight.Add(-1) == 0 {
 					select {
 					case t.idle <- struct{}{}:

@@ -51,6 +51,8 @@ func (s *captureSink) signalLocked() {
 }
 
 func (s *captureSink) Submit(ctx context.Context, sl combiner.Slice) error {
+	// Keep a copy: Data's memory is the task's again once Done is called.
+	sl.Data = bytes.Clone(sl.Data)
 	s.mu.Lock()
 	s.entered++
 	s.signalLocked()
@@ -369,6 +371,7 @@ type failOnceSink struct {
 }
 
 func (s *failOnceSink) Submit(ctx context.Context, sl combiner.Slice) error {
+	sl.Data = bytes.Clone(sl.Data) // before Done hands the memory back
 	s.mu.Lock()
 	first := !s.failed
 	s.failed = true

@@ -2,11 +2,15 @@
 // configuration and the command line name a store with one string:
 //
 //	mem://
+//	mem://?arena=1073741824&gets=pooled
 //	file:///var/lib/kwal/objects
 //	s3://bucket/prefix?endpoint=http://127.0.0.1:9000&region=us-east-1&path_style=true
 //	minio://127.0.0.1:9000/bucket/prefix?secure=false
 //
-// s3 parameters: endpoint, region, path_style, directory_bucket,
+// mem parameters: arena (bytes of memory faulted in at once that keep the
+// bodies, mem.WithArena), gets (lent, the default, or pooled:
+// mem.WithPooledGets); both make an in-process store charge what a
+// client of a remote one pays, for benchmarks. s3 parameters: endpoint, region, path_style, directory_bucket,
 // max_attempts, create_bucket. minio parameters: secure, region,
 // max_retries, create_bucket. Unknown parameters are an error.
 //

@@ -51,10 +51,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (objstore.Store, e
 	q := u.Query()
 	switch u.Scheme {
 	case "mem":
-		if err := known(q); err != nil {
-			return nil, err
-		}
-		return mem.New(mem.WithClock(o.clock)), nil
+		return openMem(q, o)
 	case "file":
 		if err := known(q); err != nil {
 			return nil, err
@@ -73,6 +70,40 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (objstore.Store, e
 		return openMinio(ctx, u, q, o)
 	}
 	return nil, fmt.Errorf("storeurl: %q: unknown scheme %q (want mem, file, s3 or minio)", rawURL, u.Scheme)
+}
+
+// maxArenaBytes bounds mem's arena parameter: it is allocated and faulted
+// in at once.
+const maxArenaBytes = 64 << 30
+
+// openMem opens a mem store; arena and gets=pooled make it stand in for a
+// remote store in a benchmark (mem.WithArena, mem.WithPooledGets).
+func openMem(q url.Values, o options) (objstore.Store, error) {
+	if err := known(q, "arena", "gets"); err != nil {
+		return nil, err
+	}
+	opts := []mem.Option{mem.WithClock(o.clock)}
+	if v := q.Get("arena"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > maxArenaBytes {
+			return nil, fmt.Errorf("storeurl: parameter arena=%q: want bytes from 0 to %d", v, int64(maxArenaBytes))
+		}
+		if n > 0 {
+			opts = append(opts, mem.WithArena(n))
+		}
+	}
+	switch v := q.Get("gets"); v {
+	case "", "lent":
+	case "pooled":
+		opts = append(opts, mem.WithPooledGets())
+	default:
+		return nil, fmt.Errorf("storeurl: parameter gets=%q: want lent (a view of the stored object) or pooled (a copy into a pooled buffer)", v)
+	}
+	s := mem.New(opts...)
+	if want, _ := strconv.ParseInt(q.Get("arena"), 10, 64); want > 0 && s.ArenaStats().Bytes < want {
+		return nil, fmt.Errorf("storeurl: mem arena of %d bytes could not be mapped; ask for less (arena=) or free memory", want)
+	}
+	return s, nil
 }
 
 func known(q url.Values, allowed ...string) error {

@@ -46,6 +46,8 @@ func TestOpenSchemes(t *testing.T) {
 		want any
 	}{
 		{"mem://", (*mem.Store)(nil)},
+		{"mem://?arena=1048576&gets=pooled", (*mem.Store)(nil)},
+		{"mem://?arena=0&gets=lent", (*mem.Store)(nil)},
 		{"file://" + dir, (*fsstore.Store)(nil)},
 		{"s3://bkt/some/prefix?endpoint=http://127.0.0.1:1&path_style=true", (*s3store.Store)(nil)},
 		{"s3://kwal--use1-az4--x-s3/p?region=us-east-1", (*s3store.Store)(nil)},
@@ -80,7 +82,8 @@ func TestOpenSchemes(t *testing.T) {
 
 func TestOpenRejects(t *testing.T) {
 	for _, u := range []string{
-		"gcs://bucket", "mem://?x=1", "s3://bkt?bogus=1", "s3://bkt?path_style=maybe",
+		"gcs://bucket", "mem://?x=1", "mem://?arena=-1", "mem://?arena=1GiB", "mem://?arena=99999999999999",
+		"mem://?gets=copy", "s3://bkt?bogus=1", "s3://bkt?path_style=maybe",
 		"s3:///prefix", "minio://host:1/", "file://",
 	} {
 		if _, err := storeurl.Open(context.Background(), u, storeurl.WithGetenv(noEnv)); err == nil {
@@ -113,5 +116,30 @@ func TestOpenAgainstServer(t *testing.T) {
 		if err != nil || len(p.Objects) != 1 || p.Objects[0].Key != "k" {
 			t.Fatalf("%s: List = %+v, %v (prefix must be stripped)", raw, p, err)
 		}
+	}
+}
+
+// mem's parameters reach the store: the arena is there, and pooled GETs
+// hand out copies.
+func TestOpenMemParameters(t *testing.T) {
+	ctx := context.Background()
+	s, err := storeurl.Open(ctx, "mem://?arena=1048576&gets=pooled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := s.(*mem.Store)
+	if st := m.ArenaStats(); st.Bytes < 1<<20 {
+		t.Fatalf("arena of %d bytes, want at least 1 MiB", st.Bytes)
+	}
+	if err := m.Put(ctx, "k", []byte("abc"), objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b1, _ := m.GetRangeBody(ctx, "k", 0, -1)
+	b2, _ := m.GetRangeBody(ctx, "k", 0, -1)
+	if &b1.Bytes()[0] == &b2.Bytes()[0] {
+		t.Fatal("two GETs share one buffer: not pooled copies")
+	}
+	if st := m.ArenaStats(); st.Used != 3 {
+		t.Fatalf("arena used %d, want 3", st.Used)
 	}
 }

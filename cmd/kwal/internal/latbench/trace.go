@@ -222,7 +222,10 @@ type timedStore struct {
 	}
 }
 
-var _ objstore.Store = (*timedStore)(nil)
+var (
+	_ objstore.Store      = (*timedStore)(nil)
+	_ objstore.BodyGetter = (*timedStore)(nil)
+)
 
 func (s *timedStore) Put(ctx context.Context, key string, body []byte, o objstore.PutOptions) error {
 	t0 := time.Now()
@@ -240,12 +243,27 @@ func (s *timedStore) GetRange(ctx context.Context, key string, off, n int64) ([]
 	t0 := time.Now()
 	b, err := s.Store.GetRange(ctx, key, off, n)
 	if err == nil {
-		d := time.Since(t0)
-		s.mu.Lock()
-		s.mu.gets = append(s.mu.gets, d)
-		s.mu.Unlock()
+		s.got(time.Since(t0))
 	}
 	return b, err
+}
+
+// GetRangeBody times a GET whose body the store lends (objstore.GetBody):
+// the followers read through it, so a store that lends bodies (or copies
+// them into pooled buffers) is not made to copy into fresh memory here.
+func (s *timedStore) GetRangeBody(ctx context.Context, key string, off, n int64) (*objstore.Body, error) {
+	t0 := time.Now()
+	b, err := objstore.GetBody(ctx, s.Store, key, off, n)
+	if err == nil {
+		s.got(time.Since(t0))
+	}
+	return b, err
+}
+
+func (s *timedStore) got(d time.Duration) {
+	s.mu.Lock()
+	s.mu.gets = append(s.mu.gets, d)
+	s.mu.Unlock()
 }
 
 // mark returns how many PUTs and GETs were timed so far.
