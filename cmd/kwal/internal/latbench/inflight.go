@@ -89,6 +89,11 @@ type InFlight struct {
 	// RTTForHalfClassic is set on the remote-WAL row when the classic
 	// row is there.
 	RTTForHalfClassic time.Duration `json:"rtt_for_half_classic_ns,omitempty"`
+	// StoreFloor is set on the remote-WAL row at acks=all: the run's own
+	// PUT p50 plus GET p50, below which no acks=all round trip can go (a
+	// record is acknowledged only once a follower has read back what the
+	// leader uploaded: invariant 1).
+	StoreFloor time.Duration `json:"store_floor_ns,omitempty"`
 }
 
 // InFlightOf computes the in-flight bound of every produce-perf row with
@@ -115,6 +120,9 @@ func InFlightOf(rows []Row) []InFlight {
 		if c, ok := classic[row.Workload]; ok && row.Mode == RemoteWAL && c.MBPerSec > 0 {
 			f.RTTForHalfClassic = time.Duration(float64(n) * row.WireRequestBytes / (0.5 * c.MBPerSec * 1e6) * float64(time.Second))
 		}
+		if row.Mode == RemoteWAL && row.Workload == ProduceAll && row.PutP50 > 0 && row.GetP50 > 0 {
+			f.StoreFloor = row.PutP50 + row.GetP50
+		}
 		out = append(out, f)
 	}
 	return out
@@ -138,4 +146,15 @@ func writeInFlight(b *strings.Builder, rows []Row) {
 			f.Workload, f.Mode, f.Window, fmtMs(f.MeanRTT), fmtMs(f.P50RTT), f.MeanRequestByte/1e3, f.BoundMBPerSec, f.MBPerSec, f.OfBound, need, f.CPUMsPerMB)
 	}
 	b.WriteString("\n")
+	for _, f := range fs {
+		if f.StoreFloor <= 0 || f.RTTForHalfClassic <= 0 {
+			continue
+		}
+		verdict := "within reach of the round trip, so the window is not what stops the remote WAL here"
+		if f.StoreFloor > f.RTTForHalfClassic {
+			verdict = "more than that: no broker change reaches half of classic's throughput with this window and this store; only more partitions, larger requests or a faster store do"
+		}
+		fmt.Fprintf(b, "At %s the remote WAL acknowledges a record only after a follower has read back what the leader uploaded, so its round trip cannot be below the store's PUT p50 + GET p50 as this run measured them: %s ms. Half of classic's throughput needs a round trip of %s ms: the store alone takes %s.\n\n",
+			f.Workload, fmtMs(f.StoreFloor), fmtMs(f.RTTForHalfClassic), verdict)
+	}
 }

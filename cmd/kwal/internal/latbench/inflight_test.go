@@ -32,8 +32,15 @@ func produceRuns() []RunResult {
 			if mode == RemoteWAL {
 				cpu += 1000 * time.Millisecond
 			}
-			runs = append(runs, RunResult{Headline: true, Setting: head, Step: Step{Workload: ProduceAll, Mode: mode, Rep: rep},
-				Records: 1000, Bytes: 210_000_000, CPU: cpu, MBPerSec: mbps, Wire: WireFigures{RTT: Summarize(rtts), Requests: 3, RequestBytes: 3 * 16_000}})
+			run := RunResult{Headline: true, Setting: head, Step: Step{Workload: ProduceAll, Mode: mode, Rep: rep},
+				Records: 1000, Bytes: 210_000_000, CPU: cpu, MBPerSec: mbps, Wire: WireFigures{RTT: Summarize(rtts), Requests: 3, RequestBytes: 3 * 16_000}}
+			if mode == RemoteWAL {
+				// The store: PUT p50 4 ms, GET p50 3 ms (rep 1).
+				d := time.Duration(rep-1) * 100 * time.Microsecond
+				run.StorePut = Summarize([]time.Duration{4*time.Millisecond + d})
+				run.StoreGet = Summarize([]time.Duration{3*time.Millisecond + d})
+			}
+			runs = append(runs, run)
 		}
 	}
 	return runs
@@ -72,6 +79,11 @@ func TestInFlightBoundFromTheRunsOwnFigures(t *testing.T) {
 	if rw.RTTForHalfClassic != 5*time.Millisecond {
 		t.Errorf("RTT for 0.5x classic = %v, want 5ms", rw.RTTForHalfClassic)
 	}
+	// The store's floor: PUT p50 4 ms + GET p50 3 ms, more than the 5 ms
+	// half of classic needs.
+	if rw.StoreFloor != 7*time.Millisecond || c.StoreFloor != 0 {
+		t.Errorf("store floor: remotewal %v, classic %v; want 7ms and none", rw.StoreFloor, c.StoreFloor)
+	}
 
 	var b bytes.Buffer
 	if err := r.WriteMarkdown(&b); err != nil {
@@ -82,6 +94,7 @@ func TestInFlightBoundFromTheRunsOwnFigures(t *testing.T) {
 		"### The producer's in-flight bound (Little's law)",
 		"| produce-acksall | classic | 5 | 2.00 | 2.00 | 16.0 | 40.00 | 32.00 | 0.80 | - | 10.00 |",
 		"| produce-acksall | remotewal | 5 | 16.0 | 16.0 | 16.0 | 5.00 | 4.00 | 0.80 | 5.00 | 14.76 |",
+		"cannot be below the store's PUT p50 + GET p50 as this run measured them: 7.00 ms. Half of classic's throughput needs a round trip of 5.00 ms: the store alone takes more than that",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
