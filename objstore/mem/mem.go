@@ -92,11 +92,12 @@ func New(opts ...Option) *Store {
 	return s
 }
 
-// errClosed is the error of every operation after Close.
+// errClosed is the error of a Put or GET after Close.
 var errClosed = errors.New("mem: store closed")
 
-// Close gives back the arena's memory (WithArena); the store refuses every
-// operation afterwards. A store that lends views of its objects
+// Close gives back the arena's memory (WithArena); the store refuses Put
+// and every GET afterwards (Head, List and Delete, which do not touch
+// object bytes, still answer). A store that lends views of its objects
 // (GetRangeBody without WithPooledGets) keeps its arena mapped, as a Body
 // may still point into it. Without an arena Close only marks the store
 // closed.
