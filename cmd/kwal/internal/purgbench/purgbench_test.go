@@ -113,6 +113,12 @@ func TestPurgatoryUnderEveryTimer(t *testing.T) {
 			for i := range reqs {
 				r := &request{clock: clock, tally: tl, id: int32(i), keys: [3]int{i % 5, 5 + i%3, 9}}
 				r.Timeout = time.Duration(1+i%5) * time.Millisecond
+				if i%3 == 1 {
+					// Forced complete right after the watch: a timeout no
+					// scheduling delay can reach, so expiry never races the
+					// force (a 3 ms one lost to it once in CI under load).
+					r.Timeout = time.Hour
+				}
 				r.completesAt = clock.Now() + int64(time.Hour) // expires
 				if i%3 == 0 {
 					r.completesAt = 0 // completes at once
