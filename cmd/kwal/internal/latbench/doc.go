@@ -19,7 +19,11 @@
 // the wire (wireRecorder, a franz-go hook) and applies Little's law to the
 // producer's in-flight window (InFlightOf): the bound max.in.flight ×
 // request bytes / round trip, the fraction of it achieved, and the round
-// trip the remote WAL would need for half of classic's throughput.
+// trip the remote WAL would need for half of classic's throughput. It
+// states issue 14's target 2 from the same runs (ParityOf): the remote
+// WAL's median records/s over classic's at acks=1 (wanted ≥ 0.9) and
+// acks=all (≥ 0.5), with each repetition's pair, which ran back to back,
+// so that the report shows how far one run moves.
 //
 // It does not own the cluster (localcluster.Start), the object-store
 // latency model (objstore/latency), the counts (objstore/ledger) or the
@@ -38,7 +42,7 @@
 // delay later; the store adds its first-byte latency.
 //
 // Pure parts: Plan, TopicName, the statistics (Percentile, Summarize,
-// Median, CDF), Report.Aggregate, InFlightOf and the renderers. Run is
+// Median, CDF), Report.Aggregate, InFlightOf, ParityOf and the renderers. Run is
 // the driver.
 //
 // Concurrency: Run is sequential, one step at a time; inside a step the

@@ -255,8 +255,11 @@ type Report struct {
 	Target *Target `json:"target_e2e_acks1,omitempty"`
 	// InFlight is the produce workloads' in-flight bound (InFlightOf)
 	// from the headline rows.
-	InFlight []InFlight    `json:"in_flight,omitempty"`
-	Elapsed  time.Duration `json:"elapsed_ns"`
+	InFlight []InFlight `json:"in_flight,omitempty"`
+	// Parity is issue 14's target 2 (ParityOf) from the headline rows
+	// and runs.
+	Parity  []Parity      `json:"parity,omitempty"`
+	Elapsed time.Duration `json:"elapsed_ns"`
 }
 
 // Aggregate computes Rows from Runs: medians over repetitions.
@@ -385,6 +388,7 @@ func (r *Report) Aggregate() {
 		r.Target = &t
 	}
 	r.InFlight = InFlightOf(r.rowsFor(true))
+	r.Parity = ParityOf(r.rowsFor(true), r.Runs)
 }
 
 // rowsFor returns the rows of the headline phase or of the sweep.
@@ -540,6 +544,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		b.WriteString("\n")
 		r.writeCostLines(&b, head)
 		r.writeTarget(&b, head)
+		writeParity(&b, ParityOf(head, r.Runs))
 		writeInFlight(&b, head)
 		writeStages(&b, head)
 	}
