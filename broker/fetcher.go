@@ -888,7 +888,10 @@ func (f *replicaFetcher) fetch(conn *wireClient, fetches map[TopicPartition]fetc
 		case <-replied:
 		}
 	}()
-	r, err := conn.roundTrip(fr.req, time.Time{})
+	// The answer's record batches point into the connection's reused
+	// response buffer: every append below is done (carryOut runs each
+	// partition's actions in turn) before this connection's next fetch.
+	r, err := conn.roundTripReused(fr.req, time.Time{})
 	f.mu.Lock()
 	if f.mu.polling == conn {
 		f.mu.polling = nil

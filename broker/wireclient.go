@@ -20,7 +20,15 @@ type wireClient struct {
 	corr     int32
 	buf      []byte
 	maxResp  int32
+	// resp is the response buffer roundTripReused reads into and keeps
+	// (up to maxKeptResponse bytes) for its next call.
+	resp []byte
 }
+
+// maxKeptResponse bounds the response buffer a wireClient keeps between
+// reusing round trips: a default replica fetch response (10 MiB) and its
+// framing fit; a larger one is read into memory of its own.
+const maxKeptResponse = DefaultReplicaFetchResponseMax + 1<<20
 
 func dialWire(dial DialFunc, addr, clientID string, timeout time.Duration, maxResp int32) (*wireClient, error) {
 	c, err := dial("tcp", addr, timeout)
@@ -49,8 +57,36 @@ func (c *wireClient) abort() {
 	c.conn.Close()
 }
 
-// roundTrip sends req at its set version and decodes the response.
+// roundTrip sends req at its set version and decodes the response. The
+// response's byte fields (a fetch's record batches) are its own.
 func (c *wireClient) roundTrip(req kmsg.Request, deadline time.Time) (kmsg.Response, error) {
+	return c.exchange(req, deadline, func(n int) []byte { return make([]byte, n) })
+}
+
+// roundTripReused is roundTrip reading the response into a buffer the
+// client keeps and reads the next reused response into: the response's
+// byte fields (a fetch's record batches, which kmsg does not copy) are
+// valid only until the next roundTripReused, so the caller must be done
+// with them by then. The replica fetcher appends what a fetch brings
+// before it sends the next, as the remote WAL's follower appends a GET
+// body from a pooled buffer: without it every fetch response was fresh
+// memory for the garbage collector, which the remote WAL's path does not
+// make.
+func (c *wireClient) roundTripReused(req kmsg.Request, deadline time.Time) (kmsg.Response, error) {
+	return c.exchange(req, deadline, func(n int) []byte {
+		if n > maxKeptResponse {
+			return make([]byte, n)
+		}
+		if cap(c.resp) < n {
+			c.resp = make([]byte, n)
+		}
+		return c.resp[:n]
+	})
+}
+
+// exchange sends req and decodes the response, read into body(n) for a
+// response of n bytes.
+func (c *wireClient) exchange(req kmsg.Request, deadline time.Time, body func(n int) []byte) (kmsg.Response, error) {
 	if err := c.conn.SetDeadline(deadline); err != nil {
 		return nil, err
 	}
@@ -78,23 +114,23 @@ func (c *wireClient) roundTrip(req kmsg.Request, deadline time.Time) (kmsg.Respo
 	if n < 4 || n > c.maxResp {
 		return nil, fmt.Errorf("response size %d out of range", n)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(c.conn, body); err != nil {
+	b = body(int(n))
+	if _, err := io.ReadFull(c.conn, b); err != nil {
 		return nil, err
 	}
-	if corr := int32(binary.BigEndian.Uint32(body)); corr != c.corr {
+	if corr := int32(binary.BigEndian.Uint32(b)); corr != c.corr {
 		return nil, fmt.Errorf("correlation id %d, want %d", corr, c.corr)
 	}
-	body = body[4:]
+	b = b[4:]
 	resp := req.ResponseKind()
 	resp.SetVersion(req.GetVersion())
 	if resp.IsFlexible() && resp.Key() != apiKeyApiVersions {
 		var err error
-		if body, err = skipTags(body); err != nil {
+		if b, err = skipTags(b); err != nil {
 			return nil, err
 		}
 	}
-	if err := resp.ReadFrom(body); err != nil {
+	if err := resp.ReadFrom(b); err != nil {
 		return nil, err
 	}
 	return resp, nil
