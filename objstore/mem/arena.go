@@ -5,8 +5,9 @@ import (
 	"slices"
 )
 
-// arenaBlockBytes is the size of one block of a Store's arena. An object
-// goes into one block or, larger than a block, to the heap.
+// arenaBlockBytes is the size of one block of a Store's arena, a whole
+// number of 2 MiB huge pages. An object goes into one block or, larger
+// than a block, to the heap.
 const arenaBlockBytes = 64 << 20
 
 // arena is memory for object bodies, allocated and faulted in before the
@@ -15,11 +16,13 @@ const arenaBlockBytes = 64 << 20
 // the Store's mutex.
 type arena struct {
 	blocks   [][]byte
-	cur, off int   // the block being filled, and how much of it is used
-	size     int64 // bytes in all blocks
-	used     int64 // bytes handed out
-	overflow int64 // bytes of bodies that found no room and went to the heap
-	spilled  int64 // number of such bodies
+	mappings [][]byte // what to unmap, one per block
+	huge     int64    // bytes of the blocks backed by huge pages when made
+	cur, off int      // the block being filled, and how much of it is used
+	size     int64    // bytes in all blocks
+	used     int64    // bytes handed out
+	overflow int64    // bytes of bodies that found no room and went to the heap
+	spilled  int64    // number of such bodies
 }
 
 // newArena allocates size bytes (rounded up to whole blocks), every page
@@ -27,23 +30,24 @@ type arena struct {
 func newArena(size int64) (*arena, error) {
 	a := &arena{}
 	for a.size < size {
-		b, err := mapBlock(arenaBlockBytes)
+		b, m, err := mapBlock(arenaBlockBytes)
 		if err != nil {
 			a.free()
 			return nil, fmt.Errorf("mem: arena of %d bytes: %w", size, err)
 		}
-		a.blocks = append(a.blocks, b)
+		a.blocks, a.mappings = append(a.blocks, b), append(a.mappings, m)
 		a.size += arenaBlockBytes
+		a.huge += hugeBytes(b)
 	}
 	return a, nil
 }
 
 // free gives the blocks back. Nothing may read them afterwards.
 func (a *arena) free() {
-	for _, b := range a.blocks {
-		_ = unmapBlock(b)
+	for _, m := range a.mappings {
+		_ = unmapBlock(m)
 	}
-	a.blocks, a.cur, a.off = nil, 0, 0
+	a.blocks, a.mappings, a.cur, a.off = nil, nil, 0, 0
 }
 
 // take returns n bytes of the arena, or nil when no block has room
@@ -67,6 +71,10 @@ func (a *arena) take(n int) []byte {
 type ArenaStats struct {
 	// Bytes is the arena's size; Used the bytes of bodies stored in it.
 	Bytes, Used int64
+	// HugePageBytes is how much of the arena the kernel backed with
+	// transparent huge pages when it was made (Linux; 0 elsewhere, or
+	// where the kernel has them off).
+	HugePageBytes int64
 	// OverflowBytes and OverflowObjects: bodies that found no room and
 	// were copied to fresh heap memory instead (whose page faults the
 	// arena exists to keep out of a measurement).
@@ -81,7 +89,7 @@ func (s *Store) ArenaStats() ArenaStats {
 	if a == nil {
 		return ArenaStats{}
 	}
-	return ArenaStats{Bytes: a.size, Used: a.used, OverflowBytes: a.overflow, OverflowObjects: a.spilled}
+	return ArenaStats{Bytes: a.size, Used: a.used, HugePageBytes: a.huge, OverflowBytes: a.overflow, OverflowObjects: a.spilled}
 }
 
 // copyIn is the stored copy of body: in the arena when the store has

@@ -65,8 +65,10 @@ func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 // (ArenaStats).
 //
 // The arena is mapped outside the Go heap (on Linux), so that it does not
-// raise the garbage collector's heap goal of the process under test. If
-// it cannot be had, every body overflows (ArenaStats.Bytes is then 0).
+// raise the garbage collector's heap goal of the process under test, and
+// in transparent huge pages where the kernel grants them, so that its
+// page tables stay small (ArenaStats.HugePageBytes says how much). If it
+// cannot be had, every body overflows (ArenaStats.Bytes is then 0).
 // Close gives it back.
 func WithArena(bytes int64) Option { return func(s *Store) { s.arenaWant = bytes } }
 

@@ -151,7 +151,7 @@ func runPhase(ctx context.Context, cfg Config, index int, ph Phase, dir string, 
 	if m, ok := lc.BackendStore().(*mem.Store); ok {
 		defer func() {
 			st := m.ArenaStats()
-			memory = &StoreMemory{Phase: index, ArenaBytes: st.Bytes, UsedBytes: st.Used, OverflowBytes: st.OverflowBytes, OverflowObjects: st.OverflowObjects}
+			memory = &StoreMemory{Phase: index, ArenaBytes: st.Bytes, UsedBytes: st.Used, HugePageBytes: st.HugePageBytes, OverflowBytes: st.OverflowBytes, OverflowObjects: st.OverflowObjects}
 			m.Close() // after the cluster: gives the arena back
 		}()
 	}
