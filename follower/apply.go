@@ -25,6 +25,11 @@ const (
 	maxRunParts = 256
 )
 
+// adjacent reports whether b's bytes follow a's in the same GET body.
+func adjacent(a, b *slot) bool {
+	return a != nil && a.body != nil && a.body == b.body && a.at+len(a.raw) == b.at
+}
+
 // appendReady appends next, the ready slice that continues p's log, and
 // with it the ready slices that continue it in turn (appendRun), then
 // drops their bytes (releasing their bodies).
@@ -80,12 +85,24 @@ func (f *Follower) runAfter(p *part, next *slot) []*slot {
 // If the log refuses it, nothing was appended (the log's all-or-nothing
 // rule), and the slices go one at a time (appendSlice), so that a refusal
 // is reported, counted and retried for the slice it belongs to.
+//
+// Slices that lie back to back in one GET body (a partition's slices the
+// combiner packed next to each other, read with one GET) go to the log as
+// one part: the write then has fewer buffers to gather, and each costs
+// the kernel a separate copy from user memory.
 func (f *Follower) appendRun(p *part, run []*slot, now time.Time) error {
 	parts := p.partsBuf[:0]
 	size := 0
+	var prev *slot
 	for _, s := range run {
-		parts = append(parts, s.raw)
 		size += len(s.raw)
+		if n := len(parts); n > 0 && adjacent(prev, s) {
+			start := s.at - len(parts[n-1])
+			parts[n-1] = s.body.Bytes()[start : s.at+len(s.raw)]
+		} else {
+			parts = append(parts, s.raw)
+		}
+		prev = s
 	}
 	info, err := p.log.(RunAppender).AppendVerifiedRunAsFollower(parts)
 	clear(parts)

@@ -18,17 +18,18 @@ import "github.com/kwal/kwal/objstore"
 // slot dropped without drop (a removed partition, Close) leaves its body to
 // the garbage collector: a lost buffer, never a buffer handed out twice.
 
-// hold makes raw, verified from body (nil when raw is a buffer of its own),
-// the slot's bytes, taking over the reference held for it.
-func (s *slot) hold(raw []byte, body *objstore.Body, batchesOK bool) {
+// hold makes raw, verified from body at offset at (body nil when raw is
+// a buffer of its own), the slot's bytes, taking over the reference held
+// for it.
+func (s *slot) hold(raw []byte, body *objstore.Body, at int, batchesOK bool) {
 	s.drop()
-	s.raw, s.body, s.batchesOK = raw, body, batchesOK
+	s.raw, s.body, s.at, s.batchesOK = raw, body, at, batchesOK
 }
 
 // drop forgets the slot's bytes and releases their body.
 func (s *slot) drop() {
 	release(s.body)
-	s.raw, s.body, s.batchesOK = nil, nil, false
+	s.raw, s.body, s.at, s.batchesOK = nil, nil, 0, false
 }
 
 // release drops a reference to b, if any.

@@ -179,23 +179,7 @@ func TestLentBodiesReusedAcrossReads(t *testing.T) {
 // It runs one read whose body is poisoned on release and checks the log
 // holds the leader's bytes, not poison.
 func TestBodyReleasedAfterAppendNotBefore(t *testing.T) {
-	r := newRig(t)
-	defer r.stop()
-	rng := rand.New(rand.NewPCG(43, 44))
-	fillLeader(t, r.addLeader(tp0, 0), rng, 20, 0)
-	ps := &poisonStore{Store: r.put}
-	r.read = ps
-	r.cfg = func(c *Config) { c.HedgeDelay = -1 }
-	for _, o := range r.uploadAll(rng, metadata.CodecNone) {
-		r.ix.publish(o.key, o.entries...)
-	}
-	r.start()
-	r.waitCaughtUp(true)
-	r.stop()
-	r.checkAll()
-	if lent, _, released, _ := ps.counts(); lent == 0 || released != lent {
-		t.Fatalf("lent %d, released %d", lent, released)
-	}
+	r := rebuildFromPoison(t, 43, 20)
 	_, data := logBytes(t, r.logs[tp0])
 	for i, seg := range data {
 		if n := countPoison(seg); n > len(seg)/4 {
@@ -212,4 +196,45 @@ func countPoison(b []byte) int {
 		}
 	}
 	return n
+}
+
+// TestAdjacentSlicesAppendedAsOneBuffer: slices of one partition that lie
+// back to back in an object, read with one GET, reach the log as one
+// buffer of their run (one iovec of the pwritev, not one per slice), and
+// the log holds the leader's bytes. The bodies come from poisonStore, so
+// a merged buffer read after its body went back would append poison;
+// every buffer is checked against the leader's bytes across leader
+// segments (recLog).
+func TestAdjacentSlicesAppendedAsOneBuffer(t *testing.T) {
+	r := rebuildFromPoison(t, 45, 400) // tp0 alone: every object's slices are adjacent
+	rl, m := r.recs[tp0], r.f.Metrics()
+	t.Logf("%d slices applied in %d buffers, %d runs, %d GETs", m.SlicesApplied, rl.buffers.Load(), rl.runs.Load(), m.GETs)
+	if rl.runs.Load() == 0 || rl.buffers.Load() >= m.SlicesApplied {
+		t.Fatalf("%d slices went to the log in %d buffers (%d runs): adjacent slices were not merged", m.SlicesApplied, rl.buffers.Load(), rl.runs.Load())
+	}
+}
+
+// rebuildFromPoison rebuilds tp0, n random batches of its leader's log
+// (seeded), from poisonStore without hedges, checks every append and
+// every byte against the leader's and that every lent body went back,
+// and returns the stopped rig.
+func rebuildFromPoison(t *testing.T, seed uint64, n int) *rig {
+	r := newRig(t)
+	t.Cleanup(r.stop)
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	fillLeader(t, r.addLeader(tp0, 0), rng, n, 0)
+	ps := &poisonStore{Store: r.put}
+	r.read = ps
+	r.cfg = func(c *Config) { c.HedgeDelay = -1 }
+	for _, o := range r.uploadAll(rng, metadata.CodecNone) {
+		r.ix.publish(o.key, o.entries...)
+	}
+	r.start()
+	r.waitCaughtUp(true)
+	r.stop()
+	r.checkAll()
+	if lent, _, released, _ := ps.counts(); lent == 0 || released != lent {
+		t.Fatalf("lent %d, released %d", lent, released)
+	}
+	return r
 }

@@ -53,6 +53,7 @@ type slot struct {
 	state slotState
 	raw   []byte         // the verified log bytes, when ready
 	body  *objstore.Body // the GET body raw points into, if any (buffers.go)
+	at    int            // where raw starts in body's bytes, when body is set
 	// batchesOK: raw's batches' CRCs and headers were validated with its
 	// CRC32C (one pass, kafkalog.ValidateBatchesCRC32C), so the append need
 	// not again.

@@ -760,7 +760,7 @@ func (f *Follower) readDone(res readResult) {
 			f.storageAnswers(p, now)
 		default:
 			sl.state = ready
-			sl.hold(res.raws[i], res.bodyOf(i), i < len(res.batchesOK) && res.batchesOK[i])
+			sl.hold(res.raws[i], res.bodyOf(i), int(s.Entry.Position-res.read.Off), i < len(res.batchesOK) && res.batchesOK[i])
 			f.storageAnswers(p, now)
 			if !slices.Contains(touched, p) {
 				touched = append(touched, p)

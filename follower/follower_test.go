@@ -560,15 +560,15 @@ func TestEachBatchValidatedOnce(t *testing.T) {
 		for _, rl := range r.recs {
 			verified += rl.verified.Load()
 		}
-		applied := r.f.Metrics().SlicesApplied
+		applied := r.f.Metrics().BytesApplied
 		r.stop()
 		switch {
 		case applied == 0:
 			t.Fatalf("codec %v: nothing applied", codec)
 		case codec == metadata.CodecNone && verified != applied:
-			t.Errorf("codec none: %d of %d slices appended as verified", verified, applied)
+			t.Errorf("codec none: %d of %d bytes appended as verified", verified, applied)
 		case codec == metadata.CodecZstd && verified != 0:
-			t.Errorf("codec zstd: %d slices appended as verified; their batches were not validated", verified)
+			t.Errorf("codec zstd: %d bytes appended as verified; their batches were not validated", verified)
 		}
 	}
 }

@@ -207,27 +207,33 @@ type recLog struct {
 	t      testing.TB
 	check  func(first int64, data []byte) error
 	errors atomic.Int64
-	// verified counts appends of batches the follower validated with
-	// their slice's CRC32C.
+	// verified counts the bytes appended whose batches the follower
+	// validated with their slice's CRC32C.
 	verified atomic.Int64
 	runs     atomic.Int64 // appends of runs of several slices
+	buffers  atomic.Int64 // buffers handed to the log: one per append, each part of a run
 }
 
 func (r *recLog) AppendAsFollower(b []byte) (kafkalog.AppendInfo, error) {
+	r.buffers.Add(1)
 	return r.append(b, r.Log.AppendAsFollower)
 }
 
 func (r *recLog) AppendVerifiedAsFollower(b []byte) (kafkalog.AppendInfo, error) {
-	r.verified.Add(1)
-	return r.append(b, r.Log.AppendVerifiedAsFollower)
+	r.buffers.Add(1)
+	info, err := r.append(b, r.Log.AppendVerifiedAsFollower)
+	if err == nil {
+		r.verified.Add(int64(len(b)))
+	}
+	return info, err
 }
 
 // AppendVerifiedRunAsFollower checks each part of the run against the
 // leader's bytes at its own offsets (a run may span leader segments) and
-// counts each part as a verified slice.
+// counts its bytes as verified.
 func (r *recLog) AppendVerifiedRunAsFollower(parts [][]byte) (kafkalog.AppendInfo, error) {
-	r.verified.Add(int64(len(parts)))
 	r.runs.Add(1)
+	r.buffers.Add(int64(len(parts)))
 	if r.check != nil {
 		next := r.Log.LogEndOffset()
 		for _, part := range parts {
@@ -254,6 +260,8 @@ func (r *recLog) AppendVerifiedRunAsFollower(parts [][]byte) (kafkalog.AppendInf
 	info, err := r.Log.(RunAppender).AppendVerifiedRunAsFollower(parts)
 	if err != nil {
 		r.errors.Add(1)
+	} else {
+		r.verified.Add(int64(info.Bytes))
 	}
 	return info, err
 }
@@ -430,12 +438,25 @@ func checkEqual(t testing.TB, leader, follower *kafkalog.Log) {
 // leader's bytes at the same offsets.
 func leaderCheck(leader *kafkalog.Log) func(int64, []byte) error {
 	return func(first int64, data []byte) error {
-		want, err := leader.Read(first, len(data))
-		if err != nil {
-			return err
-		}
-		if len(want) < len(data) || !bytes.Equal(want[:len(data)], data) {
-			return fmt.Errorf("appended %d bytes that are not the leader's", len(data))
+		// A read stops at the end of a leader segment; data (a run's part:
+		// slices back to back in one object) may go on into the next.
+		for at, off := 0, first; at < len(data); {
+			want, err := leader.Read(off, len(data)-at)
+			if err != nil {
+				return err
+			}
+			n := min(len(want), len(data)-at)
+			if n == 0 || !bytes.Equal(want[:n], data[at:at+n]) {
+				return fmt.Errorf("appended %d bytes that are not the leader's (from offset %d, %d bytes in)", len(data), first, at)
+			}
+			for pos := 0; pos < n; {
+				h, err := kafkalog.ParseBatchHeader(want[pos:])
+				if err != nil || pos+h.Size() > n {
+					break
+				}
+				off, pos = h.NextOffset(), pos+h.Size()
+			}
+			at += n
 		}
 		return nil
 	}
