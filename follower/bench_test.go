@@ -67,7 +67,7 @@ func systemCPU() time.Duration {
 // written to the same kind of destination the rebuild writes to,
 // single-threaded.
 //
-// The floor (anchor) is honest in three ways. Same bytes: the log's 16
+// The floor (anchor) is honest in four ways. Same bytes: the log's 16
 // MiB. Same CRC work: one CRC32C pass over them (the rebuild checks each
 // slice's CRC32C and every batch CRC in one pass too). Same destination:
 // with fs=os a new file in a new directory on the same file system,
@@ -75,15 +75,27 @@ func systemCPU() time.Duration {
 // fsync, as the rebuild); with fs=mem, memory: a copy into a reused heap
 // buffer (kafkalog.MemFS is a test double that keeps every write twice
 // and grows by doubling; a floor paying that would hide the follower's
-// own cost, so the fs=mem ratio charges the double to the rebuild). The
-// mem store lends GET bodies without a copy
+// own cost, so the fs=mem ratio charges the double to the rebuild). Same
+// cache state of the source: the rebuild's GET bodies were last touched
+// a whole iteration earlier, with some 100 MiB read and written since,
+// so they come from memory, not from a CPU cache; each cold floor run
+// reads one of floorCopies copies of the bytes in turn, last touched
+// floorCopies-1 floor runs earlier, so it does too. A floor run that
+// reads the bytes its previous run just read finds most of them cached,
+// which no rebuild can, and costs up to a third less here: the hot-*
+// figures keep that floor for comparison, run right after a cold one on
+// the same copy. The rest of each side's state (the page cache, the
+// kernel's and the runtime's structures) is as the previous iteration
+// left it; sweeping the caches before both sides instead costs the
+// rebuild, with its many more structures, half again. The mem store lends GET
+// bodies without a copy
 // (objstore.BodyGetter), as I/O replaced by memory should: a real store
 // copies each body once from the socket into a pooled buffer, which is
 // I/O this benchmark leaves out. The heap-* figures keep the earlier
 // anchor for fs=os too, a copy into a reused heap buffer plus the
-// CRC32C: it costs less than any write into new page-cache pages, so no
-// rebuild into a file can reach half of it once the kernel's part of the
-// write is more than the whole heap copy.
+// CRC32C (cold as well): it costs less than any write into new
+// page-cache pages, so no rebuild into a file can reach half of it once
+// the kernel's part of the write is more than the whole heap copy.
 //
 // Both sides start with their destination made: the rebuild's log is
 // opened, the floor's file created, before the clocks start.
@@ -100,8 +112,10 @@ func systemCPU() time.Duration {
 //     (CLOCK_THREAD_CPUTIME_ID, user and system), so garbage the rebuild
 //     left behind is not charged to it; each iteration takes the best of
 //     three floor runs, which can only make the ratio smaller;
-//   - ratio/core: the first over the second; heap-anchor-MB/s/core and
-//     heap-ratio/core the same against the heap-copy anchor.
+//   - ratio/core: the first over the second (issue 14's target 4 wants
+//     at least 0.5); hot-anchor-MB/s/core and hot-ratio/core the same
+//     against the floor with its bytes cached, heap-anchor-MB/s/core and
+//     heap-ratio/core against the heap-copy anchor (from memory too).
 //
 // wall-MB/s is MB per second of the rebuild's elapsed time, for scale.
 // GETs/MiB counts GETs per MiB rebuilt; coalesce=off reads every slice
@@ -141,6 +155,15 @@ func BenchmarkRebuild(b *testing.B) {
 	raw := bytes.Join(segs, nil)
 	castagnoli := crc32.MakeTable(crc32.Castagnoli)
 	dst := make([]byte, len(raw))
+	copies := make([][]byte, floorCopies)
+	for i := range copies {
+		copies[i] = bytes.Clone(raw)
+	}
+	turn := 0
+	cold := func() []byte { // the copy read longest ago
+		turn++
+		return copies[turn%len(copies)]
+	}
 	for _, fsName := range []string{"mem", "os"} {
 		for _, coalesce := range []bool{true, false} {
 			name := "fs=" + fsName + "/coalesce=on/record=1KiB"
@@ -217,27 +240,39 @@ func BenchmarkRebuild(b *testing.B) {
 
 				b.ReportAllocs()
 				var gets int64
-				var ours, sys, wall, anchor, heapAnchor time.Duration
+				var ours, sys, wall, anchor, hotAnchor, heapAnchor time.Duration
+				heapFloor := func(src []byte) time.Duration {
+					start := cpuClock(clockThreadCPUTime)
+					copy(dst, src)
+					if crc32.Checksum(dst, castagnoli) == 0 {
+						b.Fatal("zero crc")
+					}
+					return cpuClock(clockThreadCPUTime) - start
+				}
 				for b.Loop() {
 					// The floors, each the best of three, as they are
-					// noisier than the rebuild.
+					// noisier than the rebuild: each from a copy of the
+					// bytes read longest ago, the hot one right after on
+					// the same copy.
 					runtime.LockOSThread()
-					best, bestHeap := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+					best, bestHot, bestHeap := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 					for range 3 {
 						if fsName == "os" {
-							best = min(best, floorToFile(b, raw, castagnoli))
+							src := cold()
+							best = min(best, floorToFile(b, src, castagnoli))
+							bestHot = min(bestHot, floorToFile(b, src, castagnoli))
 						}
-						start := cpuClock(clockThreadCPUTime)
-						copy(dst, raw)
-						if crc32.Checksum(dst, castagnoli) == 0 {
-							b.Fatal("zero crc")
+						src := cold()
+						bestHeap = min(bestHeap, heapFloor(src))
+						if fsName != "os" {
+							bestHot = min(bestHot, heapFloor(src))
 						}
-						bestHeap = min(bestHeap, cpuClock(clockThreadCPUTime)-start)
 					}
 					if fsName != "os" {
 						best = bestHeap
 					}
 					anchor += best
+					hotAnchor += bestHot
 					heapAnchor += bestHeap
 					runtime.UnlockOSThread()
 
@@ -257,6 +292,8 @@ func BenchmarkRebuild(b *testing.B) {
 				b.ReportMetric(sys.Seconds()*1e3/n, "sys-ms/op")
 				b.ReportMetric(mbs(anchor), "anchor-MB/s/core")
 				b.ReportMetric(mbs(ours)/mbs(anchor), "ratio/core")
+				b.ReportMetric(mbs(hotAnchor), "hot-anchor-MB/s/core")
+				b.ReportMetric(mbs(ours)/mbs(hotAnchor), "hot-ratio/core")
 				b.ReportMetric(mbs(heapAnchor), "heap-anchor-MB/s/core")
 				b.ReportMetric(mbs(ours)/mbs(heapAnchor), "heap-ratio/core")
 				b.ReportMetric(float64(gets)/n/mib, "GETs/MiB")
@@ -264,6 +301,12 @@ func BenchmarkRebuild(b *testing.B) {
 		}
 	}
 }
+
+// floorCopies is how many copies of the log's bytes the cold floor reads
+// in turn: enough that the copy a run reads was last read floorCopies-1
+// runs (over 64 MiB read and as much written) earlier, more than an
+// EPYC's 32 MiB of L3 per CCD holds.
+const floorCopies = 5
 
 // anchorWriteBytes is the write size of the floor's file writes: one at
 // which larger writes save little. Measured here (16 MiB into a new file,
