@@ -119,6 +119,7 @@ func (f *Follower) appendRun(p *part, run []*slot, now time.Time) error {
 		return nil
 	}
 	f.appendsWork(p, now)
+	f.c.appends.Add(1)
 	f.c.slicesApplied.Add(int64(len(run)))
 	f.c.bytesApplied.Add(int64(size))
 	f.advanced(p, info, info.LastMaxTimestamp, now)

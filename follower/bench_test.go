@@ -119,7 +119,8 @@ func systemCPU() time.Duration {
 //
 // wall-MB/s is MB per second of the rebuild's elapsed time, for scale.
 // GETs/MiB counts GETs per MiB rebuilt; coalesce=off reads every slice
-// with its own GET. Three rebuilds run unmeasured first, one of them
+// with its own GET. appends/MiB counts the log's appends (each one write
+// per segment) per MiB. Three rebuilds run unmeasured first, one of them
 // checking the bytes, so the heap has grown to its working size. ns/op and
 // B/op include the anchor and the cleanup of each rebuilt log.
 //
@@ -174,7 +175,7 @@ func BenchmarkRebuild(b *testing.B) {
 				// rebuild rebuilds the log into a new directory and returns
 				// it open, with the process CPU time (all, and system) and
 				// the wall time the rebuild took.
-				rebuild := func() (fl *kafkalog.Log, dir string, gets int64, cpu, sys, elapsed time.Duration) {
+				rebuild := func() (fl *kafkalog.Log, dir string, m Metrics, cpu, sys, elapsed time.Duration) {
 					fs := kafkalog.FS(kafkalog.NewMemFS())
 					dir = "/f"
 					if fsName == "os" {
@@ -212,7 +213,7 @@ func BenchmarkRebuild(b *testing.B) {
 					if fl.LogEndOffset() != target {
 						b.Fatal("not rebuilt")
 					}
-					return fl, dir, f.Metrics().GETs, cpu, sys, elapsed
+					return fl, dir, f.Metrics(), cpu, sys, elapsed
 				}
 				done := func(fl *kafkalog.Log, dir string) {
 					if err := fl.Close(); err != nil {
@@ -239,7 +240,7 @@ func BenchmarkRebuild(b *testing.B) {
 				}
 
 				b.ReportAllocs()
-				var gets int64
+				var gets, appends int64
 				var ours, sys, wall, anchor, hotAnchor, heapAnchor time.Duration
 				heapFloor := func(src []byte) time.Duration {
 					start := cpuClock(clockThreadCPUTime)
@@ -280,7 +281,8 @@ func BenchmarkRebuild(b *testing.B) {
 					ours += cpu
 					sys += s
 					wall += elapsed
-					gets += g
+					gets += g.GETs
+					appends += g.Appends
 					done(fl, dir)
 				}
 				n := float64(b.N)
@@ -297,6 +299,7 @@ func BenchmarkRebuild(b *testing.B) {
 				b.ReportMetric(mbs(heapAnchor), "heap-anchor-MB/s/core")
 				b.ReportMetric(mbs(ours)/mbs(heapAnchor), "heap-ratio/core")
 				b.ReportMetric(float64(gets)/n/mib, "GETs/MiB")
+				b.ReportMetric(float64(appends)/n/mib, "appends/MiB")
 			})
 		}
 	}

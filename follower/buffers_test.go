@@ -236,5 +236,8 @@ func rebuildFromPoison(t *testing.T, seed uint64, n int) *rig {
 	if lent, _, released, _ := ps.counts(); lent == 0 || released != lent {
 		t.Fatalf("lent %d, released %d", lent, released)
 	}
+	if m, n := r.f.Metrics().Appends, r.recs[tp0].appended.Load(); m != n || n == 0 {
+		t.Fatalf("Metrics().Appends is %d, the log took %d appends", m, n)
+	}
 	return r
 }

@@ -67,13 +67,14 @@ type Metrics struct {
 	LeaderErrors  int64
 	Truncations   int64
 	RateLimited   int64 // times a read waited for the catch-up rate limit
+	Appends       int64 // appends to the logs from object storage (a run of slices is one)
 }
 
 type counters struct {
 	reads, gets, hedges, hedgeWins, readErrors, corrupt, bytesRead   atomic.Int64
 	slicesApplied, bytesApplied, duplicates, fenced                  atomic.Int64
 	fallbacks, leaderFetches, leaderBytes, leaderErrors, truncations atomic.Int64
-	rateLimited                                                      atomic.Int64
+	rateLimited, appends                                             atomic.Int64
 }
 
 // Follower rebuilds the logs of the partitions it follows. See doc.go.
@@ -319,7 +320,7 @@ func (f *Follower) Metrics() Metrics {
 		SlicesApplied: c.slicesApplied.Load(), BytesApplied: c.bytesApplied.Load(), Duplicates: c.duplicates.Load(),
 		Fenced: c.fenced.Load(), Fallbacks: c.fallbacks.Load(), LeaderFetches: c.leaderFetches.Load(),
 		LeaderBytes: c.leaderBytes.Load(), LeaderErrors: c.leaderErrors.Load(), Truncations: c.truncations.Load(),
-		RateLimited: c.rateLimited.Load(),
+		RateLimited: c.rateLimited.Load(), Appends: c.appends.Load(),
 	}
 }
 
@@ -1069,6 +1070,7 @@ func (f *Follower) appendSlice(p *part, key string, entry metadata.SliceEntry, r
 		return err
 	}
 	f.appendsWork(p, now)
+	f.c.appends.Add(1)
 	f.c.slicesApplied.Add(1)
 	f.c.bytesApplied.Add(int64(len(data)))
 	f.advanced(p, info, info.LastMaxTimestamp, now)

@@ -212,6 +212,7 @@ type recLog struct {
 	verified atomic.Int64
 	runs     atomic.Int64 // appends of runs of several slices
 	buffers  atomic.Int64 // buffers handed to the log: one per append, each part of a run
+	appended atomic.Int64 // appends the log took
 }
 
 func (r *recLog) AppendAsFollower(b []byte) (kafkalog.AppendInfo, error) {
@@ -262,6 +263,7 @@ func (r *recLog) AppendVerifiedRunAsFollower(parts [][]byte) (kafkalog.AppendInf
 		r.errors.Add(1)
 	} else {
 		r.verified.Add(int64(info.Bytes))
+		r.appended.Add(1)
 	}
 	return info, err
 }
@@ -276,6 +278,8 @@ func (r *recLog) append(b []byte, appendFn func([]byte) (kafkalog.AppendInfo, er
 	info, err := appendFn(b)
 	if err != nil {
 		r.errors.Add(1)
+	} else {
+		r.appended.Add(1)
 	}
 	return info, err
 }

@@ -58,6 +58,7 @@ func (r *RemoteWALReplicator) Collect(ch chan<- prometheus.Metric) {
 		"corrupt_slices": fm.CorruptSlices, "bytes_read": fm.BytesRead, "slices_applied": fm.SlicesApplied,
 		"bytes_applied": fm.BytesApplied, "duplicates": fm.Duplicates, "fenced": fm.Fenced, "fallbacks": fm.Fallbacks,
 		"leader_fetches": fm.LeaderFetches, "leader_bytes": fm.LeaderBytes, "truncations": fm.Truncations,
+		"appends": fm.Appends,
 	} {
 		counter(descFollower, float64(v), what)
 	}
