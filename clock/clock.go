@@ -148,6 +148,23 @@ func (m *Manual) Pending() int {
 	return n
 }
 
+// Next reports the earliest deadline of the armed timers, if any; tests
+// use it to wait until a goroutine under test waits on the clock for a
+// given instant (one timer may stand for several deadlines, as a
+// driver's does).
+func (m *Manual) Next() (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var next time.Time
+	ok := false
+	for _, t := range m.mu.timers {
+		if t.armed && (!ok || t.deadline.Before(next)) {
+			next, ok = t.deadline, true
+		}
+	}
+	return next, ok
+}
+
 // fire sends on the channel of every timer now due, in deadline order.
 // The sends (non-blocking: each channel holds one value) happen under the
 // lock, as Go's own timers do since Go 1.23: a Stop or Reset that returns

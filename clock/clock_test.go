@@ -164,3 +164,33 @@ func TestManualResetAtIsAbsolute(t *testing.T) {
 		t.Fatalf("%d pending", m.Pending())
 	}
 }
+
+// TestManualNext: Next is the earliest deadline of the armed timers only,
+// and follows Stop, Reset and firing.
+func TestManualNext(t *testing.T) {
+	start := time.Unix(0, 0)
+	m := NewManual(start)
+	if _, ok := m.Next(); ok {
+		t.Fatal("Next with no timer")
+	}
+	a, b := m.NewTimer(30*time.Millisecond), m.NewTimer(10*time.Millisecond)
+	want := func(d time.Duration) {
+		t.Helper()
+		if next, ok := m.Next(); !ok || !next.Equal(start.Add(d)) {
+			t.Fatalf("Next %v (%v), want %v", next.Sub(start), ok, d)
+		}
+	}
+	want(10 * time.Millisecond)
+	b.Stop()
+	want(30 * time.Millisecond)
+	b.Reset(40 * time.Millisecond)
+	want(30 * time.Millisecond)
+	m.Advance(30 * time.Millisecond)
+	<-a.C()
+	want(40 * time.Millisecond)
+	m.Advance(10 * time.Millisecond)
+	<-b.C()
+	if _, ok := m.Next(); ok {
+		t.Fatal("Next after every timer fired")
+	}
+}

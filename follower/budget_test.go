@@ -13,7 +13,7 @@ import (
 // TestReadBudgetSpentWithAHedge is TestFallbackBudgetIsTimeNotAttempts
 // with hedged reads: object storage hangs, so every read sends its hedge
 // after HedgeDelay and then waits on both GETs. The driver watches the
-// reads' budgets (watchBudgets): once FallbackAfter has passed on the
+// reads' budgets (watchFlights): once FallbackAfter has passed on the
 // clock since the reads started, it cancels them, both GETs of each answer
 // with errReadBudget, and the follower takes the log from the leader at
 // that instant, not before.
@@ -34,11 +34,12 @@ func TestReadBudgetSpentWithAHedge(t *testing.T) {
 		c.Jitter = func() float64 { return 0 }
 	}
 	r.start()
-	// A hedge timer armed (besides the driver's) before the clock moves,
+	// The driver waiting for a read's hedge time before the clock moves,
 	// so that a hedge is due at the first step, well before the budget.
-	waitFor(t, "a GET in the dead store and its hedge timer", nil, 0, func() bool {
-		return store.calls.Load() > 0 && r.clk.Pending() >= 2
-	}, func() string { return fmt.Sprint(r.clk.Pending()) })
+	waitFor(t, "a GET in the dead store and the driver's timer at its hedge time", nil, 0, func() bool {
+		next, ok := r.clk.Next()
+		return store.calls.Load() > 0 && ok && !next.After(t0.Add(hedge))
+	}, func() string { next, _ := r.clk.Next(); return fmt.Sprint(next.Sub(t0)) })
 	for r.clk.Now().Sub(t0) < budget-100*time.Millisecond {
 		r.clk.Advance(100 * time.Millisecond)
 		if n := r.leader.fetches.Load(); n != 0 {

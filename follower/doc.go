@@ -97,11 +97,12 @@
 // again; slice CRC checks and
 // decompression run there too, in parallel (an uncompressed slice's
 // batches are checked as Kafka's follower checks a replicated batch, CRC
-// and header: kafkalog.ValidateBatchesCRC32C). A read with a hedge
-// watches its hedge timer; one without sends its GETs itself, with no
-// hand-off to another worker. The driver watches every read's budget
-// with its own timer and cancels a read whose budget is spent (no timer
-// per read). Only the driver touches a
+// and header: kafkalog.ValidateBatchesCRC32C). A read sends its first
+// GET itself, with no hand-off to another worker, and a re-read after a
+// bad answer too. The driver watches every read's hedge time and budget
+// with its own timer (no timer per read): it sends the hedge of a read
+// whose first GET has not answered, on a worker, and cancels a read
+// whose budget is spent. Only the driver touches a
 // partition's Log. Close stops everything and waits. Status and Metrics are
 // safe to call from any goroutine.
 package follower

@@ -102,7 +102,7 @@ type Follower struct {
 	parts         map[metadata.TopicPartition]*part
 	order         []*part // parts sorted by topic and partition, for PlanChains' order
 	readsInFlight int
-	flights       []*flight // the reads in flight, for their budgets (watchBudgets)
+	flights       []*flight // the reads in flight, for their budgets and hedges (watchFlights)
 	bucket        bucket
 	// indexChanged was taken before the partitions' slots were last read
 	// from the index: until it is closed they are up to date.
@@ -390,7 +390,7 @@ func (f *Follower) step(now time.Time) time.Time {
 		}
 	}
 	f.watchIndex()
-	f.watchBudgets(now, wake)
+	f.watchFlights(now, wake)
 	// Only the first free reads of the plan are started: only the slices of
 	// the objects they can come from are planned (see firstObjects).
 	free := f.cfg.MaxInFlight - f.readsInFlight
@@ -512,7 +512,7 @@ func (f *Follower) step(now time.Time) time.Time {
 				}
 				break
 			}
-			f.startRead(r, now)
+			wake(f.startRead(r, now))
 		}
 	}
 	return wakeAt
@@ -663,26 +663,40 @@ func (f *Follower) publish(p *part, now time.Time) {
 
 // flight is a read in flight, with its budget: one in time for the whole
 // read, hedge and store-client retries included, so that a store that
-// does not answer fails the read in time (Config.FallbackAfter). The
-// driver watches every read's budget with its own timer (watchBudgets):
-// no timer, nor goroutine, per read.
+// does not answer fails the read in time (Config.FallbackAfter); and its
+// hedge time, when the read's second GET goes out if the first has not
+// answered (Config.HedgeDelay). The driver watches both with its own
+// timer (watchFlights): no timer, nor goroutine, per read.
 type flight struct {
+	read     *hedgedRead
 	deadline time.Time
+	hedgeAt  time.Time               // zero: no hedge, or sent
 	cancel   context.CancelCauseFunc // cancels the read's context
 	spent    bool                    // cancelled with errReadBudget
 }
 
-// watchBudgets cancels, with errReadBudget, the reads whose budget is
-// spent at now, and wakes the driver when the next one will be.
-func (f *Follower) watchBudgets(now time.Time, wake func(time.Time)) {
+// watchFlights cancels, with errReadBudget, the reads whose budget is
+// spent at now, sends the hedges due, and wakes the driver when the next
+// of either is.
+func (f *Follower) watchFlights(now time.Time, wake func(time.Time)) {
 	for _, fl := range f.flights {
 		switch {
 		case fl.spent:
+			continue
 		case !now.Before(fl.deadline):
 			fl.spent = true
 			fl.cancel(errReadBudget) // the GETs in flight answer with it
+			continue
 		default:
 			wake(fl.deadline)
+		}
+		switch {
+		case fl.hedgeAt.IsZero():
+		case !now.Before(fl.hedgeAt):
+			fl.hedgeAt = time.Time{}
+			f.sendHedge(fl.read)
+		default:
+			wake(fl.hedgeAt)
 		}
 	}
 }
@@ -695,8 +709,9 @@ func (f *Follower) landed(fl *flight) {
 	fl.cancel(nil)
 }
 
-// startRead issues one planned read on its own goroutine.
-func (f *Follower) startRead(r Read, now time.Time) {
+// startRead issues one planned read on a worker and returns when the
+// driver must wake to send its hedge (zero without hedges).
+func (f *Follower) startRead(r Read, now time.Time) time.Time {
 	f.readsInFlight++
 	f.c.reads.Add(1)
 	var p *part
@@ -707,16 +722,26 @@ func (f *Follower) startRead(r Read, now time.Time) {
 			}
 		}
 	}
-	ctx, cancel := context.WithCancelCause(f.ctx)
-	fl := &flight{deadline: now.Add(f.cfg.FallbackAfter), cancel: cancel}
+	ctx := f.ctx
+	if len(r.Slices) > 0 {
+		tp := r.Slices[0].Entry.TopicPartition
+		ctx = objstore.WithTags(ctx, objstore.Tags{Component: "follower", Topic: tp.Topic, Partition: tp.Partition, Rack: f.cfg.Rack})
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	h := f.newHedgedRead(ctx, cancel, r)
+	fl := &flight{read: h, deadline: now.Add(f.cfg.FallbackAfter), cancel: cancel}
+	if f.cfg.HedgeDelay >= 0 {
+		fl.hedgeAt = now.Add(f.cfg.HedgeDelay)
+	}
 	f.flights = append(f.flights, fl)
 	f.spawn(func() func() {
-		res := f.read(ctx, r)
+		res := f.read(h)
 		return func() {
 			f.landed(fl)
 			f.readDone(res)
 		}
 	})
+	return fl.hedgeAt
 }
 
 // partOf is the followed partition tp, or nil; last, the partition of

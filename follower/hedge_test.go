@@ -1,9 +1,11 @@
 package follower
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,10 +47,14 @@ func TestHedgedRead(t *testing.T) {
 		r.ix.publish(o.key, o.entries...)
 	}
 	r.start()
-	// The driver's poll timer and the hedge timer, and the first GET
-	// stalled in the store (else the hedge could reach the store first and
-	// be the GET that stalls).
-	waitFor(t, "the hedge timer", nil, 0, func() bool { return r.clk.Pending() >= 2 && slow.calls.Load() == 1 }, func() string { return "" })
+	// The driver waiting for the read's hedge time (its one timer stands
+	// for every read's hedge and budget), and the first GET stalled in the
+	// store (else the hedge could reach the store first and be the GET
+	// that stalls).
+	waitFor(t, "the driver's timer at the hedge time", nil, 0, func() bool {
+		next, ok := r.clk.Next()
+		return ok && next.Equal(t0.Add(DefaultHedgeDelay)) && slow.calls.Load() == 1
+	}, func() string { next, _ := r.clk.Next(); return fmt.Sprint(next.Sub(t0), slow.calls.Load()) })
 	if m := r.f.Metrics(); m.GETs != 1 {
 		t.Fatalf("hedged before the delay: %+v", m)
 	}
@@ -226,4 +232,120 @@ func propertySchedule(t *testing.T, seed uint64) {
 	}
 	r.waitCaughtUp(true)
 	r.checkAll()
+}
+
+// scriptStore answers its n-th GET (from 1) as script[n-1] says, and
+// the GETs past the script with the stored bytes. An action is the
+// answer, "ok" (the stored bytes) or "corrupt" (them with one byte
+// flipped), after a wait: none, "held-" (until release is closed) or
+// "late-" (until late is closed); "stall" answers nothing until the GET's
+// context is cancelled, and a held or late GET answers nothing if its
+// context is cancelled first.
+type scriptStore struct {
+	objstore.Store
+	script        []string
+	release, late chan struct{}
+	calls         atomic.Int64
+	cancelled     atomic.Int64 // GETs that ended with their context cancelled
+}
+
+func (s *scriptStore) GetRange(ctx context.Context, key string, off, length int64) ([]byte, error) {
+	n := int(s.calls.Add(1))
+	act := "ok"
+	if n <= len(s.script) {
+		act = s.script[n-1]
+	}
+	var wait <-chan struct{}
+	switch {
+	case act == "stall":
+		wait = make(chan struct{}) // never
+	case strings.HasPrefix(act, "held-"):
+		wait = s.release
+	case strings.HasPrefix(act, "late-"):
+		wait = s.late
+	}
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			s.cancelled.Add(1)
+			return nil, ctx.Err()
+		}
+	}
+	b, err := s.Store.GetRange(ctx, key, off, length)
+	if err == nil && strings.HasSuffix(act, "corrupt") {
+		b = bytes.Clone(b)
+		b[len(b)/2] ^= 0xff
+	}
+	return b, err
+}
+
+// TestHedgeAnswers: one read of one slice, whose GETs answer as each
+// case's script says. With hedge, the clock moves to the hedge time once
+// the first GET is out, then the held GETs are let go, and once the first
+// answer is taken the late ones. Every case ends with the log caught up
+// and equal to the leader's, the GETs, hedges, wins and corrupt slices it
+// counts, and the GETs left out cancelled. The hedge winning over a
+// stalled first GET is TestHedgedRead.
+func TestHedgeAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name                                string
+		script                              []string
+		hedge                               bool
+		retry                               bool // the read fails: the slice is read again after a backoff on the clock
+		gets, hedges, wins, corrupt, cancel int64
+	}{
+		// A bad first answer is read again at once, without waiting for
+		// the hedge time; the re-read counts as the hedge that won.
+		{name: "bad first answer read again at once", script: []string{"corrupt"}, gets: 2, wins: 1, corrupt: 1},
+		// Once a hedge is out, a bad first answer waits for it.
+		{name: "bad first answer waits for the hedge out", script: []string{"held-corrupt", "late-ok"}, hedge: true, gets: 2, hedges: 1, wins: 1, corrupt: 1},
+		// A bad hedge leaves the read to the first GET, not cancelled.
+		{name: "bad hedge waits for the first", script: []string{"late-ok", "held-corrupt"}, hedge: true, gets: 2, hedges: 1, corrupt: 1},
+		// The first GET answering while the hedge is out cancels the hedge.
+		{name: "first answer cancels the hedge", script: []string{"held-ok", "stall"}, hedge: true, gets: 2, hedges: 1, cancel: 1},
+		// Both bad: the slice fails this read (and is read again later).
+		{name: "both bad", script: []string{"held-corrupt", "late-corrupt"}, hedge: true, retry: true, gets: 3, hedges: 1, wins: 0, corrupt: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			defer r.stop()
+			rng := rand.New(rand.NewPCG(91, 92))
+			leader := r.addLeader(tp0, 0)
+			fillLeader(t, leader, rng, 10, 0)
+			st := &scriptStore{Store: r.put, script: tc.script, release: make(chan struct{}), late: make(chan struct{})}
+			r.read = st
+			r.cfg = func(c *Config) { c.Jitter = func() float64 { return 0 } }
+			for _, o := range packObjects(t, r.put, "", cutSlices(t, tp0, leader, 0, leader.LogEndOffset(), rng, 1<<20), rng, 100, metadata.CodecNone) {
+				r.ix.publish(o.key, o.entries...)
+			}
+			r.start()
+			if tc.hedge {
+				waitFor(t, "the first GET out and the driver's timer at the hedge time", nil, 0, func() bool {
+					next, ok := r.clk.Next()
+					return ok && next.Equal(t0.Add(DefaultHedgeDelay)) && st.calls.Load() == 1
+				}, func() string { return fmt.Sprint(st.calls.Load()) })
+				r.clk.Advance(DefaultHedgeDelay)
+				waitFor(t, "the hedge out", nil, 0, func() bool { return st.calls.Load() == 2 }, func() string { return fmt.Sprint(r.f.Metrics()) })
+				if m := r.f.Metrics(); m.Hedges != 1 || m.CorruptSlices != 0 {
+					t.Fatalf("want a hedge out and no answer yet: %+v", m)
+				}
+				close(st.release)
+				waitFor(t, "the first answer taken", nil, 0, func() bool {
+					m := r.f.Metrics()
+					return m.CorruptSlices > 0 || m.SlicesApplied > 0
+				}, func() string { return fmt.Sprint(r.f.Metrics()) })
+				close(st.late)
+			}
+			r.waitCaughtUp(tc.retry)
+			waitFor(t, "the GETs left out cancelled", nil, 0, func() bool { return st.cancelled.Load() == tc.cancel }, func() string { return fmt.Sprint(st.cancelled.Load()) })
+			r.f.Close()
+			m := r.f.Metrics()
+			if m.GETs != tc.gets || m.Hedges != tc.hedges || m.HedgeWins != tc.wins || m.CorruptSlices != tc.corrupt || st.calls.Load() != tc.gets {
+				t.Fatalf("want %d GETs, %d hedges, %d wins, %d corrupt slices: %+v (store saw %d GETs)",
+					tc.gets, tc.hedges, tc.wins, tc.corrupt, m, st.calls.Load())
+			}
+			r.checkAll()
+		})
+	}
 }

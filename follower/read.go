@@ -3,6 +3,7 @@ package follower
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/kwal/kwal/combiner/objformat"
 	"github.com/kwal/kwal/internal/stagehist"
@@ -31,71 +32,108 @@ type getAnswer struct {
 	hedge bool
 }
 
-// read performs one planned read with a hedge: a second GET of the same
-// range goes out when the first has not answered after HedgeDelay, or at
-// once when the first fails. Each answer is checked slice by slice; a slice
-// is taken from the first answer that verifies it, and the read ends when
-// every slice is verified (the other GET is cancelled) or both GETs have
-// answered. It runs off the driver. ctx is the read's own: the driver
+// hedgedRead is one read in flight: its state, shared by the goroutine
+// that runs it (and its first GET) and the hedge the driver may send
+// meanwhile (sendHedge). Every answer is taken under mu.
+type hedgedRead struct {
+	f      *Follower
+	r      Read
+	ctx    context.Context
+	cancel context.CancelCauseFunc // the read's end cancels the GET still out
+
+	mu  sync.Mutex
+	res readResult
+	sr  objformat.SliceReader
+	// sent counts the GETs sent: the first, then at most one more, a
+	// hedge or a re-read. done: every slice is verified.
+	sent int
+	done bool
+	// hedged, once a hedge is sent, is closed when its answer is taken.
+	hedged chan struct{}
+}
+
+func (f *Follower) newHedgedRead(ctx context.Context, cancel context.CancelCauseFunc, r Read) *hedgedRead {
+	f.c.gets.Add(1)
+	return &hedgedRead{f: f, r: r, ctx: ctx, cancel: cancel, sent: 1, res: readResult{read: r,
+		raws: make([][]byte, len(r.Slices)), bodies: make([]*objstore.Body, len(r.Slices)),
+		errs: make([]error, len(r.Slices)), batchesOK: make([]bool, len(r.Slices))}}
+}
+
+// read performs one planned read, off the driver: its first GET on the
+// calling goroutine, with no hand-off to another worker and back. A second
+// GET of the same range goes out at once when the first answers with
+// slices still unverified (an error, a corrupt body), or, sent by the
+// driver (watchFlights, sendHedge), when the first has not answered
+// after HedgeDelay: no timer nor goroutine per read while it waits. Each
+// answer is checked slice by slice; a slice is taken from the first
+// answer that verifies it, and the read ends when every slice is verified
+// (the other GET is cancelled, and its answer released when it comes) or
+// both GETs have answered. The read's context is its own: the driver
 // cancels it with errReadBudget once the read's budget is spent
-// (watchBudgets), which fails the GETs in flight and sends no hedge.
-//
-// Without a hedge (HedgeDelay < 0) there is nothing to time while a GET
-// is out, so the GETs (the first, and the re-read after a bad answer) run
-// on the read's own goroutine, one after the other: no hand-off to
-// another worker and back per read.
-func (f *Follower) read(ctx context.Context, r Read) readResult {
-	res := readResult{read: r, raws: make([][]byte, len(r.Slices)), bodies: make([]*objstore.Body, len(r.Slices)),
-		errs: make([]error, len(r.Slices)), batchesOK: make([]bool, len(r.Slices))}
-	if len(r.Slices) > 0 {
-		tp := r.Slices[0].Entry.TopicPartition
-		ctx = objstore.WithTags(ctx, objstore.Tags{Component: "follower", Topic: tp.Topic, Partition: tp.Partition, Rack: f.cfg.Rack})
-	}
-	var sr objformat.SliceReader
-	defer sr.Close()
-	if f.cfg.HedgeDelay < 0 {
-		for launched := 0; launched < 2 && (launched == 0 || ctx.Err() == nil); launched++ {
-			f.c.gets.Add(1)
-			if f.answered(ctx, &sr, f.get(ctx, r, launched > 0), r, &res) {
-				return res
-			}
-		}
-		return res
-	}
-	ctx, cancel := context.WithCancelCause(ctx) // the read's end cancels the other GET
-	defer cancel(nil)
-	answers := make(chan getAnswer, 2)
-	launched, outstanding := 0, 0
-	launch := func(hedge bool) {
-		launched++
-		outstanding++
+// (watchFlights), which fails the GETs in flight.
+func (f *Follower) read(h *hedgedRead) readResult {
+	first := f.get(h.ctx, h.r, false)
+	h.mu.Lock()
+	all := h.take(first)
+	reread := !all && h.sent < 2 && h.ctx.Err() == nil
+	if reread {
+		h.sent++ // no hedge now: this is the second GET
 		f.c.gets.Add(1)
-		f.pool.run(func() { answers <- f.get(ctx, r, hedge) })
 	}
-	launch(false)
-	t := f.cfg.Clock.NewTimer(f.cfg.HedgeDelay)
-	defer t.Stop()
-	hedgeC := t.C()
-	for outstanding > 0 {
-		select {
-		case <-hedgeC:
-			hedgeC = nil
-			if launched < 2 && ctx.Err() == nil {
-				f.c.hedges.Add(1)
-				launch(true)
-			}
-		case a := <-answers:
-			outstanding--
-			if f.answered(ctx, &sr, a, r, &res) {
-				return res
-			}
-			if launched < 2 && ctx.Err() == nil {
-				launch(true) // re-read at once: the first answer was bad
-				hedgeC = nil
-			}
+	hedged := h.hedged
+	h.mu.Unlock()
+	switch {
+	case reread:
+		a := f.get(h.ctx, h.r, true)
+		h.mu.Lock()
+		h.take(a)
+		h.mu.Unlock()
+	case !all && hedged != nil:
+		<-hedged
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sr.Close()
+	return h.res
+}
+
+// sendHedge sends h's second GET on a worker, unless the read has ended
+// or sent one already. The driver calls it at the read's hedge time.
+func (f *Follower) sendHedge(h *hedgedRead) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done || h.sent >= 2 || h.ctx.Err() != nil {
+		return
+	}
+	h.sent++
+	f.c.gets.Add(1)
+	f.c.hedges.Add(1)
+	hedged := make(chan struct{})
+	h.hedged = hedged
+	f.pool.run(func() {
+		a := f.get(h.ctx, h.r, true)
+		h.mu.Lock()
+		h.take(a)
+		h.mu.Unlock()
+		close(hedged)
+	})
+}
+
+// take takes one GET's answer into h's result and reports whether every
+// slice is verified now; then the GET still out is cancelled. An answer
+// after that is released untaken. Caller holds h.mu.
+func (h *hedgedRead) take(a getAnswer) bool {
+	if h.done {
+		if a.err == nil {
+			a.body.Release()
 		}
+		return true
 	}
-	return res
+	if h.f.answered(h.ctx, &h.sr, a, h.r, &h.res) {
+		h.done = true
+		h.cancel(nil)
+	}
+	return h.done
 }
 
 // get sends one GET of r's range. The body is lent (objstore.GetBody):
