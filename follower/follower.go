@@ -668,11 +668,10 @@ func (f *Follower) publish(p *part, now time.Time) {
 // answered (Config.HedgeDelay). The driver watches both with its own
 // timer (watchFlights): no timer, nor goroutine, per read.
 type flight struct {
-	read     *hedgedRead
+	read     *hedgedRead // its cancel cancels the read's context
 	deadline time.Time
-	hedgeAt  time.Time               // zero: no hedge, or sent
-	cancel   context.CancelCauseFunc // cancels the read's context
-	spent    bool                    // cancelled with errReadBudget
+	hedgeAt  time.Time // zero: no hedge, or sent
+	spent    bool      // cancelled with errReadBudget
 }
 
 // watchFlights cancels, with errReadBudget, the reads whose budget is
@@ -685,7 +684,7 @@ func (f *Follower) watchFlights(now time.Time, wake func(time.Time)) {
 			continue
 		case !now.Before(fl.deadline):
 			fl.spent = true
-			fl.cancel(errReadBudget) // the GETs in flight answer with it
+			fl.read.cancel(errReadBudget) // the GETs in flight answer with it
 			continue
 		default:
 			wake(fl.deadline)
@@ -706,7 +705,7 @@ func (f *Follower) landed(fl *flight) {
 	if i := slices.Index(f.flights, fl); i >= 0 {
 		f.flights = slices.Delete(f.flights, i, i+1)
 	}
-	fl.cancel(nil)
+	fl.read.cancel(nil)
 }
 
 // startRead issues one planned read on a worker and returns when the
@@ -729,7 +728,7 @@ func (f *Follower) startRead(r Read, now time.Time) time.Time {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	h := f.newHedgedRead(ctx, cancel, r)
-	fl := &flight{read: h, deadline: now.Add(f.cfg.FallbackAfter), cancel: cancel}
+	fl := &flight{read: h, deadline: now.Add(f.cfg.FallbackAfter)}
 	if f.cfg.HedgeDelay >= 0 {
 		fl.hedgeAt = now.Add(f.cfg.HedgeDelay)
 	}

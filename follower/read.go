@@ -84,10 +84,7 @@ func (f *Follower) read(h *hedgedRead) readResult {
 	h.mu.Unlock()
 	switch {
 	case reread:
-		a := f.get(h.ctx, h.r, true)
-		h.mu.Lock()
-		h.take(a)
-		h.mu.Unlock()
+		h.second()
 	case !all && hedged != nil:
 		<-hedged
 	}
@@ -111,12 +108,17 @@ func (f *Follower) sendHedge(h *hedgedRead) {
 	hedged := make(chan struct{})
 	h.hedged = hedged
 	f.pool.run(func() {
-		a := f.get(h.ctx, h.r, true)
-		h.mu.Lock()
-		h.take(a)
-		h.mu.Unlock()
+		h.second()
 		close(hedged)
 	})
+}
+
+// second sends h's second GET (a hedge or a re-read) and takes its answer.
+func (h *hedgedRead) second() {
+	a := h.f.get(h.ctx, h.r, true)
+	h.mu.Lock()
+	h.take(a)
+	h.mu.Unlock()
 }
 
 // take takes one GET's answer into h's result and reports whether every
