@@ -40,6 +40,7 @@ func runBenchLatency(args []string, stdout, stderr io.Writer) error {
 	noSweep := fs.Bool("no-sweep", false, "run only the headline workloads")
 	rf := fs.Int("rf", 2, "replication factor of every topic (2 as in the KIP appendix, or 3)")
 	perf := fs.Int("perf-records", 0, "records of the producer/consumer perf tests (default 100000; quick 10000)")
+	partitions := fs.Int("partitions", 1, "partitions of the topics produce-acks1 and produce-acksall write and consume reads (1 as in the KIP appendix; more spreads the producer over more leaders and batches per request)")
 	dir := fs.String("dir", "", "directory for the cluster's logs and objects (default: a temporary one, removed)")
 	verbose := fs.Bool("v", false, "broker logs on stderr")
 	quiet := fs.Bool("q", false, "no progress line on stderr")
@@ -54,7 +55,7 @@ func runBenchLatency(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg := latbench.Config{
 		Quick: *quick, Reps: *reps, OutDir: *out, Dir: *dir, LatencyModel: model, StorageURL: *storeURL, MetadataBootstrap: *metaBootstrap, CrossAZ: *crossAZ,
-		NoCrossAZ: *crossAZ == 0, Sheet: *sheet, NoSweep: *noSweep, ReplicationFactor: int16(*rf), PerfRecords: *perf,
+		NoCrossAZ: *crossAZ == 0, Sheet: *sheet, NoSweep: *noSweep, ReplicationFactor: int16(*rf), PerfRecords: *perf, ProducePartitions: *partitions,
 		CPUProfile: *cpuprofile, Logger: slog.New(slog.DiscardHandler),
 	}
 	for _, w := range strings.Split(*workloads, ",") {

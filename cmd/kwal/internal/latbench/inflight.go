@@ -21,16 +21,17 @@ const produceKey = 0
 type wireRecorder struct {
 	mu struct {
 		sync.Mutex
-		on    bool
-		rtts  []time.Duration
-		bytes int64
+		on      bool
+		rtts    []time.Duration
+		bytes   int64
+		brokers map[int32]bool // the brokers written to: one connection each
 	}
 }
 
 var _ kgo.HookBrokerE2E = (*wireRecorder)(nil)
 
 // OnBrokerE2E implements kgo.HookBrokerE2E.
-func (w *wireRecorder) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
+func (w *wireRecorder) OnBrokerE2E(m kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
 	if key != produceKey || e.Err() != nil {
 		return
 	}
@@ -39,6 +40,7 @@ func (w *wireRecorder) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.Broker
 	if w.mu.on {
 		w.mu.rtts = append(w.mu.rtts, e.DurationE2E())
 		w.mu.bytes += int64(e.BytesWritten)
+		w.mu.brokers[m.NodeID] = true
 	}
 }
 
@@ -46,15 +48,14 @@ func (w *wireRecorder) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.Broker
 func (w *wireRecorder) start() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.mu.on, w.mu.rtts, w.mu.bytes = true, nil, 0
+	w.mu.on, w.mu.rtts, w.mu.bytes, w.mu.brokers = true, nil, 0, map[int32]bool{}
 }
 
 // figures returns what was recorded since start.
 func (w *wireRecorder) figures() WireFigures {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	f := WireFigures{RTT: Summarize(w.mu.rtts), Requests: len(w.mu.rtts), RequestBytes: w.mu.bytes}
-	return f
+	return WireFigures{RTT: Summarize(w.mu.rtts), Requests: len(w.mu.rtts), RequestBytes: w.mu.bytes, Connections: len(w.mu.brokers)}
 }
 
 // WireFigures are a producer's Produce requests as the client saw them on
@@ -64,18 +65,24 @@ type WireFigures struct {
 	RTT          Summary `json:"rtt"`
 	Requests     int     `json:"requests"`
 	RequestBytes int64   `json:"request_bytes"`
+	// Connections: the brokers Produce requests went to (a partition's
+	// leader each; franz-go keeps one produce connection per broker).
+	Connections int `json:"connections"`
 }
 
-// InFlight is Little's law applied to a producer's in-flight window: with
-// at most N requests in flight per connection (one partition, one
-// leader), throughput is at most N × (mean request bytes) / (mean wire
-// round trip). Achieved / bound is the window's mean occupancy. The
-// round trip that 0.5× classic would need is N × (the remote WAL's mean
-// request bytes) / (half classic's throughput).
+// InFlight is Little's law applied to a producer's in-flight windows:
+// with at most N requests in flight per connection, and C connections
+// (one per broker leading a partition the producer writes: one with a
+// single partition), throughput is at most C × N × (mean request bytes)
+// / (mean wire round trip). Achieved / bound is the windows' mean
+// occupancy. The round trip that 0.5× classic would need is C × N × (the
+// remote WAL's mean request bytes) / (half classic's throughput).
 type InFlight struct {
 	Workload Workload `json:"workload"`
 	Mode     string   `json:"mode"`
 	Window   int      `json:"max_in_flight"`
+	// Connections: C above, the median over the runs.
+	Connections int `json:"connections"`
 	// MeanRTT and P50RTT: medians over the runs of each run's mean and
 	// p50 wire round trip.
 	MeanRTT         time.Duration `json:"mean_rtt_ns"`
@@ -110,9 +117,10 @@ func InFlightOf(rows []Row) []InFlight {
 		if (row.Workload != Produce && row.Workload != ProduceAll) || row.WireRTTMean <= 0 || row.WireRequestBytes <= 0 {
 			continue
 		}
-		n := producerConfigFor(row.Workload).inFlight
-		f := InFlight{Workload: row.Workload, Mode: row.Mode, Window: n, MeanRTT: row.WireRTTMean, P50RTT: row.WireRTTP50,
-			MeanRequestByte: row.WireRequestBytes, MBPerSec: row.MBPerSec, CPUMsPerMB: row.CPUMsPerMB}
+		conns := max(row.WireConnections, 1)
+		n := producerConfigFor(row.Workload).inFlight * conns // requests on the wire at once, at most
+		f := InFlight{Workload: row.Workload, Mode: row.Mode, Window: producerConfigFor(row.Workload).inFlight, Connections: conns,
+			MeanRTT: row.WireRTTMean, P50RTT: row.WireRTTP50, MeanRequestByte: row.WireRequestBytes, MBPerSec: row.MBPerSec, CPUMsPerMB: row.CPUMsPerMB}
 		f.BoundMBPerSec = float64(n) * row.WireRequestBytes / row.WireRTTMean.Seconds() / 1e6
 		if f.BoundMBPerSec > 0 {
 			f.OfBound = row.MBPerSec / f.BoundMBPerSec
@@ -135,22 +143,22 @@ func writeInFlight(b *strings.Builder, rows []Row) {
 		return
 	}
 	fmt.Fprintf(b, "### The producer's in-flight bound (Little's law)\n\n")
-	fmt.Fprintf(b, "One partition, one connection to its leader: at most max.in.flight requests are on the wire at once, so throughput ≤ in-flight × request bytes / round trip. The round trip is each Produce request's as the producer saw it on the wire (franz-go's BrokerE2E: write start to response read), which is exactly the time a request holds a slot of the window; it excludes the time records queue in the client's buffer before their request is written (the perf test's latency column includes that). At acks=all it is the leader's append plus the wait for every in-sync replica plus the network. Means and p50s in ms, medians over the runs; `of bound` is the window's mean occupancy. `CPU ms/MB` is the whole process's CPU time (every broker, the store and its model, the metadata Kafka, the clients) per MB produced, from the first send until every follower had the data: on a shared machine throughput follows the CPU share a run gets, and this figure does not.\n\n")
-	fmt.Fprintf(b, "| workload | mode | in flight | RTT mean | RTT p50 | request KB | bound MB/s | achieved MB/s | of bound | RTT 0.5x classic needs | CPU ms/MB |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(b, "Each connection to a partition's leader has at most max.in.flight requests on the wire at once (`in flight`); the producer has one connection per broker leading a partition it writes (`conns`: one with a single partition), so throughput ≤ conns × in-flight × request bytes / round trip. The round trip is each Produce request's as the producer saw it on the wire (franz-go's BrokerE2E: write start to response read), which is exactly the time a request holds a slot of the window; it excludes the time records queue in the client's buffer before their request is written (the perf test's latency column includes that). At acks=all it is the leader's append plus the wait for every in-sync replica plus the network. Means and p50s in ms, medians over the runs; `of bound` is the window's mean occupancy. `CPU ms/MB` is the whole process's CPU time (every broker, the store and its model, the metadata Kafka, the clients) per MB produced, from the first send until every follower had the data: on a shared machine throughput follows the CPU share a run gets, and this figure does not.\n\n")
+	fmt.Fprintf(b, "| workload | mode | conns | in flight | RTT mean | RTT p50 | request KB | bound MB/s | achieved MB/s | of bound | RTT 0.5x classic needs | CPU ms/MB |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, f := range fs {
 		need := "-"
 		if f.RTTForHalfClassic > 0 {
 			need = fmtMs(f.RTTForHalfClassic)
 		}
-		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %.1f | %.2f | %.2f | %.2f | %s | %.2f |\n",
-			f.Workload, f.Mode, f.Window, fmtMs(f.MeanRTT), fmtMs(f.P50RTT), f.MeanRequestByte/1e3, f.BoundMBPerSec, f.MBPerSec, f.OfBound, need, f.CPUMsPerMB)
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %s | %.1f | %.2f | %.2f | %.2f | %s | %.2f |\n",
+			f.Workload, f.Mode, f.Connections, f.Window, fmtMs(f.MeanRTT), fmtMs(f.P50RTT), f.MeanRequestByte/1e3, f.BoundMBPerSec, f.MBPerSec, f.OfBound, need, f.CPUMsPerMB)
 	}
 	b.WriteString("\n")
 	for _, f := range fs {
 		if f.StoreFloor <= 0 || f.RTTForHalfClassic <= 0 {
 			continue
 		}
-		verdict := "within reach of the round trip, so the window is not what stops the remote WAL here"
+		verdict := "less than that, so the window is not what stops the remote WAL here"
 		if f.StoreFloor > f.RTTForHalfClassic {
 			verdict = "more than that: no broker change reaches half of classic's throughput with this window and this store; only more partitions, larger requests or a faster store do"
 		}

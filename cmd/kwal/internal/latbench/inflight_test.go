@@ -33,7 +33,7 @@ func produceRuns() []RunResult {
 				cpu += 1000 * time.Millisecond
 			}
 			run := RunResult{Headline: true, Setting: head, Step: Step{Workload: ProduceAll, Mode: mode, Rep: rep},
-				Records: 1000, Bytes: 210_000_000, CPU: cpu, MBPerSec: mbps, Wire: WireFigures{RTT: Summarize(rtts), Requests: 3, RequestBytes: 3 * 16_000}}
+				Records: 1000, Bytes: 210_000_000, CPU: cpu, MBPerSec: mbps, Wire: WireFigures{RTT: Summarize(rtts), Requests: 3, RequestBytes: 3 * 16_000, Connections: 1}}
 			if mode == RemoteWAL {
 				// The store: PUT p50 4 ms, GET p50 3 ms (rep 1).
 				d := time.Duration(rep-1) * 100 * time.Microsecond
@@ -92,13 +92,50 @@ func TestInFlightBoundFromTheRunsOwnFigures(t *testing.T) {
 	md := b.String()
 	for _, want := range []string{
 		"### The producer's in-flight bound (Little's law)",
-		"| produce-acksall | classic | 5 | 2.00 | 2.00 | 16.0 | 40.00 | 32.00 | 0.80 | - | 10.00 |",
-		"| produce-acksall | remotewal | 5 | 16.0 | 16.0 | 16.0 | 5.00 | 4.00 | 0.80 | 5.00 | 14.76 |",
+		"| produce-acksall | classic | 1 | 5 | 2.00 | 2.00 | 16.0 | 40.00 | 32.00 | 0.80 | - | 10.00 |",
+		"| produce-acksall | remotewal | 1 | 5 | 16.0 | 16.0 | 16.0 | 5.00 | 4.00 | 0.80 | 5.00 | 14.76 |",
 		"cannot be below the store's PUT p50 + GET p50 as this run measured them: 7.00 ms. Half of classic's throughput needs a round trip of 5.00 ms: the store alone takes more than that",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// With partitions led by several brokers the producer keeps a window per
+// connection: the bound, and the round trip half of classic needs, grow
+// with the connections.
+func TestInFlightBoundCountsConnections(t *testing.T) {
+	runs := produceRuns()
+	for i := range runs {
+		runs[i].Wire.Connections = 3
+	}
+	runs[0].Wire.Connections = 2 // one run of classic saw two: the median is 3
+	r := &Report{Runs: runs}
+	r.Aggregate()
+	if len(r.InFlight) != 2 {
+		t.Fatalf("%d in-flight rows, want 2", len(r.InFlight))
+	}
+	c, rw := r.InFlight[0], r.InFlight[1]
+	// Classic: 3 × 5 × 16,000 B / 2 ms = 120 MB/s. Remote WAL: 3 × 5 ×
+	// 16,000 / 16 ms = 15 MB/s; half of classic's 32 MB/s: 15 ms.
+	if c.Connections != 3 || rw.Connections != 3 || c.Window != 5 {
+		t.Fatalf("connections %d and %d, window %d; want 3, 3 and 5", c.Connections, rw.Connections, c.Window)
+	}
+	if math.Abs(c.BoundMBPerSec-120) > 1e-9 || math.Abs(rw.BoundMBPerSec-15) > 1e-9 {
+		t.Errorf("bounds %v and %v MB/s, want 120 and 15", c.BoundMBPerSec, rw.BoundMBPerSec)
+	}
+	if rw.RTTForHalfClassic != 15*time.Millisecond {
+		t.Errorf("RTT for 0.5x classic = %v, want 15ms", rw.RTTForHalfClassic)
+	}
+	var b bytes.Buffer
+	if err := r.WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	// The store's 7 ms floor is now within the 15 ms half of classic needs.
+	if md := b.String(); !strings.Contains(md, "| produce-acksall | remotewal | 3 | 5 | 16.0 |") ||
+		!strings.Contains(md, "the store alone takes less than that") {
+		t.Errorf("report:\n%s", md)
 	}
 }
 
@@ -136,8 +173,17 @@ func TestWireRecorderCountsProduceAfterStart(t *testing.T) {
 	bad.ReadErr = errors.New("reset")
 	w.OnBrokerE2E(kgo.BrokerMetadata{}, produceKey, bad)
 	f := w.figures()
-	if f.Requests != 1 || f.RequestBytes != 100 || f.RTT.Mean != 4*time.Millisecond {
-		t.Fatalf("figures %+v, want one produce of 100 B taking 4ms", f)
+	if f.Requests != 1 || f.RequestBytes != 100 || f.RTT.Mean != 4*time.Millisecond || f.Connections != 1 {
+		t.Fatalf("figures %+v, want one produce of 100 B taking 4ms, to one broker", f)
+	}
+	w.OnBrokerE2E(kgo.BrokerMetadata{NodeID: 2}, produceKey, e)
+	w.OnBrokerE2E(kgo.BrokerMetadata{NodeID: 2}, produceKey, e)
+	if f := w.figures(); f.Requests != 3 || f.Connections != 2 {
+		t.Fatalf("figures %+v, want 3 produces to 2 brokers", f)
+	}
+	w.start()
+	if f := w.figures(); f.Requests != 0 || f.Connections != 0 {
+		t.Fatalf("after start again: %+v, want nothing", f)
 	}
 }
 

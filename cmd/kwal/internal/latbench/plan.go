@@ -152,8 +152,17 @@ type Config struct {
 	E2ERate         int // records/s the E2E producer is paced at
 	PerfRecords     int // records per Produce run and read by Consume (100,000)
 	PerfRecordBytes int // 2,000
-	StreamRate      int // records/s of the sweep's stream
-	StreamDuration  time.Duration
+	// ProducePartitions is the partition count of the topics Produce and
+	// ProduceAll write (and Consume reads): 1, as in the KIP's appendix,
+	// unless told. With more, the producer's records spread over them
+	// (franz-go's sticky partitioner, as the Java client's), each Produce
+	// request carries a batch of every partition its broker leads, and
+	// the partitions' leaders spread over the brokers: the in-flight bound
+	// grows with both. The end-to-end workloads keep one partition, whose
+	// placement puts a follower beside the consumer.
+	ProducePartitions int
+	StreamRate        int // records/s of the sweep's stream
+	StreamDuration    time.Duration
 	// CPUProfile, if set, is a file prefix: each step of the headline
 	// phase is profiled on its own into
 	// <prefix>-<workload>-<mode>-rep<N>.pprof, so the two modes' produce
@@ -166,6 +175,11 @@ type Config struct {
 	// Seed for record sizes and contents.
 	Seed uint64
 }
+
+// maxProducePartitions bounds Config.ProducePartitions: more would
+// measure the brokers' per-partition overhead on a small machine, not the
+// producer's window.
+const maxProducePartitions = 256
 
 // Racks of the three brokers (ids 1, 2, 3), and where the clients sit: the
 // producer beside the leader, the consumer in the other rack, beside a
@@ -236,6 +250,7 @@ func (c *Config) Validate() error {
 	def(&c.E2ERate, 100, 100)
 	def(&c.PerfRecords, 100_000, 10_000)
 	def(&c.PerfRecordBytes, 2000, 2000)
+	def(&c.ProducePartitions, 1, 1)
 	def(&c.StreamRate, 2500, 1000)
 	if c.StreamDuration == 0 {
 		c.StreamDuration = 4 * time.Second
@@ -263,6 +278,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Reps < 3 {
 		errs = append(errs, fmt.Errorf("reps %d: need at least 3 for a median on a noisy machine", c.Reps))
+	}
+	if c.ProducePartitions < 1 || c.ProducePartitions > maxProducePartitions {
+		errs = append(errs, fmt.Errorf("produce partitions %d: use 1 to %d", c.ProducePartitions, maxProducePartitions))
 	}
 	if c.CrossAZ < 0 {
 		errs = append(errs, fmt.Errorf("cross-AZ latency %v is negative", c.CrossAZ))

@@ -14,7 +14,7 @@ func TestValidateDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Reps != 3 || c.CrossAZ != 500*time.Microsecond || c.LatencyModel != "s3express" || c.Sheet != "s3express-2025" ||
-		c.PerfRecords != 100_000 || c.E2ERecords != 100 || c.PerfRecordBytes != 2000 || c.ReplicationFactor != 2 {
+		c.PerfRecords != 100_000 || c.E2ERecords != 100 || c.PerfRecordBytes != 2000 || c.ReplicationFactor != 2 || c.ProducePartitions != 1 {
 		t.Errorf("defaults: %+v", c)
 	}
 	if len(c.Intervals) != 5 || len(c.UploadSizes) != 3 {
@@ -35,13 +35,15 @@ func TestValidateDefaults(t *testing.T) {
 
 func TestValidateRejects(t *testing.T) {
 	for name, c := range map[string]Config{
-		"two reps":         {Reps: 2},
-		"bad model":        {LatencyModel: "s3glacier"},
-		"rf 1":             {ReplicationFactor: 1},
-		"negative latency": {CrossAZ: -time.Millisecond},
-		"zero interval":    {Intervals: []time.Duration{0}},
-		"consume alone":    {Workloads: []Workload{Consume}},
-		"unknown workload": {Workloads: []Workload{"soak"}},
+		"two reps":            {Reps: 2},
+		"bad model":           {LatencyModel: "s3glacier"},
+		"rf 1":                {ReplicationFactor: 1},
+		"negative latency":    {CrossAZ: -time.Millisecond},
+		"zero interval":       {Intervals: []time.Duration{0}},
+		"consume alone":       {Workloads: []Workload{Consume}},
+		"unknown workload":    {Workloads: []Workload{"soak"}},
+		"negative partitions": {ProducePartitions: -1},
+		"too many partitions": {ProducePartitions: maxProducePartitions + 1},
 	} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: Validate accepted %+v", name, c)

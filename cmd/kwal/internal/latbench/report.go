@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,6 +43,8 @@ type ReportConfig struct {
 	E2ERecords        int           `json:"e2e_records"`
 	E2ERate           int           `json:"e2e_rate"`
 	PerfRecords       int           `json:"perf_records"`
+	// ProducePartitions: the partitions of the produce workloads' topics.
+	ProducePartitions int           `json:"produce_partitions"`
 	PerfRecordBytes   int           `json:"perf_record_bytes"`
 	StreamRate        int           `json:"stream_rate"`
 	StreamDuration    time.Duration `json:"stream_duration_ns"`
@@ -63,11 +66,20 @@ func reportConfig(c Config, lat latency.Model, sheet cost.Sheet, m cost.Model) R
 		Store: storeName(c.StorageURL), Metadata: metadataName(c.MetadataBootstrap),
 		ReplicationFactor: c.ReplicationFactor, Racks: brokerRacks(), Headline: c.Headline,
 		E2ERecords: c.E2ERecords, E2ERate: c.E2ERate, PerfRecords: c.PerfRecords, PerfRecordBytes: c.PerfRecordBytes,
-		StreamRate: c.StreamRate, StreamDuration: c.StreamDuration,
+		ProducePartitions: c.ProducePartitions, StreamRate: c.StreamRate, StreamDuration: c.StreamDuration,
 		StoreSheet: sheet.Name, StoreSheetTitle: sheet.Title, NetworkSheet: m.Network.Name,
 		HoursPerMonth: m.HoursPerMonth, CrossAZDirectionsBilled: m.CrossAZDirectionsBilled, Brokers: brokersForCost,
 		Producers: producerSettingsByWorkload(),
 	}
+}
+
+// partitionsNote is what the workload table adds to the produce
+// workloads' line when their topics have more than one partition.
+func (c ReportConfig) partitionsNote() string {
+	if c.ProducePartitions <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(", %d partitions (the KIP's runs: 1)", c.ProducePartitions)
 }
 
 // producerWorkloads are the workloads with a producer, in report order.
@@ -236,6 +248,9 @@ type Row struct {
 	WireRTTMean      time.Duration `json:"wire_rtt_mean_ns"`
 	WireRTTP50       time.Duration `json:"wire_rtt_p50_ns"`
 	WireRequestBytes float64       `json:"wire_request_bytes"`
+	// WireConnections: the median over the runs of the brokers the
+	// producer sent Produce requests to (WireFigures.Connections).
+	WireConnections int `json:"wire_connections"`
 	// CPUMsPerMB is the median of each run's CPU / Bytes (ms per 10^6 B).
 	CPUMsPerMB float64 `json:"cpu_ms_per_mb"`
 }
@@ -366,6 +381,13 @@ func (r *Report) Aggregate() {
 			}
 		}
 		row.WireRequestBytes = Median(reqBytes)
+		var conns []float64
+		for _, run := range runs {
+			if run.Wire.Connections > 0 {
+				conns = append(conns, float64(run.Wire.Connections))
+			}
+		}
+		row.WireConnections = int(math.Round(Median(conns)))
 		var cpu []float64
 		for _, run := range runs {
 			if run.CPU > 0 && run.Bytes > 0 {
@@ -508,8 +530,13 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if c.Quick {
 		fmt.Fprintf(&b, "- **Quick run (`--quick`, CI sizes):** fewer records than the KIP's and a reduced sweep; see the sizes below.\n")
 	}
-	fmt.Fprintf(&b, "- **Cluster:** 3 in-process brokers in racks %s; each topic has 1 partition and replication factor %d, placed (and checked in the controller) with the leader in az1 and a follower in az2. The producer runs in az1 beside the leader; every consumer runs in az2 with client.rack=az2 and reads from the follower.\n",
+	fmt.Fprintf(&b, "- **Cluster:** 3 in-process brokers in racks %s; each topic has 1 partition and replication factor %d, placed (and checked in the controller) with the leader in az1 and a follower in az2. The producer runs in az1 beside the leader; every consumer runs in az2 with client.rack=az2 and reads from the follower.",
 		strings.Join(c.Racks, ", "), c.ReplicationFactor)
+	if c.ProducePartitions > 1 {
+		fmt.Fprintf(&b, " Except (`--partitions %d`) the topics of `%s`, `%s` and `%s`: %d partitions each, whose leaders the controller spreads over the three brokers, so the producer writes to several leaders, some in az2, and the consumer reads from a follower or a leader in az2 where there is one.",
+			c.ProducePartitions, Produce, ProduceAll, Consume, c.ProducePartitions)
+	}
+	b.WriteString("\n")
 	m := c.LatencyModel
 	fmt.Fprintf(&b, "- **Object-store latency model:** `%s` (objstore/latency), first-byte latency log-normal: PUT median %v / p99 %v, GET median %v / p99 %v, %s per request. The store itself: %s. Metadata topic on %s.\n",
 		m.Name, m.Put.Median, m.Put.P99, m.Get.Median, m.Get.P99, bandwidth(m.BandwidthBytesPerSec), c.Store, c.Metadata)
@@ -525,7 +552,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "## Workloads\n\n")
 	fmt.Fprintf(&b, "| # | workload | what | latency column measures |\n|---|---|---|---|\n")
 	fmt.Fprintf(&b, "| 1 | `%s` | %d records, 1.2-2.0 KB (1.6 KB on average), paced at %d/s, 32 KiB max batch, linger 0, acks=1 | %s |\n", E2E, c.E2ERecords, c.E2ERate, E2E.LatencyName())
-	fmt.Fprintf(&b, "| 2 | `%s` | producer perf test: %d records of %d B, acks=1, linger 20 ms, unthrottled | %s |\n", Produce, c.PerfRecords, c.PerfRecordBytes, Produce.LatencyName())
+	fmt.Fprintf(&b, "| 2 | `%s` | producer perf test: %d records of %d B, acks=1, linger 20 ms, unthrottled%s | %s |\n", Produce, c.PerfRecords, c.PerfRecordBytes, c.partitionsNote(), Produce.LatencyName())
 	fmt.Fprintf(&b, "| 3 | `%s` | consumer perf test: the %d records of workload 2, from the follower's rack, after the follower has them all | %s |\n", Consume, c.PerfRecords, Consume.LatencyName())
 	fmt.Fprintf(&b, "| 4a | `%s` | workload 1 with acks=all | %s |\n", E2EAll, E2EAll.LatencyName())
 	fmt.Fprintf(&b, "| 4b | `%s` | workload 2 with acks=all | %s |\n", ProduceAll, ProduceAll.LatencyName())

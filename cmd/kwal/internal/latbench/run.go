@@ -278,7 +278,11 @@ func (p *phase) run(ctx context.Context, st Step) (RunResult, error) {
 		r.Topic = topic
 		return r, p.consume(ctx, &r)
 	}
-	topic, err := p.createTopic(ctx, fmt.Sprintf("%s-%s-p%d-r%d", st.Workload, st.Mode, p.index, st.Rep), st.Mode)
+	partitions := 1
+	if st.Workload == Produce || st.Workload == ProduceAll {
+		partitions = p.cfg.ProducePartitions
+	}
+	topic, err := p.createTopic(ctx, fmt.Sprintf("%s-%s-p%d-r%d", st.Workload, st.Mode, p.index, st.Rep), st.Mode, partitions)
 	if err != nil {
 		return r, err
 	}
@@ -299,16 +303,23 @@ func (p *phase) run(ctx context.Context, st Step) (RunResult, error) {
 	return r, fmt.Errorf("unknown workload %q", st.Workload)
 }
 
-// createTopic creates a one-partition topic through the Kafka API and
-// checks that its placement is what the benchmark needs.
-func (p *phase) createTopic(ctx context.Context, prefix, mode string) (string, error) {
-	name, err := TopicName(prefix, p.lc.Controller.Brokers(), p.cfg.ReplicationFactor)
-	if err != nil {
-		return "", err
+// createTopic creates a topic of n partitions through the Kafka API and
+// waits until every replica has opened its partitions. With one partition
+// (every workload unless Config.ProducePartitions says more for the
+// produce ones) it checks the placement the benchmark needs: the leader
+// outside the consumer's rack and a follower in it. With more, the
+// controller spreads the leaders over the brokers, racks included.
+func (p *phase) createTopic(ctx context.Context, prefix, mode string, n int) (string, error) {
+	name := prefix
+	if n == 1 {
+		var err error
+		if name, err = TopicName(prefix, p.lc.Controller.Brokers(), p.cfg.ReplicationFactor); err != nil {
+			return "", err
+		}
 	}
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, p.cfg.ReplicationFactor
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, int32(n), p.cfg.ReplicationFactor
 	if mode == RemoteWAL {
 		c := kmsg.NewCreateTopicsRequestTopicConfig()
 		c.Name = broker.TopicConfigRemoteWAL
@@ -326,29 +337,33 @@ func (p *phase) createTopic(ctx context.Context, prefix, mode string) (string, e
 		return "", fmt.Errorf("create topic %s: error code %d", name, code)
 	}
 	ts, ok := p.lc.Controller.Topic(name)
-	if !ok || len(ts.Partitions) != 1 {
-		return "", fmt.Errorf("topic %s: not in the controller after creation", name)
+	if !ok || len(ts.Partitions) != n {
+		return "", fmt.Errorf("topic %s: not in the controller with %d partitions after creation", name, n)
 	}
-	rack := map[int32]string{}
-	for _, b := range p.lc.Controller.Brokers() {
-		rack[b.ID] = b.Rack
+	if n == 1 {
+		rack := map[int32]string{}
+		for _, b := range p.lc.Controller.Brokers() {
+			rack[b.ID] = b.Rack
+		}
+		if !placementOK(ts.Partitions[0], rack) {
+			return "", fmt.Errorf("topic %s: placement %+v does not put a follower in %s and the leader elsewhere", name, ts.Partitions[0], consumerRack)
+		}
 	}
-	if !placementOK(ts.Partitions[0], rack) {
-		return "", fmt.Errorf("topic %s: placement %+v does not put a follower in %s and the leader elsewhere", name, ts.Partitions[0], consumerRack)
-	}
-	// Wait until every replica has opened the partition in its role.
-	tp := broker.TopicPartition{Topic: name}
+	// Wait until every replica has opened each partition in its role.
 	deadline := time.Now().Add(warmupTimeout)
-	for _, id := range ts.Partitions[0].Replicas {
-		for {
-			st, ok := p.lc.Broker(id).PartitionStatus(tp)
-			if ok && st.IsLeader == (id == ts.Partitions[0].Leader) {
-				break
+	for i, ps := range ts.Partitions {
+		tp := broker.TopicPartition{Topic: name, Partition: int32(i)}
+		for _, id := range ps.Replicas {
+			for {
+				st, ok := p.lc.Broker(id).PartitionStatus(tp)
+				if ok && st.IsLeader == (id == ps.Leader) {
+					break
+				}
+				if time.Now().After(deadline) || ctx.Err() != nil {
+					return "", fmt.Errorf("topic %s: broker %d did not open its replica of partition %d", name, id, i)
+				}
+				time.Sleep(catchUpInterval)
 			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				return "", fmt.Errorf("topic %s: broker %d did not open its replica", name, id)
-			}
-			time.Sleep(catchUpInterval)
 		}
 	}
 	return name, nil
@@ -362,10 +377,19 @@ func (p *phase) producer(topic string, w Workload, extra ...kgo.Opt) (*kgo.Clien
 	return kgo.NewClient(append(opts, extra...)...)
 }
 
+// consumer reads every partition of topic from the start.
 func (p *phase) consumer(topic string) (*kgo.Client, error) {
+	ts, ok := p.lc.Controller.Topic(topic)
+	if !ok {
+		return nil, fmt.Errorf("%s: unknown topic", topic)
+	}
+	parts := make(map[int32]kgo.Offset, len(ts.Partitions))
+	for i := range ts.Partitions {
+		parts[int32(i)] = kgo.NewOffset().AtStart()
+	}
 	return kgo.NewClient(kgo.SeedBrokers(p.lc.Bootstrap()...), kgo.Dialer(p.net.clientDial(consumerRack)),
 		kgo.Rack(consumerRack), kgo.FetchMaxWait(consumeMaxWait),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
 }
 
 // warmUp produces one acknowledged record, so the figures measure the
@@ -608,8 +632,7 @@ func (p *phase) producePerf(ctx context.Context, r *RunResult) error {
 // same mode and repetition wrote, from the follower's rack, once the
 // follower has all of it.
 func (p *phase) consume(ctx context.Context, r *RunResult) error {
-	tp := broker.TopicPartition{Topic: r.Topic}
-	if err := p.waitCaughtUp(ctx, tp); err != nil {
+	if err := p.waitCaughtUp(ctx, r.Topic); err != nil {
 		return err
 	}
 	n := p.cfg.PerfRecords
@@ -650,7 +673,7 @@ func (p *phase) consume(ctx context.Context, r *RunResult) error {
 // finish waits for the followers, closes the ledger window and fills the
 // run's figures.
 func (p *phase) finish(ctx context.Context, r *RunResult, before window, start time.Time) error {
-	if err := p.waitCaughtUp(ctx, broker.TopicPartition{Topic: r.Topic}); err != nil {
+	if err := p.waitCaughtUp(ctx, r.Topic); err != nil {
 		return err
 	}
 	window := time.Since(start)
@@ -680,32 +703,36 @@ func (p *phase) finish(ctx context.Context, r *RunResult, before window, start t
 	return nil
 }
 
-// waitCaughtUp waits until every follower's log end reaches the leader's.
-func (p *phase) waitCaughtUp(ctx context.Context, tp broker.TopicPartition) error {
-	ts, ok := p.lc.Controller.Topic(tp.Topic)
+// waitCaughtUp waits until, in every partition of topic, every
+// follower's log end reaches the leader's.
+func (p *phase) waitCaughtUp(ctx context.Context, topic string) error {
+	ts, ok := p.lc.Controller.Topic(topic)
 	if !ok {
-		return fmt.Errorf("%s: unknown topic", tp)
+		return fmt.Errorf("%s: unknown topic", topic)
 	}
-	ps := ts.Partitions[tp.Partition]
 	deadline := time.Now().Add(catchUpTimeout)
-	for {
-		lst, ok := p.lc.Broker(ps.Leader).PartitionStatus(tp)
-		done := ok
-		for _, id := range ps.Replicas {
-			if id == ps.Leader || !done {
-				continue
+	for i, ps := range ts.Partitions {
+		tp := broker.TopicPartition{Topic: topic, Partition: int32(i)}
+		for {
+			lst, ok := p.lc.Broker(ps.Leader).PartitionStatus(tp)
+			done := ok
+			for _, id := range ps.Replicas {
+				if id == ps.Leader || !done {
+					continue
+				}
+				fst, ok := p.lc.Broker(id).PartitionStatus(tp)
+				done = ok && fst.LogEnd >= lst.LogEnd
 			}
-			fst, ok := p.lc.Broker(id).PartitionStatus(tp)
-			done = ok && fst.LogEnd >= lst.LogEnd
+			if done {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("%s: followers did not catch up with the leader's log end %d", tp, lst.LogEnd)
+			}
+			time.Sleep(catchUpInterval)
 		}
-		if done {
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s: followers did not catch up with the leader's log end %d", tp, lst.LogEnd)
-		}
-		time.Sleep(catchUpInterval)
 	}
+	return nil
 }
 
 // window is where a run's counts start: every broker's ledger and the

@@ -98,3 +98,38 @@ func TestRunTiny(t *testing.T) {
 		}
 	}
 }
+
+// TestRunTinyPartitions runs the producer and consumer perf tests on
+// topics of several partitions (Config.ProducePartitions): the producer
+// writes to the leaders of every broker, the consumer reads every record
+// back from all partitions, and the followers of every partition catch up
+// before a run ends.
+func TestRunTinyPartitions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-broker cluster")
+	}
+	cfg := Config{
+		Quick: true, NoSweep: true, Workloads: []Workload{Produce, Consume, ProduceAll},
+		PerfRecords: 400, ProducePartitions: 4, Dir: t.TempDir(),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 3*2*3 {
+		t.Fatalf("%d runs", len(rep.Runs))
+	}
+	for _, run := range rep.Runs {
+		if run.Records != 400 {
+			t.Errorf("%s %s rep %d: %d records, want 400", run.Workload, run.Mode, run.Rep, run.Records)
+		}
+		if run.Workload != Consume && run.Wire.Connections < 2 {
+			t.Errorf("%s %s rep %d: produced to %d brokers, want the leaders of 4 partitions on at least 2", run.Workload, run.Mode, run.Rep, run.Wire.Connections)
+		}
+	}
+	if rep.Config.ProducePartitions != 4 {
+		t.Errorf("report states %d partitions, want 4", rep.Config.ProducePartitions)
+	}
+}
