@@ -38,6 +38,7 @@ func runBenchLatency(args []string, stdout, stderr io.Writer) error {
 	intervals := fs.String("intervals", "", "combiner intervals to sweep, comma-separated (default 5ms,10ms,20ms,50ms,100ms; quick 5ms,20ms,100ms)")
 	sizes := fs.String("object-sizes", "", "object sizes (combiner upload bytes) to sweep, comma-separated bytes or 64KiB/4MiB (default 64KiB,256KiB,4MiB; quick 64KiB,4MiB)")
 	noSweep := fs.Bool("no-sweep", false, "run only the headline workloads")
+	headInterval := fs.Duration("interval", 0, "combiner interval of the headline workloads (default the broker's, 10ms); the sweep has its own (--intervals)")
 	rf := fs.Int("rf", 2, "replication factor of every topic (2 as in the KIP appendix, or 3)")
 	perf := fs.Int("perf-records", 0, "records of the producer/consumer perf tests (default 100000; quick 10000)")
 	partitions := fs.Int("partitions", 1, "partitions of the topics produce-acks1 and produce-acksall write and consume reads (1 as in the KIP appendix; more spreads the producer over more leaders and batches per request)")
@@ -58,6 +59,10 @@ func runBenchLatency(args []string, stdout, stderr io.Writer) error {
 		NoCrossAZ: *crossAZ == 0, Sheet: *sheet, NoSweep: *noSweep, ReplicationFactor: int16(*rf), PerfRecords: *perf, ProducePartitions: *partitions,
 		CPUProfile: *cpuprofile, Logger: slog.New(slog.DiscardHandler),
 	}
+	if *headInterval < 0 {
+		return fmt.Errorf("--interval %v: must be positive (or 0 for the broker's default)", *headInterval)
+	}
+	cfg.Headline.Interval = *headInterval
 	for _, w := range strings.Split(*workloads, ",") {
 		if w = strings.TrimSpace(w); w != "" {
 			cfg.Workloads = append(cfg.Workloads, latbench.Workload(w))
