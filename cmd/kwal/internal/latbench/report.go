@@ -572,7 +572,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		b.WriteString("\n")
 		r.writeCostLines(&b, head)
 		r.writeTarget(&b, head)
-		writeParity(&b, ParityOf(head, r.Runs))
+		writeParity(&b, ParityOf(head, r.Runs), c.ProducePartitions)
 		writeInFlight(&b, head)
 		writeStages(&b, head)
 	}

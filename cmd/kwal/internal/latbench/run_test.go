@@ -1,9 +1,11 @@
 package latbench
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -131,5 +133,18 @@ func TestRunTinyPartitions(t *testing.T) {
 	}
 	if rep.Config.ProducePartitions != 4 {
 		t.Errorf("report states %d partitions, want 4", rep.Config.ProducePartitions)
+	}
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"unthrottled, 4 partitions (the KIP's runs: 1)",
+		"These topics have 4 partitions (`--partitions`)",
+		"| produce-acksall | remotewal | 3 | 5 |",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, md.String())
+		}
 	}
 }
