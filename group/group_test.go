@@ -199,6 +199,6 @@ func describe(g *Group, now time.Time) string {
 	if d := g.NextDeadline(); !d.IsZero() {
 		next = d.Sub(now).String()
 	}
-	return fmt.Sprintf("state=%s gen=%d protocol=%s leader=%s members=[%s] pending=[%s] next=%s",
-		g.state, g.generation, g.protocol, g.leader, strings.Join(ms, " "), strings.Join(pend, " "), next)
+	return fmt.Sprintf("state=%s gen=%d type=%s protocol=%s leader=%s members=[%s] pending=[%s] next=%s",
+		g.state, g.generation, g.protoType, g.protocol, g.leader, strings.Join(ms, " "), strings.Join(pend, " "), next)
 }

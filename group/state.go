@@ -517,7 +517,10 @@ func (g *Group) completeJoin(now time.Time) {
 	g.generation++
 	g.dirty = true
 	if len(g.members) == 0 {
-		g.protocol, g.protoType, g.leader = "", "", ""
+		// The protocol type stays, as Kafka keeps it: an empty consumer
+		// group is still listed and described as "consumer" (tools filter
+		// groups by it). The next first member sets it again (addMember).
+		g.protocol, g.leader = "", ""
 		g.setState(Empty, now)
 		return
 	}
