@@ -64,11 +64,7 @@ func TestCompat(t *testing.T) {
 	defer c.stopAll(t)
 
 	for _, mode := range []string{"classic", "remotewal"} {
-		configs := map[string]*string{}
-		if mode == "remotewal" {
-			on := "true"
-			configs["remote.wal.storage.enable"] = &on
-		}
+		configs := modeConfigs(mode)
 		t.Run(mode, func(t *testing.T) {
 			t.Run("franz-go-produce-kcat-consume-az2-follower-killed", func(t *testing.T) {
 				kcat := kcatPath(t)

@@ -44,6 +44,8 @@ func startFailoverCluster(t *testing.T) *compatCluster {
 	return c
 }
 
+// modeConfigs are the topic configs of a topic in mode: none for classic,
+// the remote WAL switched on for remotewal.
 func modeConfigs(mode string) map[string]*string {
 	configs := map[string]*string{}
 	if mode == "remotewal" {

@@ -52,11 +52,7 @@ func TestIdempotentProducerLeaderKill(t *testing.T) {
 			defer c.stopAll(t)
 			for _, mode := range []string{"classic", "remotewal"} {
 				t.Run(mode, func(t *testing.T) {
-					configs := map[string]*string{}
-					if mode == "remotewal" {
-						on := "true"
-						configs["remote.wal.storage.enable"] = &on
-					}
+					configs := modeConfigs(mode)
 					topic := "idem-" + mode
 					c.createTopic(t, topic, 1, configs)
 					testLeaderKill(t, c, topic, rebuild)
