@@ -206,6 +206,10 @@ type RunResult struct {
 	// Wire is the producer's Produce requests on the wire (Produce and
 	// ProduceAll runs).
 	Wire WireFigures `json:"wire"`
+	// Path is each PathStages stage during the run, from the brokers'
+	// latency histograms, by stage name; stages with no observation are
+	// left out.
+	Path map[string]StageFigures `json:"path_stages,omitempty"`
 }
 
 // Row is the medians over the repetitions of one (phase, workload, mode).
@@ -253,6 +257,9 @@ type Row struct {
 	WireConnections int `json:"wire_connections"`
 	// CPUMsPerMB is the median of each run's CPU / Bytes (ms per 10^6 B).
 	CPUMsPerMB float64 `json:"cpu_ms_per_mb"`
+	// PathP50 is, per PathStages stage, the median over the runs of each
+	// run's p50 (RunResult.Path), over the runs that observed it.
+	PathP50 map[string]time.Duration `json:"path_p50_ns,omitempty"`
 }
 
 // Report is everything a run measured.
@@ -388,6 +395,20 @@ func (r *Report) Aggregate() {
 			}
 		}
 		row.WireConnections = int(math.Round(Median(conns)))
+		for _, st := range PathStages {
+			var p50s []time.Duration
+			for _, run := range runs {
+				if f, ok := run.Path[st.String()]; ok {
+					p50s = append(p50s, f.P50)
+				}
+			}
+			if len(p50s) > 0 {
+				if row.PathP50 == nil {
+					row.PathP50 = map[string]time.Duration{}
+				}
+				row.PathP50[st.String()] = MedianDuration(p50s)
+			}
+		}
 		var cpu []float64
 		for _, run := range runs {
 			if run.CPU > 0 && run.Bytes > 0 {
@@ -574,6 +595,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		r.writeTarget(&b, head)
 		writeParity(&b, ParityOf(head, r.Runs), c.ProducePartitions)
 		writeInFlight(&b, head)
+		writePathStages(&b, head)
 		writeStages(&b, head)
 	}
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/kwal/kwal/internal/stagehist"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -121,9 +122,11 @@ type phase struct {
 	lc    *localcluster.Cluster
 	net   *netModel
 	store *timedStore // times the store's PUTs and GETs
-	admin *kgo.Client
-	price pricer
-	prog  *progress
+	// stages read the brokers' latency histograms (PathStages).
+	stages stageGatherers
+	admin  *kgo.Client
+	price  pricer
+	prog   *progress
 	// produced remembers the topic each Produce run wrote, for Consume.
 	produced map[[2]string]string
 }
@@ -164,8 +167,12 @@ func runPhase(ctx context.Context, cfg Config, index int, ph Phase, dir string, 
 		return nil, link, nil, err
 	}
 	defer admin.Close()
+	stages, err := newStageGatherers(lc.Brokers)
+	if err != nil {
+		return nil, link, nil, err
+	}
 	p := &phase{cfg: cfg, index: index, set: ph.Setting, lc: lc, net: nm, store: timed, admin: admin, price: price, prog: prog,
-		produced: map[[2]string]string{}}
+		stages: stages, produced: map[[2]string]string{}}
 	for _, st := range ph.Steps {
 		prog.begin(fmt.Sprintf("%v | %s %s rep %d/%d", ph.Setting, st.Workload, st.Mode, st.Rep+1, cfg.Reps))
 		sctx, cancel := context.WithTimeout(ctx, stepTimeout)
@@ -687,6 +694,7 @@ func (p *phase) finish(ctx context.Context, r *RunResult, before window, start t
 	}
 	merged := mergeDeltas(before.ledgers, after.ledgers)
 	r.StorePut, r.StoreGet = p.store.since(before.store)
+	r.Path = stageDeltas(before.stages, after.stages)
 	r.Ledger = ledgerFigures(merged, window)
 	u := cost.UsageFromLedger(merged, window, brokersForCost, 0)
 	b, err := p.price.model.MonthlyCost(u, p.price.sheet)
@@ -741,6 +749,7 @@ type window struct {
 	ledgers []ledger.Snapshot
 	store   [2]int
 	cpu     time.Duration // processCPU
+	stages  map[stagehist.Stage]histSnap
 }
 
 func (p *phase) snapshots() window {
@@ -748,7 +757,7 @@ func (p *phase) snapshots() window {
 	for i, l := range p.lc.Ledgers {
 		out[i] = l.Snapshot()
 	}
-	return window{ledgers: out, store: p.store.mark(), cpu: processCPU()}
+	return window{ledgers: out, store: p.store.mark(), cpu: processCPU(), stages: p.stages.snapshot()}
 }
 
 // processCPU is the user and system CPU time this process has used: the

@@ -130,6 +130,18 @@ func TestRunTinyPartitions(t *testing.T) {
 		if run.Workload != Consume && run.Wire.Connections < 2 {
 			t.Errorf("%s %s rep %d: produced to %d brokers, want the leaders of 4 partitions on at least 2", run.Workload, run.Mode, run.Rep, run.Wire.Connections)
 		}
+		// The brokers' histograms: every acks=all produce waited; only the
+		// remote WAL PUTs and GETs.
+		if run.Workload == ProduceAll && run.Path["acks_all_wait"].Count == 0 {
+			t.Errorf("%s %s rep %d: no acks=all wait observed: %+v", run.Workload, run.Mode, run.Rep, run.Path)
+		}
+		if run.Workload != Consume {
+			_, put := run.Path["put"]
+			_, get := run.Path["get"]
+			if (run.Mode == RemoteWAL) != (put && get) {
+				t.Errorf("%s %s rep %d: stages %+v", run.Workload, run.Mode, run.Rep, run.Path)
+			}
+		}
 	}
 	if rep.Config.ProducePartitions != 4 {
 		t.Errorf("report states %d partitions, want 4", rep.Config.ProducePartitions)
@@ -142,6 +154,7 @@ func TestRunTinyPartitions(t *testing.T) {
 		"unthrottled, 4 partitions (the KIP's runs: 1)",
 		"These topics have 4 partitions (`--partitions`)",
 		"| produce-acksall | remotewal | 3 | 5 |",
+		"### Where a produced record's time goes on the brokers",
 	} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, md.String())
