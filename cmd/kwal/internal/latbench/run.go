@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/kwal/kwal/internal/stagehist"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/kwal/kwal/broker"
 	"github.com/kwal/kwal/cost"
+	"github.com/kwal/kwal/internal/stagehist"
 	"github.com/kwal/kwal/localcluster"
 	"github.com/kwal/kwal/objstore"
 	"github.com/kwal/kwal/objstore/latency"
