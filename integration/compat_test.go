@@ -664,10 +664,19 @@ func (c *compatCluster) createTopic(t *testing.T, topic string, partitions int32
 	if _, err := c.admin(t).CreateTopic(ctx, partitions, 3, configs, topic); err != nil {
 		t.Fatalf("create %s: %v", topic, err)
 	}
+	waitTopicEverywhere(t, ctx, c, topic, int(partitions))
+}
+
+// waitTopicEverywhere waits until every broker's metadata shows topic
+// with partitions partitions, each with a leader: the condition of
+// createTopic, also for topics a client under test created. opts are the
+// clients' options besides the seed (a secure listener's TLS and SASL).
+func waitTopicEverywhere(t *testing.T, ctx context.Context, c *compatCluster, topic string, partitions int, opts ...kgo.Opt) {
+	t.Helper()
 	for _, b := range c.brokers {
-		waitUntil(t, ctx, fmt.Sprintf("broker %d to learn %s", b.id, topic), func() bool {
-			md, err := brokerMetadata(ctx, b.addr(), topic)
-			if err != nil || len(md.Topics) != 1 || md.Topics[0].ErrorCode != 0 || len(md.Topics[0].Partitions) != int(partitions) {
+		waitUntil(t, ctx, fmt.Sprintf("broker %d to show %s with %d partitions", b.id, topic, partitions), func() bool {
+			md, err := brokerMetadata(ctx, b.addr(), topic, opts...)
+			if err != nil || len(md.Topics) != 1 || md.Topics[0].ErrorCode != 0 || len(md.Topics[0].Partitions) != partitions {
 				return false
 			}
 			for _, pd := range md.Topics[0].Partitions {
@@ -680,9 +689,10 @@ func (c *compatCluster) createTopic(t *testing.T, topic string, partitions int32
 	}
 }
 
-// brokerMetadata asks the broker at addr (only it) about topic.
-func brokerMetadata(ctx context.Context, addr, topic string) (*kmsg.MetadataResponse, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+// brokerMetadata asks the broker at addr (only it) about topic; opts are
+// the client's options besides the seed.
+func brokerMetadata(ctx context.Context, addr, topic string, opts ...kgo.Opt) (*kmsg.MetadataResponse, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,6 @@ import (
 	kafkascram "github.com/segmentio/kafka-go/sasl/scram"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	franzscram "github.com/twmb/franz-go/pkg/sasl/scram"
 	"github.com/xdg-go/scram"
 
@@ -206,10 +205,15 @@ func (sc *secureCluster) tlsConfig() *tls.Config {
 	return &tls.Config{RootCAs: sc.ca.Pool, MinVersion: tls.VersionTLS12}
 }
 
-// kgoOpts are franz-go options for user over SASL_SSL (SCRAM-SHA-512).
+// authOpts are franz-go's options for user over SASL_SSL (SCRAM-SHA-512),
+// the seeds left out.
+func (sc *secureCluster) authOpts(user string) []kgo.Opt {
+	return []kgo.Opt{kgo.DialTLSConfig(sc.tlsConfig()), kgo.SASL(franzscram.Auth{User: user, Pass: sc.pw[user]}.AsSha512Mechanism())}
+}
+
+// kgoOpts are franz-go options for user over SASL_SSL, seeded with seeds.
 func (sc *secureCluster) kgoOpts(user string, seeds ...string) []kgo.Opt {
-	return []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DialTLSConfig(sc.tlsConfig()),
-		kgo.SASL(franzscram.Auth{User: user, Pass: sc.pw[user]}.AsSha512Mechanism())}
+	return append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, sc.authOpts(user)...)
 }
 
 // kadmAs is a kadm client for user, closed when t ends.
@@ -233,49 +237,7 @@ func (sc *secureCluster) createTopic(t *testing.T, topic string, partitions int3
 	if _, err := sc.kadmAs(t, "admin").CreateTopic(ctx, partitions, 3, configs, topic); err != nil {
 		t.Fatalf("create %s: %v", topic, err)
 	}
-	for _, b := range sc.brokers {
-		cl, err := kgo.NewClient(sc.kgoOpts("admin", b.addr())...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitUntil(t, ctx, fmt.Sprintf("broker %d to learn %s", b.id, topic), func() bool {
-			req := kmsg.NewPtrMetadataRequest()
-			rt := kmsg.NewMetadataRequestTopic()
-			rt.Topic = kmsg.StringPtr(topic)
-			req.Topics = append(req.Topics, rt)
-			md, err := req.RequestWith(ctx, cl.SeedBrokers()[0])
-			if err != nil || len(md.Topics) != 1 || md.Topics[0].ErrorCode != 0 || len(md.Topics[0].Partitions) != int(partitions) {
-				return false
-			}
-			for _, pd := range md.Topics[0].Partitions {
-				if pd.Leader < 0 {
-					return false
-				}
-			}
-			return true
-		})
-		cl.Close()
-	}
-}
-
-// endOffsets is each partition's end offset (kadm ListEndOffsets as admin).
-func (sc *secureCluster) endOffsets(t *testing.T, topic string, partitions int32) []int64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	lo, err := sc.kadmAs(t, "admin").ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatalf("list end offsets of %s: %v", topic, err)
-	}
-	ends := make([]int64, partitions)
-	for p := range partitions {
-		o, ok := lo.Lookup(topic, p)
-		if !ok || o.Err != nil {
-			t.Fatalf("end offset of %s-%d: %v (found: %v)", topic, p, o.Err, ok)
-		}
-		ends[p] = o.Offset
-	}
-	return ends
+	waitTopicEverywhere(t, ctx, sc.compatCluster, topic, int(partitions), sc.authOpts("admin")...)
 }
 
 // checkCommittedAtEnd checks with sarama's ClusterAdmin (as admin)
@@ -507,7 +469,7 @@ func testSaramaSecureProduceGroup(t *testing.T, sc *secureCluster, mode string, 
 		}
 		produced[m.Partition] = append(produced[m.Partition], string(m.Value.(sarama.StringEncoder)))
 	}
-	ends := sc.endOffsets(t, topic, parts)
+	ends := endOffsets(t, sc.kadmAs(t, "admin"), topic, parts)
 	for p, end := range ends {
 		if end != n/parts {
 			t.Fatalf("%s-%d ends at %d, want %d", topic, p, end, n/parts)
@@ -621,10 +583,10 @@ func testSaramaACLs(t *testing.T, sc *secureCluster, mode string, configs map[st
 			t.Fatalf("bob produces to %s (no Write): %v, want %v", topic, err, sarama.ErrTopicAuthorizationFailed)
 		}
 	}
-	if ends := sc.endOffsets(t, other, 1); ends[0] != 0 {
+	if ends := endOffsets(t, sc.kadmAs(t, "admin"), other, 1); ends[0] != 0 {
 		t.Fatalf("%s-0 ends at %d after refused produces, want 0", other, ends[0])
 	}
-	if ends := sc.endOffsets(t, readOnly, 1); ends[0] != 0 {
+	if ends := endOffsets(t, sc.kadmAs(t, "admin"), readOnly, 1); ends[0] != 0 {
 		t.Fatalf("%s-0 ends at %d after refused produces, want 0", readOnly, ends[0])
 	}
 
@@ -707,7 +669,7 @@ func testKafkaGoSecure(t *testing.T, sc *secureCluster, mode string, configs map
 	if ws := w.Stats(); ws.Messages != n || ws.Errors != 0 {
 		t.Fatalf("kafka-go Writer stats: %d messages, %d errors, want %d and 0", ws.Messages, ws.Errors, n)
 	}
-	ends := sc.endOffsets(t, topic, parts)
+	ends := endOffsets(t, sc.kadmAs(t, "admin"), topic, parts)
 	for p, end := range ends {
 		if end != n/parts {
 			t.Fatalf("%s-%d ends at %d, want %d (round robin)", topic, p, end, n/parts)

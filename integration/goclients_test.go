@@ -18,6 +18,7 @@ import (
 	"github.com/kwal/kwal/metadata"
 	"github.com/kwal/kwal/objstore/objstoretest"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // TestGoClients runs the two other mainstream Go Kafka clients, IBM/sarama
@@ -179,11 +180,11 @@ func bounded(t *testing.T, ctx context.Context, what string, f func() error) err
 }
 
 // endOffsets is each partition's end offset (kadm ListEndOffsets).
-func endOffsets(t *testing.T, c *compatCluster, topic string, partitions int32) []int64 {
+func endOffsets(t *testing.T, adm *kadm.Client, topic string, partitions int32) []int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	lo, err := c.admin(t).ListEndOffsets(ctx, topic)
+	lo, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatalf("list end offsets of %s: %v", topic, err)
 	}
@@ -216,27 +217,6 @@ func checkCommittedAtEnd(t *testing.T, c *compatCluster, group, topic string, en
 		if o.Err != nil || o.At != end {
 			t.Fatalf("group %s committed offset %d (error %v) for %s-%d, want the end offset %d", group, o.At, o.Err, topic, p, end)
 		}
-	}
-}
-
-// waitTopicEverywhere waits until every broker's metadata shows topic
-// with partitions partitions, each with a leader (the condition of
-// createTopic, for topics created by a client under test).
-func waitTopicEverywhere(t *testing.T, ctx context.Context, c *compatCluster, topic string, partitions int) {
-	t.Helper()
-	for _, b := range c.brokers {
-		waitUntil(t, ctx, fmt.Sprintf("broker %d to show %s with %d partitions", b.id, topic, partitions), func() bool {
-			md, err := brokerMetadata(ctx, b.addr(), topic)
-			if err != nil || len(md.Topics) != 1 || md.Topics[0].ErrorCode != 0 || len(md.Topics[0].Partitions) != partitions {
-				return false
-			}
-			for _, pd := range md.Topics[0].Partitions {
-				if pd.Leader < 0 {
-					return false
-				}
-			}
-			return true
-		})
 	}
 }
 
@@ -391,7 +371,7 @@ func testSaramaProduceGroup(t *testing.T, c *compatCluster, mode string, configs
 		}
 		st.produced[m.Partition] = append(st.produced[m.Partition], string(m.Value.(sarama.StringEncoder)))
 	}
-	ends := endOffsets(t, c, topic, parts)
+	ends := endOffsets(t, c.admin(t), topic, parts)
 	for p, end := range ends {
 		if end != int64(n/parts) {
 			t.Fatalf("%s-%d ends at %d, want %d", topic, p, end, n/parts)
@@ -810,7 +790,7 @@ func testKafkaGo(t *testing.T, c *compatCluster, mode string, configs map[string
 	}
 	t.Logf("kafka-go: %d messages written in %d requests, %d retries, in %v", ws.Messages, ws.Writes, ws.Retries, time.Since(start))
 	// Round robin, one message at a time: a third to each partition.
-	ends := endOffsets(t, c, topic, parts)
+	ends := endOffsets(t, c.admin(t), topic, parts)
 	for p, end := range ends {
 		if end != n/parts {
 			t.Fatalf("%s-%d ends at %d, want %d", topic, p, end, n/parts)
